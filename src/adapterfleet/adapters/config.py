@@ -1,0 +1,70 @@
+"""Bottleneck adapter configuration: placement, reduction factor, non-linearity."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+ARCHITECTURES = ("pfeiffer", "houlsby")
+NON_LINEARITIES = ("relu", "swish", "gelu", "tanh")
+_DEFAULT_NON_LINEARITY = {"pfeiffer": "relu", "houlsby": "swish"}
+
+
+@dataclass(frozen=True)
+class AdapterConfig:
+    """How a bottleneck adapter is shaped and where it sits in each layer.
+
+    `pfeiffer` puts one adapter after the feed-forward sub-layer; `houlsby` puts one after the
+    attention sub-layer and one after the feed-forward sub-layer. The bottleneck width is
+    `hidden_size // reduction_factor`.
+    """
+
+    architecture: str = "pfeiffer"
+    reduction_factor: int = 16
+    non_linearity: str = field(default="")
+    init_std: float = 0.02
+
+    def __post_init__(self) -> None:
+        if self.architecture not in ARCHITECTURES:
+            raise ValueError(
+                f"adapter architecture {self.architecture!r} is unknown; use one of {ARCHITECTURES}"
+            )
+        if not isinstance(self.reduction_factor, int) or isinstance(self.reduction_factor, bool):
+            raise ValueError(
+                f"reduction_factor must be a positive integer, got {self.reduction_factor!r}"
+            )
+        if self.reduction_factor < 1:
+            raise ValueError(f"reduction_factor must be >= 1, got {self.reduction_factor}")
+        if not self.non_linearity:
+            object.__setattr__(self, "non_linearity", _DEFAULT_NON_LINEARITY[self.architecture])
+        if self.non_linearity not in NON_LINEARITIES:
+            raise ValueError(
+                f"non_linearity {self.non_linearity!r} is unknown; use one of {NON_LINEARITIES}"
+            )
+
+    @property
+    def positions(self) -> tuple[str, ...]:
+        """Slots of a layer that hold an adapter, in the reference's vocabulary."""
+        if self.architecture == "houlsby":
+            return ("mh_adapter", "output_adapter")
+        return ("output_adapter",)
+
+    def bottleneck_size(self, hidden_size: int) -> int:
+        """Width m of the bottleneck for `hidden_size`; refuses a factor that does not divide it."""
+        if self.reduction_factor > hidden_size or hidden_size % self.reduction_factor:
+            raise ValueError(
+                f"reduction_factor {self.reduction_factor} does not divide the hidden size "
+                f"{hidden_size}; choose a divisor of {hidden_size} such as 2, 16 or 64"
+            )
+        return hidden_size // self.reduction_factor
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> AdapterConfig:
+        allowed = {"architecture", "reduction_factor", "non_linearity", "init_std"}
+        unknown = sorted(set(data) - allowed)
+        if unknown:
+            raise ValueError(f"unknown adapter config keys {unknown}; allowed: {sorted(allowed)}")
+        return cls(**data)

@@ -1,0 +1,118 @@
+"""Task heads and the model that carries an encoder, its adapters and one head per task."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+HEAD_TYPES = ("classification", "multiple_choice")
+
+
+@dataclass(frozen=True)
+class HeadConfig:
+    """A two-layer tanh head on the first token, as in the reference implementation."""
+
+    head_type: str = "classification"
+    num_labels: int = 2
+    label_names: list[str] = field(default_factory=list)
+    dropout: float = 0.1
+
+    def __post_init__(self) -> None:
+        if self.head_type not in HEAD_TYPES:
+            raise ValueError(f"head_type {self.head_type!r} is unknown; use one of {HEAD_TYPES}")
+        if self.head_type == "classification" and self.num_labels < 2:
+            raise ValueError(f"num_labels must be >= 2 for classification, got {self.num_labels}")
+        if self.label_names and len(self.label_names) != self.num_labels:
+            raise ValueError(
+                f"label_names has {len(self.label_names)} names but num_labels is {self.num_labels}"
+            )
+
+    @property
+    def out_features(self) -> int:
+        return 1 if self.head_type == "multiple_choice" else self.num_labels
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Head(nn.Module):
+    def __init__(self, hidden_size: int, config: HeadConfig):
+        super().__init__()
+        self.config = config
+        self.layers = nn.Sequential(
+            nn.Dropout(config.dropout),
+            nn.Linear(hidden_size, hidden_size),
+            nn.Tanh(),
+            nn.Dropout(config.dropout),
+            nn.Linear(hidden_size, config.out_features),
+        )
+
+    def forward(self, first_token: torch.Tensor) -> torch.Tensor:
+        return self.layers(first_token)
+
+
+class AdapterModel(nn.Module):
+    """An encoder with named adapters, fusions and task heads; `forward` returns logits.
+
+    A multiple-choice head takes (batch, choices, tokens) and gives logits (batch, choices).
+    """
+
+    def __init__(self, encoder_model: nn.Module):
+        super().__init__()
+        self.encoder_model = encoder_model
+        self.heads = nn.ModuleDict()
+        self.active_head: str | None = None
+
+    @property
+    def config(self) -> Any:
+        return self.encoder_model.config
+
+    def add_head(self, name: str, config: HeadConfig) -> Head:
+        if name in self.heads:
+            raise ValueError(f"head {name!r} already exists in this model")
+        head = Head(int(self.config.hidden_size), config)
+        ref = next(self.encoder_model.parameters())
+        self.heads[name] = head.to(device=ref.device, dtype=ref.dtype).train(self.training)
+        if self.active_head is None:
+            self.active_head = name
+        return head
+
+    def select_head(self, name: str) -> list[nn.Parameter]:
+        """Make `name` the active head; returns its parameters."""
+        if name not in self.heads:
+            known = ", ".join(self.heads) or "none"
+            raise KeyError(f"head {name!r} is not in this model (heads present: {known})")
+        self.active_head = name
+        return list(self.heads[name].parameters())
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | dict[str, torch.Tensor],
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        **_: Any,
+    ) -> torch.Tensor:
+        if isinstance(input_ids, dict):
+            batch = input_ids
+            return self.forward(
+                batch["input_ids"], batch.get("attention_mask"), batch.get("token_type_ids")
+            )
+        if self.active_head is None:
+            raise RuntimeError(
+                "the model has no head; add one with add_head(name, HeadConfig(...))"
+            )
+        head = self.heads[self.active_head]
+        choices = input_ids.shape[1] if input_ids.dim() == 3 else None
+        flat = [
+            t.flatten(0, 1) if t is not None and choices else t
+            for t in (input_ids, attention_mask, token_type_ids)
+        ]
+        kwargs = {"input_ids": flat[0], "attention_mask": flat[1]}
+        if flat[2] is not None:
+            kwargs["token_type_ids"] = flat[2]
+        hidden = self.encoder_model(**kwargs).last_hidden_state
+        logits = head(hidden[:, 0])
+        return logits.view(-1, choices) if choices else logits

@@ -1,0 +1,141 @@
+"""Adding, activating and training named adapters inside a Hugging Face encoder."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from torch import nn
+
+from adapterfleet.adapters.architectures import base_encoder, encoder_layers, slot_map_for
+from adapterfleet.adapters.config import AdapterConfig
+from adapterfleet.adapters.modules import Bottleneck, NormSlot, OutputSlot
+
+_NAME = re.compile(r"^[A-Za-z0-9_\-]+$")
+_CONFIGS_ATTR = "_adapterfleet_adapters"
+
+
+def _set_submodule(root: nn.Module, path: str, module: nn.Module) -> None:
+    parent_path, _, attr = path.rpartition(".")
+    parent = root.get_submodule(parent_path) if parent_path else root
+    setattr(parent, attr, module)
+
+
+def _slot(
+    layer: nn.Module, path: str, kind: type[NormSlot] | type[OutputSlot]
+) -> NormSlot | OutputSlot:
+    """The slot wrapper at `path` in `layer`, created around the original module on first use."""
+    current = layer.get_submodule(path)
+    if isinstance(current, kind):
+        return current
+    slot = kind(current).train(current.training)
+    _set_submodule(layer, path, slot)
+    return slot
+
+
+def _slot_paths(model: nn.Module, config: AdapterConfig) -> dict[str, tuple[str, type]]:
+    slots = slot_map_for(model)
+    if config.architecture == "pfeiffer":
+        return {"output_adapter": (slots.ffn_norm, NormSlot)}
+    return {
+        "mh_adapter": (slots.attention_output, OutputSlot),
+        "output_adapter": (slots.ffn_output, OutputSlot),
+    }
+
+
+def adapter_configs(model: nn.Module) -> dict[str, AdapterConfig]:
+    """The adapters present in `model`, by name."""
+    encoder = base_encoder(model)
+    if not hasattr(encoder, _CONFIGS_ATTR):
+        setattr(encoder, _CONFIGS_ATTR, {})
+    return getattr(encoder, _CONFIGS_ATTR)
+
+
+def add_adapter(model: nn.Module, name: str, config: AdapterConfig | None = None) -> None:
+    """Insert a fresh adapter called `name` into every layer of `model` (near-identity init)."""
+    config = config or AdapterConfig()
+    if not _NAME.match(name):
+        raise ValueError(f"adapter name {name!r} must use letters, digits, '_' or '-' only")
+    configs = adapter_configs(model)
+    if name in configs:
+        raise ValueError(f"adapter {name!r} already exists in this model")
+    hidden = int(base_encoder(model).config.hidden_size)
+    width = config.bottleneck_size(hidden)
+    for layer in encoder_layers(model):
+        for path, kind in _slot_paths(model, config).values():
+            bottleneck = Bottleneck(hidden, width, config.non_linearity, config.init_std)
+            ref = next(layer.get_submodule(path).parameters(), None)
+            if ref is not None:
+                bottleneck.to(device=ref.device, dtype=ref.dtype)
+            slot = _slot(layer, path, kind)
+            slot.adapters[name] = bottleneck.train(slot.training)
+    configs[name] = config
+
+
+def delete_adapter(model: nn.Module, name: str) -> None:
+    for _, _, slot in _iter_slots(model):
+        if name in slot.adapters:
+            del slot.adapters[name]
+            if slot.active_adapter == name:
+                slot.active_adapter = None
+    adapter_configs(model).pop(name, None)
+
+
+def _iter_slots(model: nn.Module) -> Iterator[tuple[int, str, NormSlot | OutputSlot]]:
+    for index, layer in enumerate(encoder_layers(model)):
+        for path, module in layer.named_modules():
+            if isinstance(module, NormSlot | OutputSlot):
+                yield index, path, module
+
+
+def adapter_modules(model: nn.Module, name: str) -> list[tuple[int, str, Bottleneck]]:
+    """(layer index, position, module) of adapter `name`, in layer order."""
+    config = _config_of(model, name)
+    positions = {path: position for position, (path, _) in _slot_paths(model, config).items()}
+    found = []
+    for index, path, slot in _iter_slots(model):
+        if name in slot.adapters and path in positions:
+            found.append((index, positions[path], slot.adapters[name]))
+    return found
+
+
+def _config_of(model: nn.Module, name: str) -> AdapterConfig:
+    configs = adapter_configs(model)
+    if name not in configs:
+        known = ", ".join(sorted(configs)) or "none"
+        raise KeyError(f"adapter {name!r} is not in this model (adapters present: {known})")
+    return configs[name]
+
+
+def adapter_parameters(model: nn.Module, name: str) -> list[nn.Parameter]:
+    """The parameters of adapter `name`, found through its modules (never by parameter name)."""
+    return [p for _, _, module in adapter_modules(model, name) for p in module.parameters()]
+
+
+def set_active_adapter(model: nn.Module, name: str | None) -> None:
+    """Route every layer through adapter `name` (None: the plain base model)."""
+    if name is not None:
+        _config_of(model, name)
+    for _, _, slot in _iter_slots(model):
+        slot.active_adapter = name
+        if isinstance(slot, NormSlot):
+            slot.active_fusion = None
+
+
+def freeze(model: nn.Module) -> None:
+    for parameter in model.parameters():
+        parameter.requires_grad_(False)
+
+
+def train_adapter(model: nn.Module, name: str) -> list[nn.Parameter]:
+    """Activate adapter `name` and make it (and the task head of that name, if any) the only
+    trainable parameters. Returns them."""
+    set_active_adapter(model, name)
+    freeze(model)
+    trainable = adapter_parameters(model, name)
+    select_head = getattr(model, "select_head", None)
+    if select_head is not None and name in getattr(model, "heads", {}):
+        trainable += select_head(name)
+    for parameter in trainable:
+        parameter.requires_grad_(True)
+    return trainable

@@ -1,0 +1,50 @@
+"""AdapterFusion configuration and its two presets from the paper."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class FusionConfig:
+    """Which projections the fusion attention has, its temperature and the V regulariser.
+
+    `dynamic` (the paper's default): query, key and value, V initialised to the identity and
+    pulled towards it by `regularization_lambda · ‖I − V‖²`. `static`: query and key only.
+    `dropout` on the scores defaults to the base model's attention dropout.
+    """
+
+    query: bool = True
+    key: bool = True
+    value: bool = True
+    temperature: float = 1.0
+    regularization: bool = True
+    regularization_lambda: float = 0.01
+    dropout: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.temperature <= 0:
+            raise ValueError(f"fusion temperature must be > 0, got {self.temperature}")
+        if self.regularization and not self.value:
+            raise ValueError("fusion regularization needs value=True (it pulls V towards I)")
+        if self.dropout is not None and not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"fusion dropout must be in [0, 1), got {self.dropout}")
+
+    @classmethod
+    def preset(cls, name: str) -> FusionConfig:
+        presets = {"dynamic": cls(), "static": cls(value=False, regularization=False)}
+        if name not in presets:
+            raise ValueError(f"fusion preset {name!r} is unknown; use one of {sorted(presets)}")
+        return presets[name]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> FusionConfig:
+        allowed = set(cls.__dataclass_fields__)
+        unknown = sorted(set(data) - allowed)
+        if unknown:
+            raise ValueError(f"unknown fusion config keys {unknown}; allowed: {sorted(allowed)}")
+        return cls(**data)

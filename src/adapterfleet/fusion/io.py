@@ -1,0 +1,85 @@
+"""Fusion layer files: `adapter_fusion_config.json` + `model_adapter_fusion.safetensors`."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from adapterfleet.adapters.architectures import describe_base
+from adapterfleet.adapters.files import (
+    WeightsFileError,
+    check_base,
+    copy_into,
+    read_config,
+    read_weights,
+    write_weights,
+)
+from adapterfleet.fusion.config import FusionConfig
+from adapterfleet.fusion.model import add_fusion, delete_fusion, fusion_layers, fusion_setups
+
+FUSION_CONFIG = "adapter_fusion_config.json"
+FUSION_WEIGHTS = "model_adapter_fusion.safetensors"
+
+
+def _fusion_tensors(model: nn.Module, name: str) -> dict[str, torch.Tensor]:
+    return {
+        f"layers.{index}.{key}": tensor
+        for index, layer in enumerate(fusion_layers(model, name))
+        for key, tensor in layer.state_dict().items()
+    }
+
+
+def save_fusion(model: nn.Module, name: str, directory: str | os.PathLike[str]) -> Path:
+    setup = fusion_setups(model)[name]
+    config = {
+        "name": name,
+        "adapters": list(setup.adapter_names),
+        "config": setup.config.to_dict(),
+        "base_model": describe_base(model),
+    }
+    return write_weights(
+        directory, FUSION_CONFIG, config, FUSION_WEIGHTS, _fusion_tensors(model, name)
+    )
+
+
+def read_fusion_config(
+    directory: str | os.PathLike[str],
+) -> tuple[str, list[str], FusionConfig, dict]:
+    raw = read_config(directory, FUSION_CONFIG)
+    try:
+        config = FusionConfig.from_dict(raw["config"])
+        return (
+            str(raw["name"]),
+            [str(a) for a in raw["adapters"]],
+            config,
+            raw.get("base_model", {}),
+        )
+    except (KeyError, TypeError, ValueError) as error:
+        raise WeightsFileError(f"{Path(directory) / FUSION_CONFIG}: {error}") from None
+
+
+def load_fusion(
+    model: nn.Module,
+    directory: str | os.PathLike[str],
+    name: str | None = None,
+    sha256: str | None = None,
+) -> str:
+    """Add the fusion saved in `directory`; the adapters it fuses must already be in `model`."""
+    saved_name, adapters, config, base = read_fusion_config(directory)
+    check_base(base, model, str(directory))
+    name = name or saved_name
+    try:
+        add_fusion(model, name, adapters, config)
+    except ValueError as error:
+        raise WeightsFileError(f"{directory}: {error}") from None
+    try:
+        params = _fusion_tensors(model, name)
+        expected = {key: t.shape for key, t in params.items()}
+        copy_into(read_weights(directory, FUSION_WEIGHTS, expected, sha256), params)
+    except Exception:
+        delete_fusion(model, name)
+        raise
+    return name

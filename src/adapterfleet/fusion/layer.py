@@ -1,0 +1,131 @@
+"""The AdapterFusion layer of one transformer layer, computed in an exact, cheaper form.
+
+Straightforward form (Pfeiffer et al., 2021; the reference's details): with query `q`, adapter
+outputs `z_n = U_n f(D_n q + d_n) + c_n`,
+    s = softmax_n((Q q + b_Q) · (K z_n + b_K) / T),    o = Σ_n s_n V z_n.
+Rewrite used here, exact up to rounding: with `u = Kᵀ (Q q + b_Q)` the scores are
+`(U_nᵀ u) · a_n + u · c_n` (the `b_K` term is the same for every n and cancels in the softmax), and
+`o = V (U_cat (s ⊙ a_cat) + C s)`. The N adapters of a layer become three matrix products over the
+stacked bottleneck (width Σ m_n); the N full-width outputs `z_n` are never formed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from adapterfleet.adapters.modules import Bottleneck
+from adapterfleet.fusion.config import FusionConfig
+
+
+class Stacked:
+    """The frozen weights of N adapters laid side by side (rebuilt when any of them changes)."""
+
+    def __init__(self, adapters: Sequence[Bottleneck]):
+        self.widths = [a.adapter_down.out_features for a in adapters]
+        self.down_w = torch.cat([a.adapter_down.weight for a in adapters], 0)  # (M, d)
+        self.down_b = torch.cat([a.adapter_down.bias for a in adapters], 0)  # (M,)
+        self.up_w = torch.cat([a.adapter_up.weight for a in adapters], 1)  # (d, M)
+        self.up_b = torch.stack([a.adapter_up.bias for a in adapters], 1)  # (d, N)
+        self.activations = [a.non_linearity for a in adapters]
+        self.uniform = len(set(self.widths)) == 1 and len(set(self.activations)) == 1
+
+    def activate(self, pre: torch.Tensor, adapters: Sequence[Bottleneck]) -> torch.Tensor:
+        if self.uniform:
+            return adapters[0].activation(pre)
+        parts = pre.split(self.widths, dim=-1)
+        return torch.cat([a.activation(p) for a, p in zip(adapters, parts, strict=True)], -1)
+
+    def group_sum(self, x: torch.Tensor) -> torch.Tensor:
+        """Sum each adapter's slice of the last axis: (..., M) → (..., N)."""
+        if self.uniform:
+            return x.unflatten(-1, (len(self.widths), self.widths[0])).sum(-1)
+        return torch.stack([p.sum(-1) for p in x.split(self.widths, dim=-1)], -1)
+
+    def expand(self, s: torch.Tensor) -> torch.Tensor:
+        """Repeat each adapter's weight over its slice: (..., N) → (..., M)."""
+        if self.uniform:
+            return s.repeat_interleave(self.widths[0], dim=-1)
+        widths = torch.tensor(self.widths, device=s.device)
+        return s.repeat_interleave(widths, dim=-1)
+
+
+def _signature(adapters: Sequence[Bottleneck]) -> tuple:
+    return tuple((id(p), p._version, p.device, p.dtype) for a in adapters for p in a.parameters())
+
+
+class FusionLayer(nn.Module):
+    def __init__(
+        self, hidden_size: int, adapter_names: Sequence[str], config: FusionConfig, dropout: float
+    ):
+        super().__init__()
+        self.adapter_names = list(adapter_names)
+        self.config = config
+        self.temperature = config.temperature
+        self.dropout = nn.Dropout(dropout if config.dropout is None else config.dropout)
+        self.query = nn.Linear(hidden_size, hidden_size) if config.query else None
+        self.key = nn.Linear(hidden_size, hidden_size) if config.key else None
+        self.value = nn.Linear(hidden_size, hidden_size, bias=False) if config.value else None
+        for linear in (self.query, self.key):
+            if linear is not None:
+                nn.init.normal_(linear.weight, std=0.02)
+                nn.init.zeros_(linear.bias)
+        if self.value is not None:
+            with torch.no_grad():
+                self.value.weight.fill_(1e-6).fill_diagonal_(1.0)
+        self.record = False
+        self.last_weights: torch.Tensor | None = None
+        self._stacked: tuple[tuple, Stacked] | None = None
+
+    def _stack(self, adapters: Sequence[Bottleneck]) -> Stacked:
+        if any(p.requires_grad for a in adapters for p in a.parameters()):
+            return Stacked(adapters)  # adapters train too: rebuild so gradients reach them
+        signature = _signature(adapters)
+        if self._stacked is None or self._stacked[0] != signature:
+            with torch.no_grad():
+                self._stacked = (signature, Stacked(adapters))
+        return self._stacked[1]
+
+    def query_vector(self, q: torch.Tensor) -> torch.Tensor:
+        """u = Kᵀ (Q q + b_Q): the key projection folded into the query."""
+        u = self.query(q) if self.query is not None else q
+        return u @ self.key.weight if self.key is not None else u
+
+    def forward(self, q: torch.Tensor, adapters: Sequence[Bottleneck]) -> torch.Tensor:
+        """The fused adapter contribution for query `q` (..., d); the caller adds the residual."""
+        stacked = self._stack(adapters)
+        a = stacked.activate(F.linear(q, stacked.down_w, stacked.down_b), adapters)  # (..., M)
+        u = self.query_vector(q)
+        scores = stacked.group_sum((u @ stacked.up_w) * a) + u @ stacked.up_b  # (..., N)
+        weights = torch.softmax(self.dropout(scores) / self.temperature, dim=-1)
+        if self.record:
+            self.last_weights = weights.detach()
+        mixed = F.linear(stacked.expand(weights) * a, stacked.up_w) + weights @ stacked.up_b.T
+        return self.value(mixed) if self.value is not None else mixed
+
+    def regularization_loss(self) -> torch.Tensor | None:
+        """λ · ‖I − V‖²_F, or None when the config has no V regulariser."""
+        if not self.config.regularization or self.value is None:
+            return None
+        weight = self.value.weight
+        identity = torch.eye(weight.shape[0], device=weight.device, dtype=weight.dtype)
+        return self.config.regularization_lambda * (identity - weight).pow(2).sum()
+
+
+def reference_fusion(
+    layer: FusionLayer, q: torch.Tensor, adapters: Sequence[Bottleneck]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The straightforward formula, N key and N value projections per token; for tests.
+
+    Returns (output, weights). Dropout is not applied: call with the layer in eval mode.
+    """
+    z = torch.stack([adapter.delta(q) for adapter in adapters], dim=-2)  # (..., N, d)
+    query = layer.query(q) if layer.query is not None else q
+    keys = layer.key(z) if layer.key is not None else z
+    values = layer.value(z) if layer.value is not None else z
+    scores = (keys @ query.unsqueeze(-1)).squeeze(-1)  # (..., N)
+    weights = torch.softmax(scores / layer.temperature, dim=-1)
+    return (weights.unsqueeze(-1) * values).sum(-2), weights

@@ -1,0 +1,141 @@
+"""Adding, activating and training AdapterFusion layers over adapters already in the model."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from adapterfleet.adapters.architectures import attention_dropout, base_encoder, encoder_layers
+from adapterfleet.adapters.model import adapter_configs, freeze
+from adapterfleet.adapters.modules import NormSlot, OutputSlot
+from adapterfleet.fusion.config import FusionConfig
+from adapterfleet.fusion.layer import FusionLayer
+
+_FUSIONS_ATTR = "_adapterfleet_fusions"
+
+
+@dataclass(frozen=True)
+class FusionSetup:
+    adapter_names: tuple[str, ...]
+    config: FusionConfig
+
+
+def fusion_setups(model: nn.Module) -> dict[str, FusionSetup]:
+    encoder = base_encoder(model)
+    if not hasattr(encoder, _FUSIONS_ATTR):
+        setattr(encoder, _FUSIONS_ATTR, {})
+    return getattr(encoder, _FUSIONS_ATTR)
+
+
+def _norm_slots(model: nn.Module) -> list[NormSlot]:
+    slots = []
+    for layer in encoder_layers(model):
+        found = [m for m in layer.modules() if isinstance(m, NormSlot)]
+        if not found:
+            raise ValueError("fusion needs pfeiffer adapters in the model; add or load them first")
+        slots.append(found[0])
+    return slots
+
+
+def add_fusion(
+    model: nn.Module, name: str, adapter_names: list[str], config: FusionConfig | None = None
+) -> None:
+    """Add a fusion layer `name` to every layer, mixing the (frozen) adapters `adapter_names`."""
+    config = config or FusionConfig()
+    if name in fusion_setups(model):
+        raise ValueError(f"fusion {name!r} already exists in this model")
+    if len(adapter_names) < 1 or len(set(adapter_names)) != len(adapter_names):
+        raise ValueError(f"fusion {name!r} needs distinct adapter names, got {adapter_names}")
+    configs = adapter_configs(model)
+    missing = [a for a in adapter_names if a not in configs]
+    if missing:
+        raise ValueError(
+            f"fusion {name!r}: adapters {missing} are not in the model; load them first"
+        )
+    wrong = [a for a in adapter_names if configs[a].architecture != "pfeiffer"]
+    if wrong:
+        raise ValueError(f"fusion {name!r}: adapters {wrong} are not pfeiffer adapters")
+    hidden = int(base_encoder(model).config.hidden_size)
+    for slot in _norm_slots(model):
+        layer = FusionLayer(hidden, adapter_names, config, attention_dropout(model))
+        ref = slot.layer_norm.weight
+        slot.fusions[name] = layer.to(device=ref.device, dtype=ref.dtype).train(slot.training)
+    fusion_setups(model)[name] = FusionSetup(tuple(adapter_names), config)
+
+
+def delete_fusion(model: nn.Module, name: str) -> None:
+    for slot in _norm_slots(model):
+        if name in slot.fusions:
+            del slot.fusions[name]
+        if slot.active_fusion == name:
+            slot.active_fusion = None
+    fusion_setups(model).pop(name, None)
+
+
+def fusion_layers(model: nn.Module, name: str) -> list[FusionLayer]:
+    if name not in fusion_setups(model):
+        known = ", ".join(fusion_setups(model)) or "none"
+        raise KeyError(f"fusion {name!r} is not in this model (fusions present: {known})")
+    return [slot.fusions[name] for slot in _norm_slots(model)]
+
+
+def fusion_parameters(model: nn.Module, name: str) -> list[nn.Parameter]:
+    """The parameters of fusion `name` (Q, K, V of every layer), found through its modules."""
+    return [p for layer in fusion_layers(model, name) for p in layer.parameters()]
+
+
+def set_active_fusion(model: nn.Module, name: str) -> None:
+    fusion_layers(model, name)
+    for layer in encoder_layers(model):
+        for module in layer.modules():
+            if isinstance(module, NormSlot):
+                module.active_fusion = name
+            if isinstance(module, OutputSlot):
+                module.active_adapter = None
+
+
+def train_fusion(model: nn.Module, name: str) -> list[nn.Parameter]:
+    """Activate fusion `name`; only its parameters and the head of that name stay trainable."""
+    set_active_fusion(model, name)
+    freeze(model)
+    trainable = fusion_parameters(model, name)
+    select_head = getattr(model, "select_head", None)
+    if select_head is not None and name in getattr(model, "heads", {}):
+        trainable += select_head(name)
+    for parameter in trainable:
+        parameter.requires_grad_(True)
+    return trainable
+
+
+def fusion_regularization_loss(model: nn.Module, name: str) -> torch.Tensor | None:
+    """Σ over layers of λ‖I − V‖², the term the training loop adds to the task loss."""
+    terms = [
+        t for layer in fusion_layers(model, name) if (t := layer.regularization_loss()) is not None
+    ]
+    return torch.stack(terms).sum() if terms else None
+
+
+@contextmanager
+def capture_fusion_weights(model: nn.Module, name: str) -> Iterator[dict[int, list[torch.Tensor]]]:
+    """Collect each layer's fusion weights (…, N) from every forward pass inside the block."""
+    layers = fusion_layers(model, name)
+    captured: dict[int, list[torch.Tensor]] = {i: [] for i in range(len(layers))}
+    handles = []
+    for index, layer in enumerate(layers):
+        layer.record = True
+
+        def hook(module: FusionLayer, _args: object, _out: object, index: int = index) -> None:
+            captured[index].append(module.last_weights)
+
+        handles.append(layer.register_forward_hook(hook))
+    try:
+        yield captured
+    finally:
+        for layer, handle in zip(layers, handles, strict=True):
+            layer.record = False
+            layer.last_weights = None
+            handle.remove()

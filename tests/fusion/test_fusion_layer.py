@@ -1,0 +1,197 @@
+import pytest
+import torch
+from helpers import batch, hidden, perturb, tiny_encoder
+
+from adapterfleet.adapters import AdapterConfig, AdapterModel, HeadConfig, add_adapter
+from adapterfleet.adapters.modules import Bottleneck
+from adapterfleet.fusion import (
+    FusionConfig,
+    FusionLayer,
+    add_fusion,
+    capture_fusion_weights,
+    fusion_parameters,
+    fusion_regularization_loss,
+    reference_fusion,
+    set_active_fusion,
+    train_fusion,
+)
+
+D = 48
+
+
+def _adapters(widths: list[int], seed: int = 0) -> list[Bottleneck]:
+    torch.manual_seed(seed)
+    adapters = [Bottleneck(D, m, "relu", 0.3) for m in widths]
+    for a in adapters:
+        a.requires_grad_(False)
+    return adapters
+
+
+def _layer(n: int, config: FusionConfig, seed: int = 1) -> FusionLayer:
+    torch.manual_seed(seed)
+    layer = FusionLayer(D, [f"a{i}" for i in range(n)], config, dropout=0.1).eval()
+    perturb(list(layer.parameters()), seed=seed, scale=0.2)
+    return layer
+
+
+def _rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a - b).norm() / b.norm())
+
+
+@pytest.mark.parametrize("n", [1, 2, 5])
+@pytest.mark.parametrize("preset", ["dynamic", "static"])
+def test_fast_form_equals_the_straightforward_formula(n, preset):
+    adapters = _adapters([12] * n)
+    layer = _layer(n, FusionConfig.preset(preset))
+    q = torch.randn(4, 9, D)
+    fast = layer(q, adapters)
+    slow, weights = reference_fusion(layer, q, adapters)
+    assert _rel_err(fast, slow) < 1e-5
+    with capture_fusion_weights_of(layer) as captured:
+        layer(q, adapters)
+    assert _rel_err(captured[0], weights) < 1e-5
+
+
+def test_fast_form_handles_adapters_of_different_widths_and_activations():
+    adapters = _adapters([24, 12, 3])
+    adapters[1].non_linearity = "gelu"
+    layer = _layer(3, FusionConfig(temperature=2.0))
+    q = torch.randn(2, 5, D)
+    assert _rel_err(layer(q, adapters), reference_fusion(layer, q, adapters)[0]) < 1e-5
+
+
+def test_gradients_of_the_fast_form_equal_the_straightforward_ones():
+    adapters = _adapters([12] * 4)
+    layer = _layer(4, FusionConfig())
+    q = torch.randn(3, 6, D)
+    target = torch.randn(3, 6, D)
+    grads = []
+    for form in (lambda: layer(q, adapters), lambda: reference_fusion(layer, q, adapters)[0]):
+        layer.zero_grad()
+        ((form() - target) ** 2).sum().backward()
+        # b_K shifts every score of a token equally, so its exact gradient is zero; the fast
+        # form never touches it (None) and the straightforward one gets rounding noise.
+        grads.append(
+            [torch.zeros_like(p) if p.grad is None else p.grad.clone() for p in layer.parameters()]
+        )
+    scale = max(float(g.norm()) for g in grads[1])
+    for (name, _), fast, slow in zip(layer.named_parameters(), *grads, strict=True):
+        if name == "key.bias":
+            assert fast.abs().max() == 0 and float(slow.norm()) < 1e-6 * scale
+        else:
+            assert _rel_err(fast, slow) < 1e-4, name
+
+
+def test_value_starts_at_identity_and_is_regularised_towards_it():
+    layer = FusionLayer(D, ["a", "b"], FusionConfig(), dropout=0.0)
+    v = layer.value.weight
+    assert torch.equal(v.diagonal(), torch.ones(D))
+    off = v[~torch.eye(D, dtype=torch.bool)]
+    assert torch.allclose(off, torch.full_like(off, 1e-6))
+    assert float(layer.regularization_loss()) == pytest.approx(0.01 * (D * D - D) * 1e-12, rel=1e-3)
+    with torch.no_grad():
+        v.add_(0.1)
+    assert float(layer.regularization_loss()) == pytest.approx(0.01 * D * D * 0.01, rel=1e-2)
+    assert FusionLayer(D, ["a"], FusionConfig.preset("static"), 0.0).regularization_loss() is None
+
+
+def test_temperature_is_an_argument_and_forward_never_changes_it():
+    adapters = _adapters([12, 12])
+    layer = _layer(2, FusionConfig(temperature=5.0))
+    q = torch.randn(1, 3, D)
+    first = layer(q, adapters)
+    assert layer.temperature == 5.0
+    assert torch.equal(layer(q, adapters), first)
+    with pytest.raises(ValueError, match="temperature"):
+        FusionConfig(temperature=0)
+
+
+class capture_fusion_weights_of:  # noqa: N801 - a tiny context manager for one bare layer
+    def __init__(self, layer: FusionLayer):
+        self.layer, self.captured = layer, []
+
+    def __enter__(self):
+        self.layer.record = True
+        self.handle = self.layer.register_forward_hook(
+            lambda m, a, o: self.captured.append(m.last_weights)
+        )
+        return self.captured
+
+    def __exit__(self, *exc):
+        self.layer.record = False
+        self.handle.remove()
+
+
+def _fused_model(n: int = 3) -> AdapterModel:
+    model = AdapterModel(tiny_encoder("bert"))
+    for i in range(n):
+        add_adapter(model, f"task{i}", AdapterConfig(reduction_factor=4 * (1 + i % 2)))
+    perturb([p for p in model.encoder_model.parameters()], scale=0.05)
+    add_fusion(model, "target", [f"task{i}" for i in range(n)])
+    model.add_head("target", HeadConfig(num_labels=2))
+    return model
+
+
+def test_model_with_fusion_computes_layer_norm_of_input_plus_fused_mix():
+    model = _fused_model()
+    set_active_fusion(model, "target")
+    model.eval()
+    slot = model.encoder_model.encoder.layer[0].output.LayerNorm
+    x = torch.randn(2, 4, 32)
+    fusion = slot.fusions["target"]
+    adapters = [slot.adapters[n] for n in fusion.adapter_names]
+    slow, _ = reference_fusion(fusion, slot.layer_norm(x), adapters)
+    assert _rel_err(slot(x), slot.layer_norm(x + slow)) < 1e-5
+
+
+def test_training_a_fusion_freezes_base_and_adapters():
+    model = _fused_model()
+    trainable = train_fusion(model, "target")
+    expected = {id(p) for p in fusion_parameters(model, "target")} | {
+        id(p) for p in model.heads["target"].parameters()
+    }
+    assert {id(p) for p in trainable} == expected
+    assert {id(p) for p in model.parameters() if p.requires_grad} == expected
+    logits = model(batch())
+    loss = torch.nn.functional.cross_entropy(logits, torch.tensor([0, 1, 0]))
+    loss = loss + fusion_regularization_loss(model, "target")
+    loss.backward()
+    fusion = model.encoder_model.encoder.layer[0].output.LayerNorm.fusions["target"]
+    assert all(p.grad is not None for n, p in fusion.named_parameters() if n != "key.bias")
+    assert all(p.grad is None for n, p in model.named_parameters() if ".adapters." in n)
+
+
+def test_captured_weights_are_a_distribution_over_adapters_per_token():
+    model = _fused_model(3)
+    set_active_fusion(model, "target")
+    model.eval()
+    with capture_fusion_weights(model, "target") as captured:
+        model(batch(size=2, length=5))
+    assert sorted(captured) == [0, 1]
+    weights = captured[0][0]
+    assert weights.shape == (2, 5, 3)
+    assert torch.allclose(weights.sum(-1), torch.ones(2, 5))
+    assert not model.encoder_model.encoder.layer[0].output.LayerNorm.fusions["target"].record
+
+
+def test_fusion_refuses_missing_or_houlsby_adapters():
+    model = tiny_encoder("bert")
+    add_adapter(model, "p", AdapterConfig(reduction_factor=4))
+    add_adapter(model, "h", AdapterConfig(architecture="houlsby", reduction_factor=4))
+    with pytest.raises(ValueError, match="not in the model"):
+        add_fusion(model, "f", ["p", "missing"])
+    with pytest.raises(ValueError, match="not pfeiffer"):
+        add_fusion(model, "f", ["p", "h"])
+
+
+def test_fusion_with_a_single_adapter_matches_that_adapter_when_v_is_identity():
+    model = tiny_encoder("bert")
+    add_adapter(model, "p", AdapterConfig(reduction_factor=4))
+    perturb(list(model.parameters()), scale=0.05)
+    from adapterfleet.adapters import set_active_adapter
+
+    set_active_adapter(model, "p")
+    alone = hidden(model, batch())
+    add_fusion(model, "f", ["p"], FusionConfig(value=False, regularization=False))
+    set_active_fusion(model, "f")
+    assert torch.allclose(hidden(model, batch()), alone, atol=1e-5)

@@ -1,0 +1,60 @@
+"""MLflow tracking and model registry for adapterfleet: the only package that imports mlflow.
+
+mlflow is imported lazily inside functions; importing this package does no work.
+"""
+
+from adapterfleet.registry.errors import RegistryError, RegistryTimeout, safe_uri
+from adapterfleet.registry.info import (
+    ModelVersionInfo,
+    adapter_model_name,
+    fusion_model_name,
+    parse_model_name,
+    sha256_file,
+)
+from adapterfleet.registry.models import get_version, list_models, pull, register_version
+from adapterfleet.registry.redact import REDACTED, redact
+from adapterfleet.registry.runs import MlflowRunLogger, open_sweep_run, open_trial_run
+from adapterfleet.registry.store import (
+    check_tracking_uri,
+    default_artifact_location,
+    default_tracking_uri,
+    ensure_experiment,
+)
+from adapterfleet.registry.tags import (
+    TAG_PARENT_RUN,
+    TAG_SHA256,
+    TAG_SWEEP,
+    TAG_TASK,
+    TAG_TRIAL_ID,
+)
+from adapterfleet.registry.wait import wait_for_models
+
+__all__ = [
+    "REDACTED",
+    "TAG_PARENT_RUN",
+    "TAG_SHA256",
+    "TAG_SWEEP",
+    "TAG_TASK",
+    "TAG_TRIAL_ID",
+    "MlflowRunLogger",
+    "ModelVersionInfo",
+    "RegistryError",
+    "RegistryTimeout",
+    "adapter_model_name",
+    "check_tracking_uri",
+    "default_artifact_location",
+    "default_tracking_uri",
+    "ensure_experiment",
+    "fusion_model_name",
+    "get_version",
+    "list_models",
+    "open_sweep_run",
+    "open_trial_run",
+    "parse_model_name",
+    "pull",
+    "redact",
+    "register_version",
+    "safe_uri",
+    "sha256_file",
+    "wait_for_models",
+]

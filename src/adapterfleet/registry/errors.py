@@ -1,0 +1,82 @@
+"""Errors raised by the registry layer and the bounded retry used for transient failures."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+T = TypeVar("T")
+
+_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@")
+
+
+class RegistryError(RuntimeError):
+    """A tracking or model-registry operation failed; the message is one line with the fix."""
+
+
+class RegistryTimeout(RegistryError, TimeoutError):
+    """Waiting for registered models ran past its deadline."""
+
+    def __init__(self, message: str, missing: Sequence[str]) -> None:
+        super().__init__(message)
+        self.missing: tuple[str, ...] = tuple(missing)
+
+
+def safe_uri(uri: str) -> str:
+    """The URI with any `user:password@` part replaced, for messages and logs."""
+    return _USERINFO.sub(r"\g<scheme>***@", uri)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True for failures worth retrying: connection errors, HTTP 429 and 5xx."""
+    if isinstance(exc, ConnectionError | TimeoutError):
+        return True
+    try:
+        from mlflow.exceptions import MlflowException
+    except ImportError:  # pragma: no cover - mlflow is a hard dependency
+        return False
+    if isinstance(exc, MlflowException):
+        status = exc.get_http_status_code()
+        return status == 429 or status >= 500
+    try:
+        import requests
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(exc, requests.ConnectionError | requests.Timeout)
+
+
+def call_with_retry(
+    fn: Callable[[], T],
+    *,
+    what: str,
+    timeout_s: float,
+    first_delay_s: float = 0.5,
+    max_delay_s: float = 10.0,
+) -> T:
+    """Call `fn`; on a transient failure retry with capped exponential back-off until
+    `timeout_s` has passed since the first attempt, then raise `RegistryError`.
+
+    `fn` is only called again after it raised, so a call that failed is never doubled by
+    this loop. Non-transient errors propagate unchanged at once.
+    """
+    deadline = time.monotonic() + timeout_s
+    delay = first_delay_s
+    attempts = 0
+    while True:
+        attempts += 1
+        try:
+            return fn()
+        except Exception as exc:
+            remaining = deadline - time.monotonic()
+            if not is_transient(exc):
+                raise
+            if remaining <= 0:
+                first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                raise RegistryError(
+                    f"{what} failed after {attempts} attempts over {timeout_s:g}s: {first}; "
+                    "check that the MLflow tracking server is up and reachable"
+                ) from exc
+            time.sleep(min(delay, remaining))
+            delay = min(delay * 2, max_delay_s)

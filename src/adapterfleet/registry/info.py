@@ -1,0 +1,109 @@
+"""Model naming and the `ModelVersionInfo` record returned by this package."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from adapterfleet.registry.tags import TAG_ARTIFACT_PATH, TAG_SHA256, TAG_WEIGHTS_FILE
+
+ModelKind = Literal["adapter", "fusion"]
+KINDS: tuple[str, ...] = ("adapter", "fusion")
+_NAME_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+_MODEL_NAME = re.compile(r"^(?P<prefix>.+?)\.(?P<kind>adapter|fusion)\.(?P<task>.+)$")
+
+
+def _part(label: str, value: str) -> str:
+    if not _NAME_PART.match(value):
+        raise ValueError(
+            f"{label} {value!r} must start with a letter or digit and use only letters, "
+            "digits, '_', '-' and '.'"
+        )
+    return value
+
+
+def model_name(prefix: str, kind: str, task: str) -> str:
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    return f"{_part('prefix', prefix)}.{kind}.{_part('task', task)}"
+
+
+def adapter_model_name(prefix: str, task: str) -> str:
+    """`<prefix>.adapter.<task>`"""
+    return model_name(prefix, "adapter", task)
+
+
+def fusion_model_name(prefix: str, target: str) -> str:
+    """`<prefix>.fusion.<target>`"""
+    return model_name(prefix, "fusion", target)
+
+
+def parse_model_name(name: str) -> tuple[str, str, str] | None:
+    """(prefix, kind, task) of an adapterfleet model name, None for other names."""
+    match = _MODEL_NAME.match(name)
+    return (match["prefix"], match["kind"], match["task"]) if match else None
+
+
+def sha256_file(path: str | Path, chunk_size: int = 1 << 20) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(chunk_size):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class ModelVersionInfo:
+    """One registered model version, as plain data (no MLflow objects)."""
+
+    name: str
+    version: int
+    source: str
+    run_id: str | None
+    aliases: tuple[str, ...] = ()
+    tags: dict[str, str] = field(default_factory=dict)
+    created_ms: int | None = None
+
+    @property
+    def kind(self) -> str | None:
+        parsed = parse_model_name(self.name)
+        return parsed[1] if parsed else None
+
+    @property
+    def task(self) -> str | None:
+        parsed = parse_model_name(self.name)
+        return parsed[2] if parsed else None
+
+    @property
+    def sha256(self) -> str | None:
+        return self.tags.get(TAG_SHA256)
+
+    @property
+    def weights_file(self) -> str | None:
+        return self.tags.get(TAG_WEIGHTS_FILE)
+
+    @property
+    def artifact_path(self) -> str | None:
+        if TAG_ARTIFACT_PATH in self.tags:
+            return self.tags[TAG_ARTIFACT_PATH]
+        if self.run_id and self.source.startswith(f"runs:/{self.run_id}/"):
+            return self.source[len(f"runs:/{self.run_id}/") :]
+        return None
+
+
+def info_from_mlflow(
+    mv: Any, aliases: tuple[str, ...] | list[str] | None = None
+) -> ModelVersionInfo:
+    """Convert an `mlflow.entities.model_registry.ModelVersion`."""
+    return ModelVersionInfo(
+        name=str(mv.name),
+        version=int(mv.version),
+        source=str(mv.source or ""),
+        run_id=mv.run_id or None,
+        aliases=tuple(sorted(aliases if aliases is not None else (mv.aliases or []))),
+        tags={str(k): str(v) for k, v in (mv.tags or {}).items()},
+        created_ms=int(mv.creation_timestamp) if mv.creation_timestamp is not None else None,
+    )

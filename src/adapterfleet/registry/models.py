@@ -1,0 +1,283 @@
+"""Model registry: register adapter/fusion versions idempotently, look them up, pull them."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from adapterfleet.registry.errors import RegistryError, call_with_retry, safe_uri
+from adapterfleet.registry.info import (
+    KINDS,
+    ModelVersionInfo,
+    info_from_mlflow,
+    parse_model_name,
+    sha256_file,
+)
+from adapterfleet.registry.redact import redact
+from adapterfleet.registry.store import get_client
+from adapterfleet.registry.tags import (
+    TAG_ARTIFACT_PATH,
+    TAG_SHA256,
+    TAG_TRIAL_ID,
+    TAG_WEIGHTS_FILE,
+    quote,
+)
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+
+DEFAULT_RETRY_TIMEOUT_S = 120.0
+_SEARCH_VERSIONS_PAGE = 10_000
+_SEARCH_MODELS_PAGE = 1_000
+
+
+def register_version(
+    uri: str,
+    name: str,
+    run_id: str,
+    artifact_path: str,
+    weights_file: str | Path,
+    tags: Mapping[str, Any] | None = None,
+    alias: str | None = "best",
+) -> ModelVersionInfo:
+    """Register `runs:/<run_id>/<artifact_path>` as a version of `name` and point `alias` at it.
+
+    Tags: the caller's (redacted) plus `sha256` of the local `weights_file` (the file that was
+    logged into that artifact folder), its file name and the artifact path. Idempotent: a
+    version of `name` with the same `adapterfleet.trial_id` tag (or, without that tag, the
+    same run and artifact path) is returned instead of creating another; concurrent
+    registrations of the same trial converge on the lowest version.
+    """
+    weights = Path(weights_file)
+    if not weights.is_file():
+        raise RegistryError(
+            f"cannot register {name}: weights file {weights} does not exist; "
+            "pass the local file that was logged as the artifact"
+        )
+    artifact_path = artifact_path.strip("/")
+    all_tags = {
+        **redact(tags),
+        TAG_SHA256: sha256_file(weights),
+        TAG_WEIGHTS_FILE: weights.name,
+        TAG_ARTIFACT_PATH: artifact_path,
+    }
+    trial_id = all_tags.get(TAG_TRIAL_ID)
+    client = get_client(uri)
+    existing = _find_registered(client, name, run_id, artifact_path, trial_id)
+    if existing is None:
+        _create_registered_model(client, name)
+        source = f"runs:/{run_id}/{artifact_path}"
+        created = client.create_model_version(name, source, run_id=run_id, tags=all_tags)
+        existing = _find_registered(client, name, run_id, artifact_path, trial_id)
+        if existing is None:  # pragma: no cover - search cannot see what was just created
+            existing = int(created.version)
+        elif existing != int(created.version):
+            # A concurrent registration of the same trial won with a lower version.
+            client.delete_model_version(name, str(created.version))
+    if alias:
+        client.set_registered_model_alias(name, alias, str(existing))
+    return info_from_mlflow(client.get_model_version(name, str(existing)))
+
+
+def _find_registered(
+    client: MlflowClient, name: str, run_id: str, artifact_path: str, trial_id: str | None
+) -> int | None:
+    """Lowest version of `name` for this trial (or run + artifact path), None if none."""
+    if trial_id is not None:
+        found = _search_versions(
+            client, f"name = {quote(name)} AND tags.`{TAG_TRIAL_ID}` = {quote(trial_id)}"
+        )
+    else:
+        source = f"runs:/{run_id}/{artifact_path}"
+        found = [
+            mv
+            for mv in _search_versions(client, f"name = {quote(name)} AND run_id = {quote(run_id)}")
+            if mv.source == source or (mv.tags or {}).get(TAG_ARTIFACT_PATH) == artifact_path
+        ]
+    return min((int(mv.version) for mv in found), default=None)
+
+
+def _create_registered_model(client: MlflowClient, name: str) -> None:
+    from mlflow.exceptions import MlflowException
+
+    try:
+        client.create_registered_model(name)
+    except MlflowException as exc:
+        if exc.error_code != "RESOURCE_ALREADY_EXISTS":
+            raise
+
+
+def _search_versions(client: MlflowClient, filter_string: str) -> list[Any]:
+    out: list[Any] = []
+    token: str | None = None
+    while True:
+        page = client.search_model_versions(
+            filter_string, max_results=_SEARCH_VERSIONS_PAGE, page_token=token
+        )
+        out.extend(page)
+        token = page.token
+        if not token:
+            return out
+
+
+def _is_missing(exc: Exception) -> bool:
+    from mlflow.exceptions import MlflowException
+
+    if not isinstance(exc, MlflowException):
+        return False
+    if exc.error_code == "RESOURCE_DOES_NOT_EXIST":
+        return True
+    return exc.error_code == "INVALID_PARAMETER_VALUE" and "not found" in str(exc)
+
+
+def get_version(
+    uri: str, name: str, alias: str | None = None, version: int | str | None = None
+) -> ModelVersionInfo | None:
+    """The version of `name` under `alias`, or number `version`, or else the latest one.
+    None when the model, the alias or the version does not exist."""
+    return _get_version(get_client(uri), name, alias, version)
+
+
+def _get_version(
+    client: MlflowClient, name: str, alias: str | None, version: int | str | None
+) -> ModelVersionInfo | None:
+    if alias is not None and version is not None:
+        raise ValueError("give alias or version, not both")
+    try:
+        if alias is not None:
+            return info_from_mlflow(client.get_model_version_by_alias(name, alias))
+        if version is not None:
+            return info_from_mlflow(client.get_model_version(name, str(int(version))))
+        found = _search_versions(client, f"name = {quote(name)}")
+        if not found:
+            return None
+        latest = max(found, key=lambda mv: int(mv.version))
+        return info_from_mlflow(client.get_model_version(name, str(latest.version)))
+    except Exception as exc:
+        if _is_missing(exc):
+            return None
+        raise
+
+
+def pull(
+    uri: str,
+    name: str,
+    dest: str | Path,
+    alias: str | None = "best",
+    version: int | str | None = None,
+    weights_filename: str | None = None,
+    *,
+    retry_timeout_s: float = DEFAULT_RETRY_TIMEOUT_S,
+) -> Path:
+    """Download the artifact folder of a version into `dest` (replaced as a whole) and verify
+    the sha256 of its weights file against the version's `sha256` tag. Returns `dest`.
+
+    Selects `version` when given, else `alias`. `weights_filename` defaults to the file
+    name recorded at registration. On a mismatch nothing is left at `dest`.
+    """
+    if version is not None:
+        alias = None
+    info = get_version(uri, name, alias=alias, version=version)
+    wanted = f"version {version}" if version is not None else f"alias '{alias}'"
+    if info is None:
+        raise RegistryError(
+            f"model {name} has no {wanted} in {safe_uri(uri)}; register it first or check the name"
+        )
+    expected = info.sha256
+    filename = weights_filename or info.weights_file
+    artifact_path = info.artifact_path
+    if not expected or not filename or not info.run_id or artifact_path is None:
+        raise RegistryError(
+            f"model {name} version {info.version} lacks the sha256/weights/run metadata "
+            "adapterfleet records; re-register it with register_version"
+        )
+    dest = Path(dest).expanduser().resolve()
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.pull-", dir=dest.parent))
+    try:
+        local = Path(_download(uri, info.run_id, artifact_path, staging, retry_timeout_s))
+        if local.is_file():
+            folder = staging / "files"
+            folder.mkdir()
+            local = local.replace(folder / local.name).parent
+        weights = local / filename
+        if not weights.is_file():
+            raise RegistryError(
+                f"model {name} version {info.version}: {filename} not found in its artifact "
+                f"{artifact_path}; pass weights_filename or re-register"
+            )
+        actual = sha256_file(weights)
+        if actual != expected:
+            raise RegistryError(
+                f"model {name} version {info.version}: {filename} has sha256 {actual} but the "
+                f"registry recorded {expected}; the stored artifact was altered or corrupted, "
+                "re-register a good copy"
+            )
+        if dest.exists():
+            shutil.rmtree(dest)
+        local.replace(dest)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return dest
+
+
+def _download(uri: str, run_id: str, artifact_path: str, dst: Path, timeout_s: float) -> str:
+    from mlflow.artifacts import download_artifacts
+
+    return call_with_retry(
+        lambda: download_artifacts(
+            run_id=run_id, artifact_path=artifact_path, dst_path=str(dst), tracking_uri=uri
+        ),
+        what=f"download runs:/{run_id}/{artifact_path}",
+        timeout_s=timeout_s,
+    )
+
+
+def list_models(
+    uri: str, prefix: str, kind: str = "adapter", alias: str = "best"
+) -> list[ModelVersionInfo]:
+    """One entry per registered model `<prefix>.<kind>.*`, sorted by name: the version
+    under `alias`, or the latest version when the alias is not set. Two paged searches,
+    whatever the number of models."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    client = get_client(uri)
+    head = f"{prefix}.{kind}."
+    pattern = quote(head + "%")  # '_' in the prefix is a LIKE wildcard: filtered exactly below
+    models = {
+        rm.name: rm
+        for rm in _search_models(client, f"name LIKE {pattern}")
+        if rm.name.startswith(head) and parse_model_name(rm.name) is not None
+    }
+    versions: dict[str, dict[int, Any]] = {}
+    for mv in _search_versions(client, f"name LIKE {pattern}"):
+        if mv.name in models:
+            versions.setdefault(mv.name, {})[int(mv.version)] = mv
+    out: list[ModelVersionInfo] = []
+    for name in sorted(models):
+        by_number = versions.get(name)
+        if not by_number:
+            continue
+        model_aliases = {a: int(v) for a, v in (models[name].aliases or {}).items()}
+        chosen = model_aliases.get(alias)
+        if chosen not in by_number:
+            chosen = max(by_number)
+        names = [a for a, v in model_aliases.items() if v == chosen]
+        out.append(info_from_mlflow(by_number[chosen], aliases=names))
+    return out
+
+
+def _search_models(client: MlflowClient, filter_string: str) -> list[Any]:
+    out: list[Any] = []
+    token: str | None = None
+    while True:
+        page = client.search_registered_models(
+            filter_string, max_results=_SEARCH_MODELS_PAGE, page_token=token
+        )
+        out.extend(page)
+        token = page.token
+        if not token:
+            return out

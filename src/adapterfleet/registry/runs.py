@@ -1,0 +1,227 @@
+"""MLflow runs for sweeps and trials, bound to an explicit client (no fluent global state)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from adapterfleet.registry.errors import call_with_retry
+from adapterfleet.registry.redact import redact
+from adapterfleet.registry.store import get_client
+from adapterfleet.registry.tags import (
+    TAG_KIND,
+    TAG_PARENT_RUN,
+    TAG_SWEEP,
+    TAG_TASK,
+    TAG_TRIAL_ID,
+    quote,
+)
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+
+T = TypeVar("T")
+
+END_STATUSES = ("FINISHED", "FAILED", "KILLED")
+DEFAULT_RETRY_TIMEOUT_S = 120.0
+_PARAMS_TAGS_PER_BATCH = 100
+_METRICS_PER_BATCH = 1000
+
+
+class MlflowRunLogger:
+    """Logs to one MLflow run through its own client, so many runs can be open per process.
+
+    Every call retries transient failures (connection refused, HTTP 429/5xx) with capped
+    exponential back-off for at most `retry_timeout_s`, then raises `RegistryError`. A call
+    is repeated only after it raised. Over HTTP each attempt also carries MLflow's own urllib3
+    retries (`MLFLOW_HTTP_REQUEST_MAX_RETRIES`, default 7, about 4 minutes with the default
+    back-off), so the real bound is that plus `retry_timeout_s`; lower that variable in trial
+    processes for a tighter bound. Params and tags are redacted (`***`) before logging.
+    Pickles to (uri, run_id), so it can be handed to a Ray worker.
+    """
+
+    def __init__(
+        self,
+        client: MlflowClient,
+        run_id: str,
+        *,
+        uri: str | None = None,
+        retry_timeout_s: float = DEFAULT_RETRY_TIMEOUT_S,
+    ) -> None:
+        self._client = client
+        self._run_id = run_id
+        self._uri = uri if uri is not None else client.tracking_uri
+        self.retry_timeout_s = retry_timeout_s
+
+    @classmethod
+    def attach(
+        cls, uri: str, run_id: str, *, retry_timeout_s: float = DEFAULT_RETRY_TIMEOUT_S
+    ) -> MlflowRunLogger:
+        """A logger for an existing run, e.g. inside a Ray worker."""
+        return cls(get_client(uri), run_id, uri=uri, retry_timeout_s=retry_timeout_s)
+
+    def __reduce__(self) -> tuple[Callable[..., MlflowRunLogger], tuple[Any, ...]]:
+        return (_reattach, (self._uri, self._run_id, self.retry_timeout_s))
+
+    @property
+    def run_id(self) -> str:
+        return self._run_id
+
+    @property
+    def uri(self) -> str:
+        return self._uri
+
+    def _retry(self, what: str, fn: Callable[[], T]) -> T:
+        return call_with_retry(
+            fn, what=f"{what} (run {self._run_id})", timeout_s=self.retry_timeout_s
+        )
+
+    def log_params(self, params: Mapping[str, Any]) -> None:
+        from mlflow.entities import Param
+
+        items = [Param(k, v) for k, v in redact(params).items()]
+        for chunk in _chunks(items, _PARAMS_TAGS_PER_BATCH):
+            self._retry(
+                "log params", lambda c=chunk: self._client.log_batch(self._run_id, params=c)
+            )
+
+    def set_tags(self, tags: Mapping[str, Any]) -> None:
+        from mlflow.entities import RunTag
+
+        items = [RunTag(k, v) for k, v in redact(tags).items()]
+        for chunk in _chunks(items, _PARAMS_TAGS_PER_BATCH):
+            self._retry("set tags", lambda c=chunk: self._client.log_batch(self._run_id, tags=c))
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
+        """Log numeric metrics at `step`; None values are skipped."""
+        from mlflow.entities import Metric
+
+        stamp = int(time.time() * 1000)
+        items = [
+            Metric(str(k), float(v), stamp, int(step or 0))
+            for k, v in metrics.items()
+            if v is not None
+        ]
+        for chunk in _chunks(items, _METRICS_PER_BATCH):
+            self._retry(
+                "log metrics", lambda c=chunk: self._client.log_batch(self._run_id, metrics=c)
+            )
+
+    def log_artifacts(self, local_dir: str | Path, artifact_path: str | None = None) -> None:
+        """Upload the contents of `local_dir` under `artifact_path` of the run."""
+        folder = Path(local_dir)
+        if not folder.is_dir():
+            raise FileNotFoundError(f"artifact folder {folder} does not exist")
+        self._retry(
+            "log artifacts",
+            lambda: self._client.log_artifacts(self._run_id, str(folder), artifact_path),
+        )
+
+    def end(self, status: str = "FINISHED") -> None:
+        if status not in END_STATUSES:
+            raise ValueError(f"status must be one of {END_STATUSES}, got {status!r}")
+        self._retry("end run", lambda: self._client.set_terminated(self._run_id, status))
+
+    def __enter__(self) -> MlflowRunLogger:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            self.end("FINISHED")
+        else:
+            self.end("KILLED" if issubclass(exc_type, KeyboardInterrupt) else "FAILED")
+
+
+def _reattach(uri: str, run_id: str, retry_timeout_s: float) -> MlflowRunLogger:
+    return MlflowRunLogger.attach(uri, run_id, retry_timeout_s=retry_timeout_s)
+
+
+def _chunks(items: list[T], size: int) -> list[list[T]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def _find_run(client: MlflowClient, experiment_id: str, match: Mapping[str, str]) -> str | None:
+    """Oldest active run of the experiment whose tags equal `match`, or None."""
+    clauses = " AND ".join(f"tags.`{key}` = {quote(value)}" for key, value in match.items())
+    runs = client.search_runs(
+        [experiment_id], filter_string=clauses, order_by=["attributes.start_time ASC"]
+    )
+    return runs[0].info.run_id if runs else None
+
+
+def _open_run(
+    uri: str,
+    experiment_id: str,
+    match: Mapping[str, str],
+    run_name: str,
+    tags: Mapping[str, Any] | None,
+    retry_timeout_s: float,
+) -> MlflowRunLogger:
+    client = get_client(uri)
+    all_tags = {**redact(tags), **match}
+
+    def find_or_create() -> tuple[str, bool]:
+        # Searching first on every attempt means a create whose reply was lost is found,
+        # not repeated.
+        found = _find_run(client, experiment_id, match)
+        if found is not None:
+            return found, True
+        return client.create_run(experiment_id, tags=all_tags, run_name=run_name).info.run_id, False
+
+    run_id, reused = call_with_retry(
+        find_or_create,
+        what=f"open run {run_name!r} in experiment {experiment_id}",
+        timeout_s=retry_timeout_s,
+    )
+    logger = MlflowRunLogger(client, run_id, uri=uri, retry_timeout_s=retry_timeout_s)
+    if reused:
+        logger._retry("reopen run", lambda: client.update_run(run_id, status="RUNNING"))
+        logger.set_tags(all_tags)
+    return logger
+
+
+def open_sweep_run(
+    uri: str,
+    experiment_id: str,
+    sweep_name: str,
+    task: str,
+    tags: Mapping[str, Any] | None = None,
+    *,
+    retry_timeout_s: float = DEFAULT_RETRY_TIMEOUT_S,
+) -> MlflowRunLogger:
+    """The parent run of a sweep: reused (and set RUNNING) when one tagged
+    `adapterfleet.sweep=<sweep_name>` (and the same task) exists in the experiment, created
+    otherwise."""
+    match = {TAG_KIND: "sweep", TAG_SWEEP: sweep_name, TAG_TASK: task}
+    return _open_run(uri, experiment_id, match, sweep_name, tags, retry_timeout_s)
+
+
+def open_trial_run(
+    uri: str,
+    experiment_id: str,
+    parent_run_id: str | None,
+    trial_id: str,
+    run_name: str | None = None,
+    params: Mapping[str, Any] | None = None,
+    tags: Mapping[str, Any] | None = None,
+    *,
+    retry_timeout_s: float = DEFAULT_RETRY_TIMEOUT_S,
+) -> MlflowRunLogger:
+    """The run of one trial: reused (and set RUNNING) when a run tagged
+    `adapterfleet.trial_id=<trial_id>` under the same parent exists, created otherwise.
+    The parent is linked with the `mlflow.parentRunId` tag; `params` are logged (redacted)."""
+    match = {TAG_KIND: "trial", TAG_TRIAL_ID: trial_id}
+    if parent_run_id:
+        match[TAG_PARENT_RUN] = parent_run_id
+    logger = _open_run(uri, experiment_id, match, run_name or trial_id, tags, retry_timeout_s)
+    if params:
+        logger.log_params(params)
+    return logger

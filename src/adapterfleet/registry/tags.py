@@ -1,0 +1,17 @@
+"""Tag keys written by adapterfleet on MLflow runs and model versions."""
+
+TAG_KIND = "adapterfleet.kind"  # "sweep" | "trial" on runs
+TAG_SWEEP = "adapterfleet.sweep"
+TAG_TASK = "adapterfleet.task"
+TAG_TRIAL_ID = "adapterfleet.trial_id"
+TAG_PARENT_RUN = "mlflow.parentRunId"
+TAG_SHA256 = "sha256"
+TAG_WEIGHTS_FILE = "adapterfleet.weights_file"
+TAG_ARTIFACT_PATH = "adapterfleet.artifact_path"
+
+
+def quote(value: str) -> str:
+    """`value` as a quoted literal for an MLflow search filter."""
+    if "'" in value or "\\" in value:
+        raise ValueError(f"value {value!r} contains a quote or backslash; not usable in a filter")
+    return f"'{value}'"

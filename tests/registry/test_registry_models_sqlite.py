@@ -1,0 +1,195 @@
+"""Model registry against a real SQLite store: register, alias, pull, list."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from mlflow import MlflowClient
+
+from adapterfleet.registry import (
+    TAG_TRIAL_ID,
+    RegistryError,
+    adapter_model_name,
+    fusion_model_name,
+    get_version,
+    list_models,
+    pull,
+    register_version,
+)
+
+LoggedAdapter = Callable[..., tuple[str, Path]]
+
+
+def _versions(uri: str, name: str) -> list[int]:
+    found = MlflowClient(uri, registry_uri=uri).search_model_versions(f"name = '{name}'")
+    return sorted(int(mv.version) for mv in found)
+
+
+def test_register_twice_gives_one_version_with_alias_and_hash(
+    sqlite_uri: str,
+    sqlite_experiment: str,
+    logged_adapter: LoggedAdapter,
+    new_name: Callable[[str], str],
+) -> None:
+    run_id, weights = logged_adapter(sqlite_uri, sqlite_experiment)
+    name = adapter_model_name(new_name("p"), "rte")
+    tags = {TAG_TRIAL_ID: "t_00001", "metric": "accuracy", "metric_value": "0.71"}
+    first = register_version(sqlite_uri, name, run_id, "adapter", weights, tags)
+    again = register_version(sqlite_uri, name, run_id, "adapter", weights, tags)
+    assert first == again
+    assert _versions(sqlite_uri, name) == [1]
+    assert first.version == 1 and first.aliases == ("best",)
+    assert first.sha256 == hashlib.sha256(weights.read_bytes()).hexdigest()
+    assert first.tags["metric_value"] == "0.71"
+    assert first.source == f"runs:/{run_id}/adapter" and first.run_id == run_id
+    assert first.task == "rte" and first.kind == "adapter"
+    assert get_version(sqlite_uri, name, alias="best") == first
+
+
+def test_register_without_trial_tag_is_idempotent_by_run_and_path(
+    sqlite_uri: str,
+    sqlite_experiment: str,
+    logged_adapter: LoggedAdapter,
+    new_name: Callable[[str], str],
+) -> None:
+    run_id, weights = logged_adapter(sqlite_uri, sqlite_experiment)
+    name = fusion_model_name(new_name("p"), "rte")
+    register_version(sqlite_uri, name, run_id, "adapter", weights, alias=None)
+    info = register_version(sqlite_uri, name, run_id, "adapter", weights, alias=None)
+    assert _versions(sqlite_uri, name) == [1]
+    assert info.aliases == ()
+
+
+def test_new_trial_adds_version_and_moves_alias(
+    sqlite_uri: str,
+    sqlite_experiment: str,
+    logged_adapter: LoggedAdapter,
+    new_name: Callable[[str], str],
+) -> None:
+    name = adapter_model_name(new_name("p"), "mrpc")
+    run1, w1 = logged_adapter(sqlite_uri, sqlite_experiment, seed=1)
+    run2, w2 = logged_adapter(sqlite_uri, sqlite_experiment, seed=2)
+    register_version(sqlite_uri, name, run1, "adapter", w1, {TAG_TRIAL_ID: "a"})
+    second = register_version(sqlite_uri, name, run2, "adapter", w2, {TAG_TRIAL_ID: "b"})
+    assert second.version == 2
+    assert get_version(sqlite_uri, name, alias="best") == second
+    old = get_version(sqlite_uri, name, version=1)
+    assert old is not None and old.aliases == () and old.run_id == run1
+    assert get_version(sqlite_uri, name) == second  # latest
+    assert get_version(sqlite_uri, name, alias="champion") is None
+    assert get_version(sqlite_uri, name + "-missing", alias="best") is None
+
+
+def test_concurrent_registrations_of_one_trial_converge(
+    sqlite_uri: str,
+    sqlite_experiment: str,
+    logged_adapter: LoggedAdapter,
+    new_name: Callable[[str], str],
+) -> None:
+    run_id, weights = logged_adapter(sqlite_uri, sqlite_experiment)
+    name = adapter_model_name(new_name("p"), "sst2")
+    results: list[int] = []
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(3)
+
+    def register() -> None:
+        try:
+            barrier.wait()
+            info = register_version(
+                sqlite_uri, name, run_id, "adapter", weights, {TAG_TRIAL_ID: "same"}
+            )
+            results.append(info.version)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=register) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not errors, errors
+    assert len(_versions(sqlite_uri, name)) == 1
+    assert len(set(results)) == 1 and len(results) == 3
+
+
+def test_pull_verifies_hash_and_rejects_tampered_artifact(
+    sqlite_uri: str,
+    sqlite_home: Path,
+    sqlite_experiment: str,
+    logged_adapter: LoggedAdapter,
+    make_adapter: Callable[..., Path],
+    tmp_path: Path,
+    new_name: Callable[[str], str],
+) -> None:
+    run_id, weights = logged_adapter(sqlite_uri, sqlite_experiment, seed=3)
+    name = adapter_model_name(new_name("p"), "qnli")
+    info = register_version(sqlite_uri, name, run_id, "adapter", weights, {TAG_TRIAL_ID: "x"})
+
+    dest = tmp_path / "pulled"
+    (dest).mkdir()
+    (dest / "stale.txt").write_text("old")
+    got = pull(sqlite_uri, name, dest)
+    assert got == dest.resolve()
+    assert sorted(p.name for p in got.iterdir()) == ["adapter.safetensors", "adapter_config.json"]
+    assert (got / "adapter.safetensors").read_bytes() == weights.read_bytes()
+    assert pull(sqlite_uri, name, tmp_path / "by-version", version=1).is_dir()
+
+    # Alter the stored artifact behind the registry's back.
+    stored = sqlite_home / "mlartifacts" / run_id / "artifacts" / "adapter" / "adapter.safetensors"
+    assert stored.is_file()
+    other = make_adapter(tmp_path / "other", seed=99) / "adapter.safetensors"
+    stored.write_bytes(other.read_bytes())
+    bad_dest = tmp_path / "tampered"
+    with pytest.raises(RegistryError) as err:
+        pull(sqlite_uri, name, bad_dest)
+    message = str(err.value)
+    assert info.sha256 is not None and info.sha256 in message
+    assert hashlib.sha256(other.read_bytes()).hexdigest() in message
+    assert not bad_dest.exists()
+    assert not any(p.name.startswith(".tampered.pull-") for p in tmp_path.iterdir())
+
+
+def test_pull_missing_alias_is_a_clear_error(
+    sqlite_uri: str, tmp_path: Path, new_name: Callable[[str], str]
+) -> None:
+    name = adapter_model_name(new_name("p"), "cola")
+    with pytest.raises(RegistryError, match=f"model {name} has no alias 'best'"):
+        pull(sqlite_uri, name, tmp_path / "x")
+
+
+def test_list_models_by_prefix_and_kind(
+    sqlite_uri: str,
+    sqlite_experiment: str,
+    logged_adapter: LoggedAdapter,
+    new_name: Callable[[str], str],
+) -> None:
+    prefix = new_name("ls").replace("-", "_")
+    lookalike = prefix.replace("_", "X")  # LIKE would match it via the "_" wildcard
+    run_id, weights = logged_adapter(sqlite_uri, sqlite_experiment)
+    for task in ("rte", "mrpc", "sst2"):
+        register_version(
+            sqlite_uri, adapter_model_name(prefix, task), run_id, "adapter", weights,
+            {TAG_TRIAL_ID: task, "metric_value": f"0.{len(task)}"},
+        )  # fmt: skip
+    register_version(sqlite_uri, fusion_model_name(prefix, "rte"), run_id, "adapter", weights)
+    register_version(sqlite_uri, adapter_model_name(lookalike, "rte"), run_id, "adapter", weights)
+    unaliased = adapter_model_name(prefix, "wnli")
+    register_version(sqlite_uri, unaliased, run_id, "adapter", weights, alias=None)
+
+    adapters = list_models(sqlite_uri, prefix, kind="adapter")
+    assert [(m.task, m.version) for m in adapters] == [
+        ("mrpc", 1),
+        ("rte", 1),
+        ("sst2", 1),
+        ("wnli", 1),
+    ]
+    assert [m.aliases for m in adapters] == [("best",), ("best",), ("best",), ()]
+    assert adapters[1].tags["metric_value"] == "0.3" and adapters[1].sha256
+    fusions = list_models(sqlite_uri, prefix, kind="fusion")
+    assert [(m.name, m.kind) for m in fusions] == [(fusion_model_name(prefix, "rte"), "fusion")]
+    with pytest.raises(ValueError):
+        list_models(sqlite_uri, prefix, kind="head")

@@ -1,0 +1,142 @@
+"""Experiments and runs against a real SQLite store."""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from mlflow import MlflowClient
+
+from adapterfleet.registry import (
+    REDACTED,
+    TAG_PARENT_RUN,
+    TAG_TRIAL_ID,
+    ensure_experiment,
+    open_sweep_run,
+    open_trial_run,
+)
+
+
+def test_ensure_experiment_creates_gets_and_restores(
+    sqlite_uri: str, sqlite_home: Path, new_name: Callable[[str], str]
+) -> None:
+    name = new_name("exp")
+    first = ensure_experiment(sqlite_uri, name)
+    assert ensure_experiment(sqlite_uri, name) == first
+    client = MlflowClient(sqlite_uri)
+    experiment = client.get_experiment(first)
+    assert experiment.artifact_location == (sqlite_home / "mlartifacts").as_uri()
+    client.delete_experiment(first)
+    assert ensure_experiment(sqlite_uri, name) == first
+    assert client.get_experiment(first).lifecycle_stage == "active"
+
+
+def test_reopening_sweep_and_trial_reuses_their_runs(
+    sqlite_uri: str, sqlite_experiment: str, new_name: Callable[[str], str]
+) -> None:
+    sweep_name, trial_id = new_name("sweep"), new_name("trial")
+    sweep = open_sweep_run(sqlite_uri, sqlite_experiment, sweep_name, "rte", {"owner": "ci"})
+    trial = open_trial_run(
+        sqlite_uri, sqlite_experiment, sweep.run_id, trial_id, "rf16", {"lr": 0.001}
+    )
+    trial.log_metrics({"loss": 1.0}, step=0)
+    trial.end("FAILED")
+    sweep.end("KILLED")
+
+    # A resumed sweep opens both again: same runs, RUNNING again, nothing duplicated.
+    sweep2 = open_sweep_run(sqlite_uri, sqlite_experiment, sweep_name, "rte", {"owner": "ci"})
+    trial2 = open_trial_run(
+        sqlite_uri, sqlite_experiment, sweep2.run_id, trial_id, "rf16", {"lr": 0.001}
+    )
+    assert sweep2.run_id == sweep.run_id
+    assert trial2.run_id == trial.run_id
+
+    client = MlflowClient(sqlite_uri)
+    runs = client.search_runs(
+        [sqlite_experiment], filter_string=f"tags.`{TAG_TRIAL_ID}` = '{trial_id}'"
+    )
+    assert [r.info.run_id for r in runs] == [trial.run_id]
+    run = client.get_run(trial.run_id)
+    assert run.info.status == "RUNNING"
+    assert client.get_run(sweep.run_id).info.status == "RUNNING"
+    assert run.data.tags[TAG_PARENT_RUN] == sweep.run_id
+    assert run.info.run_name == "rf16"
+    assert run.data.params == {"lr": "0.001"}
+    children = client.search_runs(
+        [sqlite_experiment], filter_string=f"tags.`{TAG_PARENT_RUN}` = '{sweep.run_id}'"
+    )
+    assert [r.info.run_id for r in children] == [trial.run_id]
+
+
+def test_same_trial_id_under_another_parent_is_another_run(
+    sqlite_uri: str, sqlite_experiment: str, new_name: Callable[[str], str]
+) -> None:
+    trial_id = new_name("trial")
+    a = open_sweep_run(sqlite_uri, sqlite_experiment, new_name("sweep"), "rte")
+    b = open_sweep_run(sqlite_uri, sqlite_experiment, new_name("sweep"), "mrpc")
+    assert a.run_id != b.run_id
+    ta = open_trial_run(sqlite_uri, sqlite_experiment, a.run_id, trial_id)
+    tb = open_trial_run(sqlite_uri, sqlite_experiment, b.run_id, trial_id)
+    assert ta.run_id != tb.run_id
+
+
+def test_params_and_tags_are_redacted(
+    sqlite_uri: str, sqlite_experiment: str, new_name: Callable[[str], str]
+) -> None:
+    run = open_trial_run(
+        sqlite_uri,
+        sqlite_experiment,
+        None,
+        new_name("trial"),
+        params={"lr": 0.01, "hf_token": "hf_live", "storage": "s3://key:secretval@bucket/x"},
+        tags={"api_key": "abc", "base_model": "minilm"},
+    )
+    run.set_tags({"db_password": "pw", "note": "ok"})
+    data = MlflowClient(sqlite_uri).get_run(run.run_id).data
+    assert data.params == {"lr": "0.01", "hf_token": REDACTED, "storage": REDACTED}
+    assert data.tags["api_key"] == REDACTED and data.tags["db_password"] == REDACTED
+    assert data.tags["base_model"] == "minilm" and data.tags["note"] == "ok"
+    stored = repr(data.params) + repr(data.tags)
+    assert "hf_live" not in stored and "secretval" not in stored and "abc" not in stored
+
+
+def test_logger_metrics_artifacts_status_and_pickle(
+    sqlite_uri: str,
+    sqlite_experiment: str,
+    tmp_path: Path,
+    new_name: Callable[[str], str],
+    make_adapter: Callable[..., Path],
+) -> None:
+    run = open_trial_run(sqlite_uri, sqlite_experiment, None, new_name("trial"))
+    run.log_metrics({"loss": 0.9, "acc": 0.5}, step=0)
+    run.log_metrics({"loss": 0.4, "acc": None}, step=1)
+    folder = make_adapter(tmp_path / "adapter")
+    run.log_artifacts(folder, "adapter")
+    # A pickled logger (as a Ray worker receives it) logs to the same run.
+    clone = pickle.loads(pickle.dumps(run))
+    assert clone.run_id == run.run_id
+    clone.log_metrics({"loss": 0.2}, step=2)
+    with pytest.raises(ValueError):
+        run.end("DONE")
+    run.end("FAILED")
+
+    client = MlflowClient(sqlite_uri)
+    history = client.get_metric_history(run.run_id, "loss")
+    assert sorted((m.step, m.value) for m in history) == [(0, 0.9), (1, 0.4), (2, 0.2)]
+    assert [(m.step, m.value) for m in client.get_metric_history(run.run_id, "acc")] == [(0, 0.5)]
+    listed = sorted(f.path for f in client.list_artifacts(run.run_id, "adapter"))
+    assert listed == ["adapter/adapter.safetensors", "adapter/adapter_config.json"]
+    assert client.get_run(run.run_id).info.status == "FAILED"
+
+
+def test_logger_as_context_manager_marks_failure(
+    sqlite_uri: str, sqlite_experiment: str, new_name: Callable[[str], str]
+) -> None:
+    with (
+        pytest.raises(RuntimeError),
+        open_trial_run(sqlite_uri, sqlite_experiment, None, new_name("trial")) as run,
+    ):
+        raise RuntimeError("trial crashed")
+    assert MlflowClient(sqlite_uri).get_run(run.run_id).info.status == "FAILED"

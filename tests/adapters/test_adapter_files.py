@@ -119,3 +119,20 @@ def test_head_round_trip(tmp_path):
     inputs = batch()
     assert torch.equal(other(inputs), model(inputs))
     assert other.heads["rte"].config.label_names == ["entailment", "not_entailment"]
+
+
+def test_base_model_saves_without_adapters_and_reloads(tmp_path):
+    from transformers import AutoModel
+
+    from adapterfleet.adapters import save_base_model
+
+    model = tiny_encoder("bert")
+    add_adapter(model, "p", AdapterConfig(reduction_factor=4))
+    add_adapter(model, "h", AdapterConfig(architecture="houlsby", reduction_factor=4))
+    perturb(list(model.parameters()), scale=0.01)
+    set_active_adapter(model, None)
+    save_base_model(model, tmp_path / "base")
+    reloaded = AutoModel.from_pretrained(tmp_path / "base").eval()
+    inputs = batch()
+    assert torch.equal(hidden(reloaded, inputs), hidden(model, inputs))
+    assert not any("adapter" in key for key in load_file(tmp_path / "base" / "model.safetensors"))

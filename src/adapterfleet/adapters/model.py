@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
+import torch
 from torch import nn
 
 from adapterfleet.adapters.architectures import base_encoder, encoder_layers, slot_map_for
@@ -139,3 +142,40 @@ def train_adapter(model: nn.Module, name: str) -> list[nn.Parameter]:
     for parameter in trainable:
         parameter.requires_grad_(True)
     return trainable
+
+
+def base_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
+    """The encoder's own weights under their original names, without any adapter or fusion."""
+    encoder = base_encoder(model)
+    wrappers = {}
+    for path, module in encoder.named_modules():
+        if isinstance(module, NormSlot):
+            wrappers[path] = "layer_norm"
+        elif isinstance(module, OutputSlot):
+            wrappers[path] = "inner"
+    state = {}
+    for key, tensor in encoder.state_dict().items():
+        for path, inner in wrappers.items():
+            if key.startswith(f"{path}."):
+                rest = key[len(path) + 1 :]
+                if not rest.startswith(f"{inner}."):
+                    key = None  # an adapter's or a fusion's weight
+                    break
+                key = f"{path}.{rest[len(inner) + 1 :]}"
+                break
+        if key is not None:
+            state[key] = tensor
+    return state
+
+
+def save_base_model(model: nn.Module, directory: str | os.PathLike[str]) -> Path:
+    """Save the (fine-tuned) encoder so `AutoModel.from_pretrained(directory)` loads it."""
+    from safetensors.torch import save_file
+
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    encoder = base_encoder(model)
+    encoder.config.save_pretrained(out)
+    tensors = {k: t.detach().cpu().contiguous() for k, t in base_state_dict(model).items()}
+    save_file(tensors, out / "model.safetensors", metadata={"format": "pt"})
+    return out

@@ -1,0 +1,77 @@
+"""Tasks: declaring and loading them, the tokenisation cache, batching, and the demo suite.
+
+Names are imported lazily, so ``import adapterfleet.data`` itself loads no heavy library.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from adapterfleet.data.batching import (
+        LengthGroupedBatchSampler,
+        PadCollator,
+        make_dataloader,
+        padding_fraction,
+    )
+    from adapterfleet.data.cache import (
+        TokenizedSplit,
+        TokenizedTask,
+        tokenize_task,
+        tokenizer_fingerprint,
+    )
+    from adapterfleet.data.config_file import load_tasks_config, tasks_from_mapping
+    from adapterfleet.data.demo import generate_demo_suite
+    from adapterfleet.data.errors import TaskError
+    from adapterfleet.data.loading import TaskData, load_task
+    from adapterfleet.data.tasks import SplitSource, TaskSpec
+
+_WHERE = {
+    "TaskError": "errors",
+    "TaskSpec": "tasks",
+    "SplitSource": "tasks",
+    "load_tasks_config": "config_file",
+    "tasks_from_mapping": "config_file",
+    "TaskData": "loading",
+    "load_task": "loading",
+    "TokenizedSplit": "cache",
+    "TokenizedTask": "cache",
+    "tokenize_task": "cache",
+    "tokenizer_fingerprint": "cache",
+    "LengthGroupedBatchSampler": "batching",
+    "PadCollator": "batching",
+    "make_dataloader": "batching",
+    "padding_fraction": "batching",
+    "generate_demo_suite": "demo",
+}
+__all__ = [
+    "LengthGroupedBatchSampler",
+    "PadCollator",
+    "SplitSource",
+    "TaskData",
+    "TaskError",
+    "TaskSpec",
+    "TokenizedSplit",
+    "TokenizedTask",
+    "generate_demo_suite",
+    "load_task",
+    "load_tasks_config",
+    "make_dataloader",
+    "padding_fraction",
+    "tasks_from_mapping",
+    "tokenize_task",
+    "tokenizer_fingerprint",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE))

@@ -1,0 +1,97 @@
+"""Reading a tasks file: ``data_root:`` and ``tasks:``, with overrides."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from adapterfleet.data.errors import TaskError
+from adapterfleet.data.tasks import TaskSpec
+
+TOP_KEYS = ("data_root", "tasks")
+
+
+def load_tasks_config(
+    path: str | Path, overrides: Mapping[str, Any] | None = None
+) -> dict[str, TaskSpec]:
+    """Read a tasks YAML file and validate every task.
+
+    ``data_root`` (default ``.``) is relative to the file's folder, task paths relative to it.
+    ``overrides`` is deep-merged into the document first; keys may be dotted, e.g.
+    ``{"tasks.rte.max_train_examples": 100}`` or ``{"tasks": {"rte": {"seed": 1}}}``. An
+    override may change existing tasks only.
+    """
+    path = Path(path)
+    where = f"tasks config {path}"
+    if not path.is_file():
+        raise TaskError(None, where, "file not found", "check the path")
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise TaskError(None, where, f"invalid YAML ({exc})") from None
+    if not isinstance(document, Mapping):
+        raise TaskError(None, where, "expected a mapping with data_root and tasks")
+    return tasks_from_mapping(document, path.parent, overrides, where)
+
+
+def tasks_from_mapping(
+    document: Mapping[str, Any],
+    base_dir: str | Path,
+    overrides: Mapping[str, Any] | None = None,
+    where: str = "tasks config",
+) -> dict[str, TaskSpec]:
+    """Validate ``{data_root, tasks}``; a relative ``data_root`` is taken from ``base_dir``."""
+    for key in document:
+        if key not in TOP_KEYS:
+            allowed = ", ".join(TOP_KEYS)
+            raise TaskError(None, f"{where}, {key}", "unknown key", f"allowed: {allowed}")
+    tasks = document.get("tasks")
+    if not isinstance(tasks, Mapping) or not tasks:
+        raise TaskError(None, f"{where}, tasks", "expected a mapping of task name to task")
+    if overrides:
+        document = _merge(copy.deepcopy(dict(document)), _expand(overrides), set(tasks))
+        tasks = document["tasks"]
+    root = document.get("data_root", ".")
+    if not isinstance(root, str | Path) or not str(root):
+        raise TaskError(None, f"{where}, data_root", f"expected a path, got {root!r}")
+    data_root = (Path(base_dir) / Path(root).expanduser()).resolve()
+    return {
+        str(name): TaskSpec.from_mapping(str(name), raw, data_root) for name, raw in tasks.items()
+    }
+
+
+def _expand(overrides: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in overrides.items():
+        parts = str(key).split(".")
+        node = out
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        leaf = parts[-1]
+        if isinstance(value, Mapping) and isinstance(node.get(leaf), dict):
+            node[leaf].update(_expand(value))
+        else:
+            node[leaf] = _expand(value) if isinstance(value, Mapping) else value
+    return out
+
+
+def _merge(document: dict[str, Any], overrides: dict[str, Any], known: set) -> dict[str, Any]:
+    for name in overrides.get("tasks", {}):
+        if name not in known:
+            raise TaskError(
+                str(name), "overrides", "no such task in the config", f"known: {sorted(known)}"
+            )
+    return _deep_merge(document, overrides)
+
+
+def _deep_merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(base.get(key), Mapping):
+            base[key] = _deep_merge(dict(base[key]), value)
+        else:
+            base[key] = value
+    return base

@@ -1,0 +1,234 @@
+"""`load_task`: a `TaskSpec` becomes normalised train/dev `datasets.Dataset`s."""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from adapterfleet.data.errors import TaskError
+from adapterfleet.data.readers import RawSplit, read_file
+from adapterfleet.data.tasks import SplitSource, TaskSpec
+
+if TYPE_CHECKING:
+    import datasets
+
+logger = logging.getLogger(__name__)
+_INT = re.compile(r"^[+-]?\d+$")
+
+
+@dataclass(frozen=True)
+class TaskData:
+    """A loaded task. Columns: ``text_a``, ``text_b`` (pairs only), ``label``; multiple choice:
+    ``question``, ``choices``, ``label``. ``skipped`` counts malformed rows per split read."""
+
+    spec: TaskSpec
+    train: datasets.Dataset
+    dev: datasets.Dataset
+    skipped_by_split: dict[str, int]
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def label_names(self) -> tuple[str, ...]:
+        return self.spec.label_names
+
+    @property
+    def num_labels(self) -> int:
+        return self.spec.num_labels
+
+    @property
+    def is_multiple_choice(self) -> bool:
+        return self.spec.is_multiple_choice
+
+    @property
+    def skipped(self) -> int:
+        return sum(self.skipped_by_split.values())
+
+    def split(self, name: str) -> datasets.Dataset:
+        return {"train": self.train, "dev": self.dev}[name]
+
+
+def load_task(spec: TaskSpec) -> TaskData:
+    """Load, check and normalise a task; every problem is a one-line `TaskError`."""
+    skipped: dict[str, int] = {}
+    train = _rows(spec, "train", spec.train, skipped)
+    if spec.dev is not None:
+        dev = _rows(spec, "dev", spec.dev, skipped)
+    else:
+        _nonempty(spec, "train", train, skipped)
+        train, dev = _hold_out(spec, train)
+    train = _subsample(train, spec.max_train_examples, (spec.seed, 1))
+    dev = _subsample(dev, spec.max_dev_examples, (spec.seed, 2))
+    _nonempty(spec, "train", train, skipped)
+    _nonempty(spec, "dev", dev, skipped)
+    return TaskData(spec, _dataset(spec, train), _dataset(spec, dev), skipped)
+
+
+def _rows(
+    spec: TaskSpec, split: str, source: SplitSource, skipped: dict[str, int]
+) -> list[tuple[Any, ...]]:
+    if spec.hub is not None:
+        raw = _read_hub(spec, split, source)
+    else:
+        raw = read_file(spec.name, split, source)
+    rows, bad = _normalise(spec, split, raw)
+    skipped[split] = raw.skipped + bad
+    if skipped[split]:
+        logger.warning(
+            "task %r, %s: skipped %d malformed rows of %s (first at lines/records %s)",
+            spec.name,
+            split,
+            skipped[split],
+            raw.source,
+            raw.bad_lines or "with empty fields",
+        )
+    return rows
+
+
+def _normalise(spec: TaskSpec, split: str, raw: RawSplit) -> tuple[list[tuple[Any, ...]], int]:
+    """Map rows to (texts..., label index); rows with a missing value are dropped and counted."""
+    if spec.is_multiple_choice:
+        wanted = [("question_field", spec.question_field)]
+        wanted += [("choice_fields", name) for name in spec.choice_fields]
+    else:
+        wanted = [("text_fields", name) for name in spec.text_fields]
+    wanted.append(("label_field", spec.label_field))
+    for key, column in wanted:
+        if column not in raw.columns:
+            raise TaskError(
+                spec.name,
+                f"{split} column {column!r} ({key})",
+                f"not found in {raw.source}",
+                f"columns there: {', '.join(raw.columns) or '(none)'}; fix {key} or {split}.rename",
+            )
+    labels = _LabelMap(spec)
+    names = [column for _, column in wanted]
+    rows: list[tuple[Any, ...]] = []
+    bad = 0
+    for number, record in enumerate(raw.rows, start=1):
+        values = [record.get(name) for name in names]
+        if any(value is None for value in values):
+            bad += 1
+            continue
+        texts = tuple(v if isinstance(v, str) else str(v) for v in values[:-1])
+        rows.append((*texts, labels.index(values[-1], split, number, raw.source)))
+    return rows, bad
+
+
+class _LabelMap:
+    """Label value -> index: a value equal to a label name first, else an integer index."""
+
+    def __init__(self, spec: TaskSpec) -> None:
+        self.spec = spec
+        self.by_name = {name: i for i, name in enumerate(spec.label_names)}
+
+    def index(self, value: Any, split: str, number: int, source: str) -> int:
+        text = value.strip() if isinstance(value, str) else value
+        if isinstance(value, float) and value.is_integer():
+            text = str(int(value))
+        elif isinstance(value, int) and not isinstance(value, bool):
+            text = str(value)
+        if isinstance(text, str):
+            if text in self.by_name:
+                return self.by_name[text]
+            if _INT.match(text) and 0 <= int(text) < self.spec.num_labels:
+                return int(text)
+        names = list(self.spec.label_names)
+        raise TaskError(
+            self.spec.name,
+            f"{split} {self.spec.label_field!r}",
+            f"unknown label value {value!r} (record {number} of {source})",
+            f"label_names are {names} (or indices 0..{len(names) - 1}); fix label_names",
+        )
+
+
+def _read_hub(spec: TaskSpec, split: str, source: SplitSource) -> RawSplit:
+    import datasets
+
+    assert spec.hub is not None and source.split is not None
+    where = f"{spec.hub}" + (f" ({spec.hub_config})" if spec.hub_config else "")
+    try:
+        local = Path(spec.hub)
+        saved = local.is_dir() and any(
+            (local / marker).is_file() for marker in ("dataset_dict.json", "state.json")
+        )
+        if saved:
+            loaded = datasets.load_from_disk(str(local))
+        else:
+            loaded = datasets.load_dataset(spec.hub, spec.hub_config)
+    except Exception as exc:  # any loader failure becomes one clear line before training
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise TaskError(
+            spec.name, "hub", f"cannot load {where}: {first}", "check hub/hub_config"
+        ) from None
+    if isinstance(loaded, datasets.Dataset):
+        loaded = datasets.DatasetDict({"train": loaded})
+    if source.split not in loaded:
+        raise TaskError(
+            spec.name,
+            f"{split}.split",
+            f"split {source.split!r} not in {where}",
+            f"splits there: {', '.join(loaded)}",
+        )
+    table = loaded[source.split]
+    raw = RawSplit(f"{where}[{source.split}]", list(table.column_names), table.to_list())
+    return raw.renamed(spec.name, split, source.rename)
+
+
+def _hold_out(spec: TaskSpec, rows: list) -> tuple[list, list]:
+    assert spec.dev_fraction is not None
+    n_dev = max(1, round(len(rows) * spec.dev_fraction))
+    if n_dev >= len(rows):
+        raise TaskError(spec.name, "dev_fraction", f"leaves no train rows of {len(rows)}")
+    order = np.random.default_rng(spec.seed).permutation(len(rows))
+    in_dev = np.zeros(len(rows), dtype=bool)
+    in_dev[order[:n_dev]] = True
+    train = [row for row, d in zip(rows, in_dev, strict=True) if not d]
+    dev = [row for row, d in zip(rows, in_dev, strict=True) if d]
+    return train, dev
+
+
+def _subsample(rows: list, limit: int | None, seed: tuple[int, int]) -> list:
+    if limit is None or limit >= len(rows):
+        return rows
+    keep = np.sort(np.random.default_rng(list(seed)).choice(len(rows), size=limit, replace=False))
+    return [rows[i] for i in keep]
+
+
+def _nonempty(spec: TaskSpec, split: str, rows: list, skipped: dict[str, int]) -> None:
+    if not rows:
+        source = getattr(spec.dev if split == "dev" else spec.train, "path", None) or spec.hub
+        bad = skipped.get(split, 0)
+        problem = f"split is empty ({source}" + (f", {bad} malformed rows skipped)" if bad else ")")
+        raise TaskError(spec.name, split, problem, "check the file, its columns and its split")
+
+
+def _dataset(spec: TaskSpec, rows: list[tuple[Any, ...]]) -> datasets.Dataset:
+    import datasets
+
+    label = datasets.ClassLabel(names=list(spec.label_names))
+    string = datasets.Value("string")
+    if spec.is_multiple_choice:
+        n = len(spec.choice_fields)
+        data = {
+            "question": [r[0] for r in rows],
+            "choices": [list(r[1 : 1 + n]) for r in rows],
+            "label": [r[-1] for r in rows],
+        }
+        features = {"question": string, "choices": datasets.List(string), "label": label}
+    else:
+        data = {"text_a": [r[0] for r in rows]}
+        features = {"text_a": string}
+        if spec.is_pair:
+            data["text_b"] = [r[1] for r in rows]
+            features["text_b"] = string
+        data["label"] = [r[-1] for r in rows]
+        features["label"] = label
+    return datasets.Dataset.from_dict(data, features=datasets.Features(features))

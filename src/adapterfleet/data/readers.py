@@ -1,0 +1,153 @@
+"""Reading one split's raw rows from a local file (tsv, csv, jsonl, json, parquet)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from adapterfleet.data.errors import TaskError
+from adapterfleet.data.tasks import SplitSource
+
+_CSV_FIELD_LIMIT = 2**31 - 1
+
+
+@dataclass
+class RawSplit:
+    """Rows of one split as read, before field mapping. ``bad_lines`` holds a few examples."""
+
+    source: str
+    columns: list[str]
+    rows: list[dict[str, Any]]
+    skipped: int = 0
+    bad_lines: list[int] = field(default_factory=list)
+
+    def renamed(self, task: str, split: str, rename: dict[str, str]) -> RawSplit:
+        """Apply ``rename`` (old -> new); an old name that is not a column is a `TaskError`."""
+        if not rename:
+            return self
+        for old in rename:
+            if old not in self.columns:
+                raise TaskError(
+                    task,
+                    f"{split}.rename",
+                    f"column {old!r} not found in {self.source}",
+                    f"columns there: {', '.join(self.columns)}",
+                )
+        rows = [{rename.get(k, k): v for k, v in row.items()} for row in self.rows]
+        columns = [rename.get(c, c) for c in self.columns]
+        return RawSplit(self.source, columns, rows, self.skipped, self.bad_lines)
+
+
+def read_file(task: str, split: str, source: SplitSource) -> RawSplit:
+    """Read a file split; malformed rows are skipped and counted, not raised."""
+    path = source.path
+    assert path is not None and source.format is not None
+    if not path.is_file():
+        raise TaskError(task, f"{split}.path", f"file not found: {path}", "check data_root/path")
+    try:
+        if source.format in ("tsv", "csv"):
+            raw = _read_delimited(path, source)
+        elif source.format == "jsonl":
+            raw = _read_jsonl(path, source.encoding)
+        elif source.format == "json":
+            raw = _read_json(task, split, path, source.encoding)
+        else:
+            raw = _read_parquet(task, split, path)
+    except UnicodeDecodeError as exc:
+        problem = f"{path} is not {source.encoding} ({exc.reason})"
+        raise TaskError(task, f"{split}.encoding", problem, f"set {split}.encoding") from None
+    return raw.renamed(task, split, source.rename)
+
+
+def _read_delimited(path: Path, source: SplitSource) -> RawSplit:
+    csv.field_size_limit(_CSV_FIELD_LIMIT)
+    with path.open(encoding=source.encoding, newline="") as handle:
+        if source.format == "tsv":
+            reader = csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
+        else:
+            reader = csv.reader(handle)
+        columns = list(source.columns) if source.columns else None
+        raw = RawSplit(str(path), columns or [], [])
+        for row in reader:
+            if not row:
+                continue
+            if columns is None:
+                columns = [name.strip() for name in row]
+                raw.columns = columns
+                continue
+            if len(row) != len(columns):
+                _bad(raw, reader.line_num)
+                continue
+            raw.rows.append(dict(zip(columns, row, strict=True)))
+    return raw
+
+
+def _read_jsonl(path: Path, encoding: str) -> RawSplit:
+    raw = RawSplit(str(path), [], [])
+    with path.open(encoding=encoding) as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                record = None
+            if not isinstance(record, dict):
+                _bad(raw, number)
+                continue
+            raw.rows.append(record)
+    raw.columns = _union_keys(raw.rows)
+    return raw
+
+
+def _read_json(task: str, split: str, path: Path, encoding: str) -> RawSplit:
+    try:
+        document = json.loads(path.read_text(encoding=encoding))
+    except json.JSONDecodeError as exc:
+        raise TaskError(task, f"{split}.path", f"{path} is not valid JSON ({exc})") from None
+    fix = 'use a list of records or an object of records {"0": {...}, "1": {...}}'
+    if isinstance(document, dict):
+        records: list[Any] = list(document.values())
+    elif isinstance(document, list):
+        records = document
+    else:
+        raise TaskError(task, f"{split}.path", f"{path} holds no records", fix)
+    raw = RawSplit(str(path), [], [])
+    for number, record in enumerate(records, start=1):
+        if isinstance(record, dict):
+            raw.rows.append(record)
+        else:
+            _bad(raw, number)
+    if records and not raw.rows:
+        raise TaskError(task, f"{split}.path", f"no record in {path} is a JSON object", fix)
+    raw.columns = _union_keys(raw.rows)
+    return raw
+
+
+def _read_parquet(task: str, split: str, path: Path) -> RawSplit:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise TaskError(task, f"{split}.path", f"{path} is not a Parquet file ({exc})") from None
+    return RawSplit(str(path), list(table.column_names), table.to_pylist())
+
+
+def _bad(raw: RawSplit, line: int) -> None:
+    raw.skipped += 1
+    if len(raw.bad_lines) < 5:
+        raw.bad_lines.append(line)
+
+
+def _union_keys(rows: Iterable[dict[str, Any]]) -> list[str]:
+    seen: dict[str, None] = {}
+    for row in rows:
+        for key in row:
+            seen.setdefault(key, None)
+    return list(seen)

@@ -1,0 +1,315 @@
+"""Task declarations: `TaskSpec`, validated from one task's YAML mapping."""
+
+from __future__ import annotations
+
+import codecs
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from adapterfleet.data.errors import TaskError
+
+KINDS = ("classification", "multiple_choice")
+FORMATS = ("tsv", "csv", "jsonl", "json", "parquet")
+EXTENSIONS = {
+    ".tsv": "tsv",
+    ".csv": "csv",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "json",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+}
+TASK_KEYS = (
+    "type",
+    "train",
+    "dev",
+    "hub",
+    "hub_config",
+    "text_fields",
+    "question_field",
+    "choice_fields",
+    "label_field",
+    "label_names",
+    "dev_fraction",
+    "seed",
+    "max_train_examples",
+    "max_dev_examples",
+    "metrics",
+)
+FILE_SPLIT_KEYS = ("path", "format", "header", "columns", "encoding", "rename")
+HUB_SPLIT_KEYS = ("split", "rename")
+DEFAULT_ENCODING = "utf-8-sig"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+@dataclass(frozen=True)
+class SplitSource:
+    """Where one split's rows come from: a local file (``path``) or a hub split (``split``).
+
+    ``rename`` maps a column name in this source to the name the task's fields use.
+    """
+
+    path: Path | None = None
+    format: str | None = None
+    header: bool = True
+    columns: tuple[str, ...] | None = None
+    encoding: str = DEFAULT_ENCODING
+    rename: dict[str, str] = field(default_factory=dict)
+    split: str | None = None
+
+    def to_mapping(self) -> dict[str, Any]:
+        """The YAML form of this source (paths absolute)."""
+        if self.split is not None:
+            return {"split": self.split, "rename": dict(self.rename)}
+        out: dict[str, Any] = {
+            "path": str(self.path),
+            "format": self.format,
+            "header": self.header,
+            "encoding": self.encoding,
+            "rename": dict(self.rename),
+        }
+        if self.columns is not None:
+            out["columns"] = list(self.columns)
+        return out
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """One task: where its data is, which fields mean what, its labels, splits and metrics."""
+
+    name: str
+    train: SplitSource
+    label_names: tuple[str, ...]
+    kind: str = "classification"
+    dev: SplitSource | None = None
+    hub: str | None = None
+    hub_config: str | None = None
+    text_fields: tuple[str, ...] = ()
+    question_field: str | None = None
+    choice_fields: tuple[str, ...] = ()
+    label_field: str = "label"
+    dev_fraction: float | None = None
+    seed: int = 0
+    max_train_examples: int | None = None
+    max_dev_examples: int | None = None
+    metrics: tuple[str, ...] = ("accuracy",)
+
+    @property
+    def num_labels(self) -> int:
+        return len(self.label_names)
+
+    @property
+    def is_multiple_choice(self) -> bool:
+        return self.kind == "multiple_choice"
+
+    @property
+    def is_pair(self) -> bool:
+        return len(self.text_fields) == 2
+
+    @classmethod
+    def from_mapping(cls, name: str, mapping: Any, data_root: Path | str) -> TaskSpec:
+        """Validate one task's mapping; relative paths are taken from ``data_root``."""
+        return _Parser(name, Path(data_root)).task(mapping)
+
+    def to_mapping(self) -> dict[str, Any]:
+        """The YAML form of this spec (paths absolute); `from_mapping` of it gives it back."""
+        out: dict[str, Any] = {
+            "type": self.kind,
+            "train": self.train.to_mapping(),
+            "label_field": self.label_field,
+            "label_names": list(self.label_names),
+            "seed": self.seed,
+            "metrics": list(self.metrics),
+        }
+        optional = {
+            "dev": self.dev.to_mapping() if self.dev else None,
+            "hub": self.hub,
+            "hub_config": self.hub_config,
+            "text_fields": list(self.text_fields) or None,
+            "question_field": self.question_field,
+            "choice_fields": list(self.choice_fields) or None,
+            "dev_fraction": self.dev_fraction,
+            "max_train_examples": self.max_train_examples,
+            "max_dev_examples": self.max_dev_examples,
+        }
+        out.update({k: v for k, v in optional.items() if v is not None})
+        return out
+
+
+class _Parser:
+    """Checks one task mapping; every failure is a one-line `TaskError`."""
+
+    def __init__(self, name: str, data_root: Path) -> None:
+        self.name = name
+        self.root = data_root
+
+    def fail(self, key: str, problem: str, fix: str = "") -> TaskError:
+        return TaskError(self.name, key, problem, fix)
+
+    def task(self, raw: Any) -> TaskSpec:
+        if not isinstance(self.name, str) or not _NAME.match(self.name):
+            raise self.fail("name", "a task name is letters, digits, '_', '.', '-'", "rename it")
+        if not isinstance(raw, Mapping):
+            raise self.fail("task", f"expected a mapping of keys, got {type(raw).__name__}")
+        self.unknown(raw, TASK_KEYS, "key")
+        kind = raw.get("type", "classification")
+        if kind not in KINDS:
+            raise self.fail("type", f"unknown type {kind!r}", f"use one of {', '.join(KINDS)}")
+        hub = self.opt_str(raw, "hub")
+        hub_config = self.opt_str(raw, "hub_config")
+        if hub_config is not None and hub is None:
+            raise self.fail("hub_config", "given without hub", "add hub: <id or directory>")
+        if hub is not None:
+            local = self.path(hub)
+            hub = str(local) if local.is_dir() else hub
+        if "train" not in raw:
+            raise self.fail("train", "missing required key", "declare the train split's source")
+        train = self.split("train", raw["train"], hub is not None)
+        dev = None if raw.get("dev") is None else self.split("dev", raw["dev"], hub is not None)
+        dev_fraction = raw.get("dev_fraction")
+        if dev_fraction is not None:
+            ok = isinstance(dev_fraction, int | float) and not isinstance(dev_fraction, bool)
+            if not ok or not 0.0 < dev_fraction < 1.0:
+                raise self.fail("dev_fraction", f"{dev_fraction!r} is not in (0, 1)", "e.g. 0.1")
+            dev_fraction = float(dev_fraction)
+        if (dev is None) == (dev_fraction is None):
+            raise self.fail(
+                "dev", "declare exactly one of dev and dev_fraction", "dev: <source> or 0.1"
+            )
+        text_fields, question, choices = self.fields(raw, kind)
+        return TaskSpec(
+            name=self.name,
+            kind=kind,
+            train=train,
+            dev=dev,
+            hub=hub,
+            hub_config=hub_config,
+            text_fields=text_fields,
+            question_field=question,
+            choice_fields=choices,
+            label_field=self.opt_str(raw, "label_field") or "label",
+            label_names=self.label_names(raw, kind, choices),
+            dev_fraction=dev_fraction,
+            seed=self.opt_int(raw, "seed", minimum=0) or 0,
+            max_train_examples=self.opt_int(raw, "max_train_examples", minimum=1),
+            max_dev_examples=self.opt_int(raw, "max_dev_examples", minimum=1),
+            metrics=self.str_list(raw, "metrics", default=("accuracy",)),
+        )
+
+    def fields(self, raw: Mapping[str, Any], kind: str) -> tuple[tuple, str | None, tuple]:
+        if kind == "classification":
+            for key in ("question_field", "choice_fields"):
+                if key in raw:
+                    raise self.fail(key, "only for type multiple_choice", "use text_fields")
+            text = raw.get("text_fields")
+            text = [text] if isinstance(text, str) else text
+            if "text_fields" not in raw:
+                raise self.fail("text_fields", "missing required key", "name 1 or 2 text fields")
+            fields = self.str_list({"text_fields": text}, "text_fields")
+            if not 1 <= len(fields) <= 2:
+                raise self.fail("text_fields", f"{len(fields)} fields given", "name 1 or 2 fields")
+            return fields, None, ()
+        if "text_fields" in raw:
+            raise self.fail("text_fields", "not for multiple_choice", "use question_field")
+        question = self.opt_str(raw, "question_field")
+        if question is None:
+            raise self.fail("question_field", "missing required key", "name the question field")
+        choices = self.str_list(raw, "choice_fields")
+        if len(choices) < 2:
+            raise self.fail("choice_fields", "needs at least 2 fields", "list the choice fields")
+        return (), question, choices
+
+    def label_names(self, raw: Mapping[str, Any], kind: str, choices: tuple) -> tuple[str, ...]:
+        names = raw.get("label_names")
+        if names is None and kind == "multiple_choice":
+            return tuple(choices)
+        if names is None:
+            raise self.fail("label_names", "missing required key", "list the labels, e.g. [0, 1]")
+        if not isinstance(names, list) or any(isinstance(n, bool | dict | list) for n in names):
+            raise self.fail("label_names", "expected a list of names", "e.g. [neg, pos]")
+        out = tuple(str(n) for n in names)
+        if len(out) < 2 or len(set(out)) != len(out):
+            raise self.fail("label_names", f"need 2 or more distinct names, got {list(out)}")
+        if kind == "multiple_choice" and len(out) != len(choices):
+            raise self.fail("label_names", "one name per choice field", f"give {len(choices)}")
+        return out
+
+    def split(self, key: str, raw: Any, hub: bool) -> SplitSource:
+        if isinstance(raw, str):
+            raw = {"split" if hub else "path": raw}
+        if not isinstance(raw, Mapping):
+            raise self.fail(key, f"expected a path or a mapping, got {type(raw).__name__}")
+        allowed = HUB_SPLIT_KEYS if hub else FILE_SPLIT_KEYS
+        self.unknown(raw, allowed, f"{key} key", prefix=f"{key}.")
+        rename = raw.get("rename") or {}
+        if not isinstance(rename, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in rename.items()
+        ):
+            raise self.fail(f"{key}.rename", "expected a mapping column: new_name")
+        if hub:
+            default = "train" if key == "train" else "validation"
+            split = self.opt_str(raw, "split", f"{key}.split") or default
+            return SplitSource(split=split, rename=dict(rename))
+        if not isinstance(raw.get("path"), str) or not raw["path"]:
+            raise self.fail(f"{key}.path", "missing path", "give the file's path")
+        path = self.path(raw["path"])
+        fmt = raw.get("format") or EXTENSIONS.get(path.suffix.lower())
+        if fmt not in FORMATS:
+            fix = f"set {key}.format to one of {', '.join(FORMATS)}"
+            raise self.fail(f"{key}.format", f"unknown format {fmt!r} for {path.name}", fix)
+        header = raw.get("header", True)
+        if not isinstance(header, bool):
+            raise self.fail(f"{key}.header", f"expected true or false, got {header!r}")
+        columns = None
+        if "columns" in raw:
+            columns = self.str_list(raw, "columns", label=f"{key}.columns")
+            if fmt not in ("tsv", "csv") or header:
+                raise self.fail(f"{key}.columns", "only for tsv/csv files with header: false")
+        elif fmt in ("tsv", "csv") and not header:
+            raise self.fail(f"{key}.columns", "a file without header needs columns", "name them")
+        encoding = self.opt_str(raw, "encoding", f"{key}.encoding") or DEFAULT_ENCODING
+        try:
+            codecs.lookup(encoding)
+        except LookupError:
+            raise self.fail(f"{key}.encoding", f"unknown encoding {encoding!r}") from None
+        return SplitSource(path, fmt, header, columns, encoding, dict(rename))
+
+    def path(self, value: str) -> Path:
+        path = Path(value).expanduser()
+        return path if path.is_absolute() else (self.root / path).resolve()
+
+    def unknown(self, raw: Mapping, allowed: tuple, what: str, prefix: str = "") -> None:
+        for key in raw:
+            if key not in allowed:
+                allowed_keys = ", ".join(allowed)
+                raise self.fail(f"{prefix}{key}", f"unknown {what}", f"allowed: {allowed_keys}")
+
+    def opt_str(self, raw: Mapping, key: str, label: str | None = None) -> str | None:
+        value = raw.get(key)
+        if value is not None and (not isinstance(value, str) or not value):
+            raise self.fail(label or key, f"expected a non-empty string, got {value!r}")
+        return value
+
+    def opt_int(self, raw: Mapping, key: str, minimum: int) -> int | None:
+        value = raw.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+            raise self.fail(key, f"expected an integer >= {minimum}, got {value!r}")
+        return value
+
+    def str_list(
+        self, raw: Mapping, key: str, default: tuple | None = None, label: str | None = None
+    ) -> tuple[str, ...]:
+        value = raw.get(key)
+        if value is None and default is not None:
+            return default
+        ok = isinstance(value, list) and value and all(isinstance(v, str) and v for v in value)
+        if not ok:
+            raise self.fail(label or key, f"expected a list of names, got {value!r}")
+        if len(set(value)) != len(value):
+            raise self.fail(label or key, f"names repeat in {value!r}")
+        return tuple(value)

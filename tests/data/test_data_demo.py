@@ -1,0 +1,65 @@
+"""The generated demo task suite: deterministic, balanced, small, loadable, shared vocabulary."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+
+from adapterfleet.data import generate_demo_suite, load_task, load_tasks_config
+
+SIZES = {
+    "demo_sentiment": (1500, 300),
+    "demo_aspect": (1500, 300),
+    "demo_negation": (1500, 300),
+    "demo_delivery": (100, 300),
+}
+
+
+def _files(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
+
+
+def test_suite_is_deterministic_small_and_in_several_formats(tmp_path: Path) -> None:
+    specs = generate_demo_suite(tmp_path / "a", seed=0)
+    generate_demo_suite(tmp_path / "b", seed=0)
+    generate_demo_suite(tmp_path / "c", seed=1)
+    first = _files(tmp_path / "a")
+    assert first == _files(tmp_path / "b")
+    assert first["sentiment_train.tsv"] != _files(tmp_path / "c")["sentiment_train.tsv"]
+    assert sum(len(data) for data in first.values()) < 1_000_000
+    assert sorted(specs) == sorted(SIZES)
+    formats = {s.train.format for s in specs.values()}
+    assert formats == {"tsv", "jsonl", "csv", "json"}
+    assert specs["demo_negation"].train.header is False
+    assert specs == load_tasks_config(tmp_path / "a" / "tasks.yaml")
+
+
+def test_tasks_load_balanced_without_repeats(tmp_path: Path) -> None:
+    for name, spec in generate_demo_suite(tmp_path).items():
+        task = load_task(spec)
+        assert (len(task.train), len(task.dev)) == SIZES[name]
+        assert task.skipped == 0
+        for split in (task.train, task.dev):
+            counts = Counter(split.to_dict()["label"])
+            assert len(counts) == task.num_labels and max(counts.values()) == min(counts.values())
+        texts = task.train.to_dict()["text_a"] + task.dev.to_dict()["text_a"]
+        assert len(set(texts)) == len(texts), name
+
+
+def test_target_is_built_from_what_the_sources_teach(tmp_path: Path) -> None:
+    tasks = {name: load_task(spec) for name, spec in generate_demo_suite(tmp_path).items()}
+
+    def words(name: str) -> set[str]:
+        text = " ".join(tasks[name].train.to_dict()["text_a"]).lower()
+        return set(re.findall(r"[a-z']+", text))
+
+    sources = words("demo_sentiment") | words("demo_aspect") | words("demo_negation")
+    assert words("demo_delivery") <= sources
+    target = tasks["demo_delivery"].dev.to_dict()
+    negated = [re.search(r"\b(not|never|n't)\b|n't", t) is not None for t in target["text_a"]]
+    assert 0.3 < sum(negated) / len(negated) < 0.9  # negation matters, but not everywhere
+    several_aspects = [t.count(",") + t.count(".") >= 2 for t in target["text_a"]]
+    assert sum(several_aspects) / len(several_aspects) > 0.8
+    aspect = tasks["demo_aspect"]
+    assert aspect.label_names == ("delivery", "product", "price", "service")

@@ -1,0 +1,46 @@
+"""adapterfleet.data imports no ray/mlflow, no other adapterfleet subpackage, and is lazy."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import adapterfleet.data
+
+PACKAGE = Path(adapterfleet.data.__file__).parent
+FORBIDDEN_ROOTS = {"ray", "mlflow"}
+
+
+def _imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+def test_imports_stay_inside_the_layer() -> None:
+    files = sorted(PACKAGE.glob("*.py"))
+    assert len(files) >= 8
+    for path in files:
+        for name in _imports(path):
+            assert name.split(".")[0] not in FORBIDDEN_ROOTS, (path.name, name)
+            if name.startswith("adapterfleet"):
+                assert name.startswith("adapterfleet.data"), (path.name, name)
+
+
+def test_import_is_lazy_and_names_resolve() -> None:
+    code = (
+        "import sys, adapterfleet.data as d\n"
+        "heavy = {'torch', 'datasets', 'transformers', 'pyarrow'} & set(sys.modules)\n"
+        "assert not heavy, heavy\n"
+        "d.TaskSpec; d.TaskError; d.load_tasks_config\n"
+        "assert 'torch' not in sys.modules and 'datasets' not in sys.modules\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert all(getattr(adapterfleet.data, name) is not None for name in adapterfleet.data.__all__)

@@ -1,0 +1,145 @@
+"""TaskSpec validation and the tasks file (data_root, overrides)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from adapterfleet.data import TaskError, TaskSpec, load_tasks_config
+
+BASE = {
+    "train": "t/train.tsv",
+    "dev": "t/dev.tsv",
+    "text_fields": ["s1", "s2"],
+    "label_names": ["no", "yes"],
+}
+
+
+def _error(mapping: dict, name: str = "rte", root: Path = Path("/data")) -> str:
+    with pytest.raises(TaskError) as info:
+        TaskSpec.from_mapping(name, mapping, root)
+    message = str(info.value)
+    assert "\n" not in message
+    assert f"task {name!r}" in message
+    return message
+
+
+def test_valid_spec_defaults_and_paths() -> None:
+    spec = TaskSpec.from_mapping("rte", BASE, Path("/data"))
+    assert spec.train.path == Path("/data/t/train.tsv")
+    assert spec.train.format == "tsv" and spec.train.header is True
+    assert spec.train.encoding == "utf-8-sig"
+    assert spec.label_field == "label" and spec.metrics == ("accuracy",) and spec.seed == 0
+    assert spec.is_pair and spec.num_labels == 2 and not spec.is_multiple_choice
+
+
+def test_unknown_key_names_task_key_and_allowed_keys() -> None:
+    message = _error({**BASE, "dev_frac": 0.1})
+    assert "dev_frac" in message and "unknown key" in message
+    assert "allowed:" in message and "dev_fraction" in message and "label_names" in message
+
+
+def test_unknown_split_key_is_rejected() -> None:
+    message = _error({**BASE, "train": {"path": "a.tsv", "delim": ","}})
+    assert "train.delim" in message and "columns" in message
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"label_names": None}, "label_names"),
+        ({"text_fields": None}, "text_fields"),
+        ({"text_fields": ["a", "b", "c"]}, "text_fields"),
+        ({"label_names": ["x"]}, "label_names"),
+        ({"dev": None}, "dev"),
+        ({"dev_fraction": 0.1}, "dev"),
+        ({"dev": None, "dev_fraction": 1.5}, "dev_fraction"),
+        ({"train": "t/train.txt"}, "train.format"),
+        ({"train": {"path": "t/q.tsv", "header": False}}, "train.columns"),
+        ({"train": {"path": "t/q.jsonl", "columns": ["a"]}}, "train.columns"),
+        ({"train": {"path": "t/q.tsv", "encoding": "klingon"}}, "train.encoding"),
+        ({"max_train_examples": 0}, "max_train_examples"),
+        ({"type": "regression"}, "type"),
+        ({"question_field": "q"}, "question_field"),
+        ({"hub_config": "rte"}, "hub_config"),
+    ],
+)
+def test_invalid_values_name_the_field(change: dict, field: str) -> None:
+    mapping = {k: v for k, v in {**BASE, **change}.items() if v is not None}
+    assert f", {field}:" in _error(mapping)
+
+
+def test_format_inferred_and_explicit() -> None:
+    spec = TaskSpec.from_mapping(
+        "t",
+        {**BASE, "train": "a.jsonl", "dev": {"path": "b.data", "format": "parquet"}},
+        Path("/d"),
+    )
+    assert spec.train.format == "jsonl" and spec.dev is not None and spec.dev.format == "parquet"
+
+
+def test_integer_label_names_become_strings() -> None:
+    spec = TaskSpec.from_mapping("t", {**BASE, "label_names": [0, 1]}, Path("/d"))
+    assert spec.label_names == ("0", "1")
+
+
+def test_multiple_choice_spec() -> None:
+    spec = TaskSpec.from_mapping(
+        "mc",
+        {
+            "type": "multiple_choice",
+            "train": "a.jsonl",
+            "dev_fraction": 0.2,
+            "question_field": "q",
+            "choice_fields": ["e0", "e1", "e2"],
+        },
+        Path("/d"),
+    )
+    assert spec.is_multiple_choice and spec.label_names == ("e0", "e1", "e2")
+    assert spec.num_labels == 3
+
+
+def test_to_mapping_round_trips() -> None:
+    spec = TaskSpec.from_mapping(
+        "t", {**BASE, "train": {"path": "a.tsv", "rename": {"x": "s1"}}}, Path("/d")
+    )
+    assert TaskSpec.from_mapping("t", spec.to_mapping(), Path("/elsewhere")) == spec
+
+
+def test_data_root_is_relative_to_the_yaml_folder(tmp_path: Path) -> None:
+    folder = tmp_path / "configs"
+    folder.mkdir()
+    path = folder / "tasks.yaml"
+    path.write_text("data_root: ../data\ntasks:\n  t:\n" + _yaml_task(BASE))
+    spec = load_tasks_config(path)["t"]
+    assert spec.train.path == (tmp_path / "data" / "t" / "train.tsv").resolve()
+
+
+def test_overrides_dotted_and_nested(write_config) -> None:
+    path = write_config({"a": BASE, "b": BASE})
+    specs = load_tasks_config(path, {"tasks.a.max_train_examples": 10, "tasks": {"b": {"seed": 7}}})
+    assert specs["a"].max_train_examples == 10 and specs["a"].seed == 0
+    assert specs["b"].seed == 7 and specs["b"].max_train_examples is None
+
+
+def test_override_of_unknown_task_is_an_error(write_config) -> None:
+    path = write_config({"a": BASE})
+    with pytest.raises(TaskError, match=r"task 'zz', overrides: no such task.*known: \['a'\]"):
+        load_tasks_config(path, {"tasks.zz.seed": 1})
+
+
+def test_tasks_file_errors(tmp_path: Path) -> None:
+    with pytest.raises(TaskError, match="file not found"):
+        load_tasks_config(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("data_root: .\ntask: {}\n")
+    with pytest.raises(TaskError, match=r"task: unknown key; allowed: data_root, tasks"):
+        load_tasks_config(bad)
+
+
+def _yaml_task(mapping: dict) -> str:
+    import yaml
+
+    text = yaml.safe_dump(mapping)
+    return "".join(f"    {line}\n" for line in text.splitlines())

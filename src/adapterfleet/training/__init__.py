@@ -1,0 +1,39 @@
+"""The fit loop: train the given parameters of a frozen-base model, evaluate, stop early, resume.
+
+Imports torch, safetensors and tqdm only; tuning and tracking plug in through `Callback`.
+"""
+
+from adapterfleet.training.callbacks import Callback, EpochReport, FitResult
+from adapterfleet.training.checkpoint import (
+    BEST_FILE,
+    OPTIMIZER_FILE,
+    RNG_FILE,
+    STATE_FILE,
+    TRAINABLE_FILE,
+)
+from adapterfleet.training.config import TrainConfig
+from adapterfleet.training.evaluation import evaluate
+from adapterfleet.training.loop import fit
+from adapterfleet.training.metrics import METRICS, accuracy, compute_metrics, f1
+from adapterfleet.training.optim import build_optimizer, build_scheduler, linear_schedule
+
+__all__ = [
+    "BEST_FILE",
+    "METRICS",
+    "OPTIMIZER_FILE",
+    "RNG_FILE",
+    "STATE_FILE",
+    "TRAINABLE_FILE",
+    "Callback",
+    "EpochReport",
+    "FitResult",
+    "TrainConfig",
+    "accuracy",
+    "build_optimizer",
+    "build_scheduler",
+    "compute_metrics",
+    "evaluate",
+    "f1",
+    "fit",
+    "linear_schedule",
+]

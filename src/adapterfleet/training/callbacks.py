@@ -1,0 +1,85 @@
+"""What `fit` tells the outside world: per-epoch reports, the final result, the callback hooks.
+
+Tuning and tracking plug in here (a callback that reports to Ray Tune, one that logs to MLflow)
+without this package importing either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class EpochReport:
+    """The state of the loop after one epoch's training and dev evaluation."""
+
+    epoch: int  # 1-based
+    global_step: int  # optimizer steps so far
+    train_loss: float  # mean training loss of the epoch (extra_loss included)
+    learning_rate: float  # LR of the first parameter group after the epoch's last step
+    dev_metrics: dict[str, float]
+    metric: str  # the name of the metric early stopping and model selection use
+    best_metric: float  # best value of `metric` so far (this epoch included)
+    best_epoch: int
+    is_best: bool  # this epoch set `best_metric`
+    epoch_seconds: float  # wall time of this epoch (training + evaluation)
+    elapsed_seconds: float  # wall time of the whole fit so far, across resumes
+    examples_per_second: float  # training throughput of this epoch
+    _saver: Callable[[Path], Path] = field(repr=False, compare=False)
+
+    def save_checkpoint(self, directory: str | Path) -> Path:
+        """Write a resumable checkpoint of the loop as of the end of this epoch into `directory`.
+
+        Pass the same directory to `fit(..., resume_from=directory)` to continue with the next
+        epoch. Returns the directory.
+        """
+        return self._saver(Path(directory))
+
+
+@dataclass(frozen=True)
+class FitResult:
+    """The outcome of `fit`; the model holds the best trainable state when it returns."""
+
+    best_metric: float
+    best_epoch: int
+    best_metrics: dict[str, float]  # every dev metric at the best epoch
+    epochs_run: int  # last completed epoch, counting epochs done before a resume
+    history: list[dict[str, float]]  # one flat dict per epoch: epoch, train_loss, dev_<name>, ...
+    stopped_early: bool  # stopped before max_epochs (patience ran out or a callback asked)
+    stop_reason: str  # "max_epochs", "early_stopping" or "callback"
+    train_seconds: float  # wall time across resumes
+    examples_per_second: float  # training examples per second of wall time
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of the result."""
+        return {
+            "best_metric": self.best_metric,
+            "best_epoch": self.best_epoch,
+            "best_metrics": dict(self.best_metrics),
+            "epochs_run": self.epochs_run,
+            "history": [dict(h) for h in self.history],
+            "stopped_early": self.stopped_early,
+            "stop_reason": self.stop_reason,
+            "train_seconds": self.train_seconds,
+            "examples_per_second": self.examples_per_second,
+        }
+
+
+class Callback:
+    """Hooks called by `fit`. Subclass and override what you need; the defaults do nothing.
+
+    To stop training, return True from `on_epoch_end`: the loop finishes that epoch's callbacks,
+    then stops (the best state is still restored and `on_fit_end` still runs). Any other return
+    value (None, False) lets training continue. Callbacks may call `report.save_checkpoint(dir)`.
+    """
+
+    def on_epoch_end(self, report: EpochReport) -> bool | None:
+        """Called after every epoch's evaluation; return True to request a stop."""
+        return None
+
+    def on_fit_end(self, result: FitResult) -> None:
+        """Called once, after the best state has been restored into the model."""
+        return None

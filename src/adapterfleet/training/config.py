@@ -1,0 +1,98 @@
+"""The validated configuration of one training run (plain data, no torch)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from adapterfleet.training.metrics import METRICS
+
+PRECISIONS = ("auto", "fp32", "bf16")
+DEVICES = ("auto", "cpu", "cuda")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Hyperparameters of `fit`; every field is checked when the config is built.
+
+    `batch_size` / `eval_batch_size` are carried for the data layer that builds the batches;
+    the loop itself consumes whatever batches it is given.
+    """
+
+    learning_rate: float = 1e-4
+    max_epochs: int = 10
+    batch_size: int = 32
+    eval_batch_size: int = 64
+    warmup_ratio: float = 0.0
+    weight_decay: float = 0.0
+    grad_accum_steps: int = 1
+    patience: int | None = None
+    metric: str = "accuracy"
+    seed: int = 0
+    max_grad_norm: float | None = 1.0
+    precision: str = "auto"
+    device: str = "auto"
+    progress: bool = False
+
+    def __post_init__(self) -> None:
+        _positive_float("learning_rate", self.learning_rate)
+        _int_at_least("max_epochs", self.max_epochs, 1)
+        _int_at_least("batch_size", self.batch_size, 1)
+        _int_at_least("eval_batch_size", self.eval_batch_size, 1)
+        _float_in_range("warmup_ratio", self.warmup_ratio, 0.0, 1.0)
+        _float_in_range("weight_decay", self.weight_decay, 0.0, math.inf)
+        _int_at_least("grad_accum_steps", self.grad_accum_steps, 1)
+        if self.patience is not None:
+            _int_at_least("patience", self.patience, 1, suffix=" or None (off)")
+        _known_metric(self.metric)
+        _int_at_least("seed", self.seed, 0)
+        if self.max_grad_norm is not None:
+            _positive_float("max_grad_norm", self.max_grad_norm, suffix=" or None (no clipping)")
+        _choice("precision", self.precision, PRECISIONS)
+        _choice("device", self.device, DEVICES)
+        if not isinstance(self.progress, bool):
+            raise ValueError(f"TrainConfig.progress must be true or false, got {self.progress!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of every field."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        """Build from a dict; unknown keys are refused (they are usually typos)."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"TrainConfig: unknown field(s) {unknown}; allowed: {sorted(known)}")
+        return cls(**data)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _positive_float(name: str, value: Any, suffix: str = "") -> None:
+    if not _is_number(value) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"TrainConfig.{name} must be a number > 0{suffix}, got {value!r}")
+
+
+def _float_in_range(name: str, value: Any, low: float, high: float) -> None:
+    if not _is_number(value) or math.isnan(value) or not low <= value <= high:
+        bounds = f">= {low}" if math.isinf(high) else f"in [{low}, {high}]"
+        raise ValueError(f"TrainConfig.{name} must be a number {bounds}, got {value!r}")
+
+
+def _int_at_least(name: str, value: Any, low: int, suffix: str = "") -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < low:
+        raise ValueError(f"TrainConfig.{name} must be an integer >= {low}{suffix}, got {value!r}")
+
+
+def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(f"TrainConfig.{name} must be one of {list(allowed)}, got {value!r}")
+
+
+def _known_metric(value: Any) -> None:
+    _choice("metric", value, tuple(METRICS))

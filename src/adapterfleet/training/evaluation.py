@@ -1,0 +1,48 @@
+"""Dev-set evaluation: predictions by argmax over the logits, then metrics."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import torch
+
+from adapterfleet.training.metrics import check_metric_names, compute_metrics
+from adapterfleet.training.runtime import Batch, autocast, logits_of, to_device
+
+
+@torch.no_grad()
+def evaluate(
+    model: torch.nn.Module,
+    dev_batches: Iterable[Batch],
+    metric_names: Sequence[str],
+    *,
+    device: torch.device | None = None,
+    bf16: bool = False,
+) -> dict[str, float]:
+    """Metrics of `model` on `dev_batches`, without gradients and in eval mode.
+
+    The model's train/eval mode is restored afterwards. `device` defaults to the device of the
+    model's first parameter (CPU for a model without parameters).
+    """
+    check_metric_names(metric_names)
+    device = device or _model_device(model)
+    was_training = model.training
+    model.eval()
+    preds, labels = [], []
+    try:
+        for batch in dev_batches:
+            batch = to_device(batch, device)
+            with autocast(device, bf16):
+                logits = logits_of(model(batch))
+            preds.append(logits.argmax(dim=-1).cpu())
+            labels.append(batch["labels"].cpu())
+    finally:
+        model.train(was_training)
+    if not preds:
+        raise ValueError("dev_batches is empty: nothing to evaluate")
+    return compute_metrics(torch.cat(preds), torch.cat(labels), metric_names)
+
+
+def _model_device(model: torch.nn.Module) -> torch.device:
+    first = next(model.parameters(), None)
+    return first.device if first is not None else torch.device("cpu")

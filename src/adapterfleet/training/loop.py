@@ -1,0 +1,240 @@
+"""`fit`: train the given parameters of a model, evaluate every epoch, keep and restore the best."""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from adapterfleet.training.callbacks import Callback, EpochReport, FitResult
+from adapterfleet.training.checkpoint import TrainingParts, load_checkpoint, save_checkpoint
+from adapterfleet.training.config import TrainConfig
+from adapterfleet.training.evaluation import evaluate
+from adapterfleet.training.metrics import check_metric_names
+from adapterfleet.training.optim import build_optimizer, build_scheduler
+from adapterfleet.training.runtime import (
+    Batch,
+    TrainBatches,
+    autocast,
+    batch_size_of,
+    checked_params,
+    count_batches,
+    epoch_source,
+    logits_of,
+    progress,
+    require_reiterable,
+    resolve_device,
+    to_device,
+    use_bf16,
+)
+from adapterfleet.training.state import LoopState, RngState, seed_everything
+
+LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def fit(
+    model: torch.nn.Module,
+    trainable_params: Iterable[torch.nn.Parameter],
+    train_batches: TrainBatches,
+    dev_batches: Iterable[Batch],
+    config: TrainConfig,
+    *,
+    loss_fn: LossFn | None = None,
+    extra_loss: Callable[[], torch.Tensor] | None = None,
+    callbacks: Sequence[Callback] = (),
+    resume_from: str | Path | None = None,
+    metric_names: Sequence[str] | None = None,
+) -> FitResult:
+    """Train `trainable_params` of `model` with AdamW; return when epochs or patience run out.
+
+    `model(batch)` returns logits (B, num_labels); `batch["labels"]` holds the targets.
+    `train_batches` is a callable `epoch -> batches` (epoch is 1-based) or a re-iterable of
+    batches; `dev_batches` is a re-iterable. `loss_fn(logits, labels)` defaults to cross-entropy;
+    `extra_loss()` is added to every training step's loss. Dev metrics are `metric_names`
+    (default: `config.metric` and accuracy). The model ends on the best epoch's trainable state,
+    in eval mode. `resume_from` is a directory written by `EpochReport.save_checkpoint`.
+    """
+    params = checked_params(model, trainable_params)
+    epoch_batches = epoch_source(train_batches)
+    require_reiterable(dev_batches, "dev_batches")
+    names = list(dict.fromkeys([config.metric, *(metric_names or ["accuracy"])]))
+    check_metric_names(names)
+    device = resolve_device(config.device)
+    bf16 = use_bf16(config.precision, device)
+    seed_everything(config.seed)
+    model.to(device)
+    optimizer = build_optimizer(params, config.learning_rate, config.weight_decay)
+    total_steps = math.ceil(count_batches(epoch_batches) / config.grad_accum_steps)
+    scheduler = build_scheduler(optimizer, total_steps * config.max_epochs, config.warmup_ratio)
+    parts = TrainingParts(params, optimizer, scheduler, config)
+    run = _FitRun(
+        model, parts, epoch_batches, dev_batches, names, device, bf16,
+        loss_fn=loss_fn or _cross_entropy, extra_loss=extra_loss, callbacks=callbacks,
+    )  # fmt: skip
+    if resume_from is not None:
+        run.state, run.best = load_checkpoint(Path(resume_from), parts)
+    return run.run()
+
+
+@dataclass
+class _FitRun:
+    """The live objects and progress of one `fit` call; each method is one step of the loop."""
+
+    model: torch.nn.Module
+    parts: TrainingParts
+    epoch_batches: Callable[[int], Iterable[Batch]]
+    dev_batches: Iterable[Batch]
+    metric_names: list[str]
+    device: torch.device
+    bf16: bool
+    loss_fn: LossFn
+    extra_loss: Callable[[], torch.Tensor] | None
+    callbacks: Sequence[Callback]
+    state: LoopState = field(default_factory=LoopState)
+    best: list[torch.Tensor] | None = None
+    saving_epoch: int | None = None  # the epoch whose callbacks are running
+
+    @property
+    def config(self) -> TrainConfig:
+        return self.parts.config
+
+    def run(self) -> FitResult:
+        reason = self._stop_reason(requested=False)
+        while reason is None:
+            requested = self._run_epoch(self.state.epoch + 1)
+            reason = self._stop_reason(requested)
+        result = self._finish(reason)
+        for callback in self.callbacks:
+            callback.on_fit_end(result)
+        return result
+
+    def _stop_reason(self, requested: bool) -> str | None:
+        state, patience = self.state, self.config.patience
+        if state.epoch >= self.config.max_epochs:
+            return "max_epochs"
+        if requested:
+            return "callback"
+        if patience is not None and state.epochs_without_improvement >= patience:
+            return "early_stopping"
+        return None
+
+    def _run_epoch(self, epoch: int) -> bool:
+        start = time.perf_counter()
+        train_loss, examples = self._train_epoch(epoch)
+        throughput = examples / max(time.perf_counter() - start, 1e-9)
+        dev = evaluate(
+            self.model, self.dev_batches, self.metric_names, device=self.device, bf16=self.bf16
+        )
+        seconds = time.perf_counter() - start
+        self._record_epoch(epoch, train_loss, dev, examples, seconds)
+        rng = RngState.capture()
+        report = self._report(seconds, throughput, saver=lambda d: self._save(d, epoch, rng))
+        self.saving_epoch = epoch
+        requested = [callback.on_epoch_end(report) is True for callback in self.callbacks]
+        self.saving_epoch = None
+        rng.restore()  # callbacks that draw random numbers must not change training
+        return any(requested)
+
+    def _train_epoch(self, epoch: int) -> tuple[float, int]:
+        self.model.train()
+        self.parts.optimizer.zero_grad(set_to_none=True)
+        loss_sum, batches, examples, pending = torch.zeros((), device=self.device), 0, 0, 0
+        show = self.config.progress and sys.stderr.isatty()
+        for batch in progress(self.epoch_batches(epoch), f"epoch {epoch}", show):
+            loss_sum += self._forward_backward(batch)
+            batches, examples, pending = batches + 1, examples + batch_size_of(batch), pending + 1
+            if pending == self.config.grad_accum_steps:
+                self._optimizer_step(pending)
+                pending = 0
+        if pending:
+            self._optimizer_step(pending)
+        if batches == 0:
+            raise ValueError(f"train_batches yielded no batches in epoch {epoch}")
+        return loss_sum.item() / batches, examples
+
+    def _forward_backward(self, batch: Batch) -> torch.Tensor:
+        batch = to_device(batch, self.device)
+        with autocast(self.device, self.bf16):
+            loss = self.loss_fn(logits_of(self.model(batch)), batch["labels"])
+        if self.extra_loss is not None:
+            loss = loss + self.extra_loss()
+        loss.backward()
+        return loss.detach().float()
+
+    def _optimizer_step(self, micro_batches: int) -> None:
+        """Average the accumulated gradients over `micro_batches`, clip, step, advance the LR."""
+        params = self.parts.params
+        if micro_batches > 1:
+            for param in params:
+                if param.grad is not None:
+                    param.grad.div_(micro_batches)
+        if self.config.max_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(params, self.config.max_grad_norm)
+        self.parts.optimizer.step()
+        self.parts.scheduler.step()
+        self.parts.optimizer.zero_grad(set_to_none=True)
+        self.state.global_step += 1
+
+    def _record_epoch(self, epoch: int, loss: float, dev: dict, examples: int, seconds: float):
+        state = self.state
+        state.epoch = epoch
+        if state.record(dev[self.config.metric]):
+            self.best = [p.detach().clone() for p in self.parts.params]
+        lr = self.parts.optimizer.param_groups[0]["lr"]
+        dev_flat = {f"dev_{k}": v for k, v in dev.items()}
+        state.history.append({"epoch": epoch, "train_loss": loss, "learning_rate": lr, **dev_flat})
+        state.examples_seen += examples
+        state.train_seconds += seconds
+
+    def _report(
+        self, seconds: float, throughput: float, saver: Callable[[Path], Path]
+    ) -> EpochReport:
+        state, last = self.state, self.state.history[-1]
+        return EpochReport(
+            epoch=state.epoch,
+            global_step=state.global_step,
+            train_loss=last["train_loss"],
+            learning_rate=last["learning_rate"],
+            dev_metrics={k[4:]: v for k, v in last.items() if k.startswith("dev_")},
+            metric=self.config.metric,
+            best_metric=state.best_metric,
+            best_epoch=state.best_epoch,
+            is_best=state.best_epoch == state.epoch,
+            epoch_seconds=seconds,
+            elapsed_seconds=state.train_seconds,
+            examples_per_second=throughput,
+            _saver=saver,
+        )
+
+    def _save(self, directory: Path, epoch: int, rng: RngState) -> Path:
+        if self.saving_epoch != epoch:
+            raise RuntimeError("save_checkpoint must be called during on_epoch_end of its epoch")
+        return save_checkpoint(directory, self.parts, self.state, self.best, rng)
+
+    def _finish(self, reason: str) -> FitResult:
+        with torch.no_grad():
+            for param, value in zip(self.parts.params, self.best, strict=True):
+                param.copy_(value)
+        self.model.eval()
+        state = self.state
+        best_entry = state.history[state.best_epoch - 1]
+        return FitResult(
+            best_metric=state.best_metric,
+            best_epoch=state.best_epoch,
+            best_metrics={k[4:]: v for k, v in best_entry.items() if k.startswith("dev_")},
+            epochs_run=state.epoch,
+            history=[dict(h) for h in state.history],
+            stopped_early=reason != "max_epochs",
+            stop_reason=reason,
+            train_seconds=state.train_seconds,
+            examples_per_second=state.examples_seen / max(state.train_seconds, 1e-9),
+        )
+
+
+def _cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.cross_entropy(logits, labels)

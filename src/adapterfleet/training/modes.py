@@ -1,0 +1,220 @@
+"""The rows of the paper's Table 1 as training modes over one fit loop.
+
+`head` (only the task head), `full` (every weight), `st-a` (a Pfeiffer adapter), `st-a-houlsby`,
+`fusion` (a fusion layer over saved adapters; base and adapters frozen, V regulariser applied) and
+`mt-a` (see `multitask.py`). Each run writes a run directory:
+
+    run.json   mode, task, base model, settings, dev metrics, per-epoch history, lineage
+    adapter/   adapter_config.json + adapter.safetensors          (st-a, st-a-houlsby)
+    fusion/    adapter_fusion_config.json + model_adapter_fusion.safetensors   (fusion)
+    head/      head_config.json + model_head.safetensors          (every mode)
+    model/     the fine-tuned encoder, safetensors                (full)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from adapterfleet.adapters import (
+    AdapterConfig,
+    AdapterModel,
+    HeadConfig,
+    add_adapter,
+    freeze,
+    load_adapter,
+    load_encoder,
+    save_adapter,
+    save_base_model,
+    save_head,
+    sha256_file,
+    train_adapter,
+)
+from adapterfleet.adapters.io import ADAPTER_WEIGHTS
+from adapterfleet.data import TokenizedTask, make_dataloader
+from adapterfleet.fusion import (
+    FusionConfig,
+    add_fusion,
+    fusion_regularization_loss,
+    save_fusion,
+    train_fusion,
+)
+from adapterfleet.training.callbacks import Callback, FitResult
+from adapterfleet.training.config import TrainConfig
+from adapterfleet.training.loop import fit
+
+MODES = ("head", "full", "st-a", "st-a-houlsby", "fusion", "mt-a")
+RUN_FILE = "run.json"
+
+
+@dataclass
+class RunResult:
+    mode: str
+    task: str
+    out_dir: Path
+    fit: FitResult
+    trainable_parameters: int
+    lineage: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def dev_metrics(self) -> dict[str, float]:
+        return self.fit.best_metrics
+
+
+def head_for(tokenized: TokenizedTask) -> HeadConfig:
+    if tokenized.is_multiple_choice:
+        return HeadConfig(head_type="multiple_choice", num_labels=tokenized.num_labels)
+    return HeadConfig(num_labels=tokenized.num_labels, label_names=list(tokenized.label_names))
+
+
+def task_batches(tokenized: TokenizedTask, config: TrainConfig) -> tuple[Any, Any]:
+    """(epoch -> length-grouped shuffled train batches, sorted dev batches)."""
+    pad = tokenized.pad_token_id
+
+    def train(epoch: int) -> Any:
+        return make_dataloader(tokenized.train, config.batch_size, True, config.seed, pad, epoch)
+
+    return train, make_dataloader(tokenized.dev, config.eval_batch_size, False, config.seed, pad)
+
+
+def metric_names(tokenized_metrics: Sequence[str], config: TrainConfig) -> list[str]:
+    return list(dict.fromkeys([config.metric, *tokenized_metrics]))
+
+
+def new_model(base_model: str | nn.Module) -> AdapterModel:
+    encoder = load_encoder(base_model) if isinstance(base_model, str) else base_model
+    return AdapterModel(encoder)
+
+
+def train_single(
+    mode: str,
+    tokenized: TokenizedTask,
+    base_model: str | nn.Module,
+    config: TrainConfig,
+    out_dir: str | Path,
+    *,
+    reduction_factor: int = 16,
+    non_linearity: str | None = None,
+    metrics: Sequence[str] = ("accuracy",),
+    callbacks: Sequence[Callback] = (),
+    resume_from: str | Path | None = None,
+) -> RunResult:
+    """Train one task in `head`, `full`, `st-a` or `st-a-houlsby` mode; save its run directory."""
+    if mode not in ("head", "full", "st-a", "st-a-houlsby"):
+        raise ValueError(
+            f"mode {mode!r} is not a single-task mode; use head, full, st-a, st-a-houlsby"
+        )
+    model = new_model(base_model)
+    name = tokenized.name
+    model.add_head(name, head_for(tokenized))
+    adapter_config = None
+    if mode in ("st-a", "st-a-houlsby"):
+        architecture = "houlsby" if mode == "st-a-houlsby" else "pfeiffer"
+        adapter_config = AdapterConfig(architecture, reduction_factor, non_linearity or "")
+        add_adapter(model, name, adapter_config)
+        trainable = train_adapter(model, name)
+    else:
+        freeze(model)
+        trainable = model.select_head(name)
+        if mode == "full":
+            trainable = list(model.encoder_model.parameters()) + trainable
+        for parameter in trainable:
+            parameter.requires_grad_(True)
+    train, dev = task_batches(tokenized, config)
+    result = fit(
+        model,
+        trainable,
+        train,
+        dev,
+        config,
+        callbacks=callbacks,
+        resume_from=resume_from,
+        metric_names=metric_names(metrics, config),
+    )
+    out = Path(out_dir)
+    save_head(model, name, out / "head")
+    lineage: dict[str, Any] = {}
+    if adapter_config is not None:
+        save_adapter(model, name, out / "adapter")
+        lineage["adapter_sha256"] = sha256_file(out / "adapter" / ADAPTER_WEIGHTS)
+        lineage["adapter"] = adapter_config.to_dict()
+    if mode == "full":
+        save_base_model(model, out / "model")
+    run = RunResult(mode, name, out, result, sum(p.numel() for p in trainable), lineage)
+    write_run_file(run, base_model, config)
+    return run
+
+
+def train_fusion_run(
+    tokenized: TokenizedTask,
+    base_model: str | nn.Module,
+    adapter_dirs: Sequence[str | Path],
+    config: TrainConfig,
+    out_dir: str | Path,
+    *,
+    fusion_config: FusionConfig | None = None,
+    adapter_sha256: Sequence[str | None] | None = None,
+    metrics: Sequence[str] = ("accuracy",),
+    callbacks: Sequence[Callback] = (),
+    resume_from: str | Path | None = None,
+) -> RunResult:
+    """Train a fusion for `tokenized.name` over the saved adapters in `adapter_dirs`."""
+    model = new_model(base_model)
+    hashes = list(adapter_sha256 or [None] * len(adapter_dirs))
+    names = [load_adapter(model, d, sha256=h) for d, h in zip(adapter_dirs, hashes, strict=True)]
+    target = tokenized.name
+    fusion_config = fusion_config or FusionConfig()
+    add_fusion(model, target, names, fusion_config)
+    model.add_head(target, head_for(tokenized))
+    trainable = train_fusion(model, target)
+    train, dev = task_batches(tokenized, config)
+    regularised = fusion_config.regularization and fusion_config.value
+    result = fit(
+        model,
+        trainable,
+        train,
+        dev,
+        config,
+        extra_loss=(lambda: fusion_regularization_loss(model, target)) if regularised else None,
+        callbacks=callbacks,
+        resume_from=resume_from,
+        metric_names=metric_names(metrics, config),
+    )
+    out = Path(out_dir)
+    save_fusion(model, target, out / "fusion")
+    save_head(model, target, out / "head")
+    lineage = {
+        "adapters": names,
+        "adapter_dirs": [str(Path(d).resolve()) for d in adapter_dirs],
+        "adapter_sha256": [sha256_file(Path(d) / ADAPTER_WEIGHTS) for d in adapter_dirs],
+    }
+    run = RunResult("fusion", target, out, result, sum(p.numel() for p in trainable), lineage)
+    write_run_file(run, base_model, config)
+    return run
+
+
+def write_run_file(run: RunResult, base_model: str | nn.Module, config: TrainConfig) -> Path:
+    base = (
+        base_model
+        if isinstance(base_model, str)
+        else getattr(getattr(base_model, "config", None), "_name_or_path", "")
+    )
+    payload = {
+        "mode": run.mode,
+        "task": run.task,
+        "base_model": str(base),
+        "train_config": config.to_dict(),
+        "dev_metrics": run.dev_metrics,
+        "trainable_parameters": run.trainable_parameters,
+        "fit": run.fit.to_dict(),
+        "lineage": run.lineage,
+    }
+    path = run.out_dir / RUN_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=2) + "\n")
+    return path

@@ -1,0 +1,114 @@
+"""MT-A: adapters of all tasks trained jointly with the base model fine-tuned.
+
+Every epoch visits every training batch of every task once, in a shuffled order, so tasks are
+sampled in proportion to their size. Each batch activates its task's adapter and head.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from adapterfleet.adapters import (
+    AdapterConfig,
+    AdapterModel,
+    add_adapter,
+    save_adapter,
+    save_base_model,
+    save_head,
+    set_active_adapter,
+    sha256_file,
+)
+from adapterfleet.adapters.io import ADAPTER_WEIGHTS
+from adapterfleet.data import TokenizedTask
+from adapterfleet.training.callbacks import Callback
+from adapterfleet.training.config import TrainConfig
+from adapterfleet.training.loop import fit
+from adapterfleet.training.modes import (
+    RunResult,
+    head_for,
+    new_model,
+    task_batches,
+    write_run_file,
+)
+
+
+class MultiTaskModel(nn.Module):
+    """Routes each batch through the adapter and head named by its `task` entry."""
+
+    def __init__(self, model: AdapterModel):
+        super().__init__()
+        self.model = model
+
+    def forward(self, batch: dict[str, Any]) -> torch.Tensor:
+        task = batch["task"]
+        set_active_adapter(self.model, task)
+        self.model.select_head(task)
+        return self.model(batch)
+
+
+class _Tagged:
+    """Re-iterable batches of one loader, each tagged with its task name."""
+
+    def __init__(self, loaders: dict[str, Any], shuffle_seed: int | None):
+        self.loaders, self.shuffle_seed = loaders, shuffle_seed
+
+    def __iter__(self):
+        batches = [{**b, "task": t} for t, loader in self.loaders.items() for b in loader]
+        if self.shuffle_seed is not None:
+            random.Random(self.shuffle_seed).shuffle(batches)
+        return iter(batches)
+
+    def __len__(self) -> int:
+        return sum(len(loader) for loader in self.loaders.values())
+
+
+def train_mt_a(
+    tasks: dict[str, TokenizedTask],
+    base_model: str | nn.Module,
+    config: TrainConfig,
+    out_dir: str | Path,
+    *,
+    reduction_factor: int = 16,
+    callbacks: Sequence[Callback] = (),
+    resume_from: str | Path | None = None,
+) -> RunResult:
+    """Train MT-A over `tasks`; writes `adapters/<task>/`, `heads/<task>/` and `model/`."""
+    model = new_model(base_model)
+    for name, tokenized in tasks.items():
+        add_adapter(model, name, AdapterConfig("pfeiffer", reduction_factor))
+        model.add_head(name, head_for(tokenized))
+    for parameter in model.parameters():
+        parameter.requires_grad_(True)
+    loaders = {name: task_batches(t, config) for name, t in tasks.items()}
+
+    def train(epoch: int) -> _Tagged:
+        return _Tagged({n: pair[0](epoch) for n, pair in loaders.items()}, config.seed + epoch)
+
+    dev = _Tagged({n: pair[1] for n, pair in loaders.items()}, None)
+    wrapped = MultiTaskModel(model)
+    result = fit(
+        wrapped,
+        list(model.parameters()),
+        train,
+        dev,
+        config,
+        callbacks=callbacks,
+        resume_from=resume_from,
+    )
+    out = Path(out_dir)
+    hashes = {}
+    for name in tasks:
+        save_adapter(model, name, out / "adapters" / name)
+        save_head(model, name, out / "heads" / name)
+        hashes[name] = sha256_file(out / "adapters" / name / ADAPTER_WEIGHTS)
+    save_base_model(model, out / "model")
+    trainable = sum(p.numel() for p in model.parameters())
+    run = RunResult("mt-a", ",".join(tasks), out, result, trainable, {"adapter_sha256": hashes})
+    write_run_file(run, base_model, config)
+    return run

@@ -1,0 +1,64 @@
+"""AdamW over the trainable parameters and its linear warm-up / decay schedule."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import torch
+from torch.optim.lr_scheduler import LambdaLR
+
+
+def parameter_groups(params: Sequence[torch.nn.Parameter], weight_decay: float) -> list[dict]:
+    """Weight decay for matrices (ndim >= 2) only; biases and norm scales (ndim < 2) get none."""
+    decay = [p for p in params if p.ndim >= 2]
+    no_decay = [p for p in params if p.ndim < 2]
+    groups = [
+        {"params": decay, "weight_decay": weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+    return [g for g in groups if g["params"]]
+
+
+def build_optimizer(
+    params: Sequence[torch.nn.Parameter], learning_rate: float, weight_decay: float
+) -> torch.optim.AdamW:
+    """AdamW over exactly `params`."""
+    return torch.optim.AdamW(parameter_groups(params, weight_decay), lr=learning_rate)
+
+
+def warmup_steps(total_steps: int, warmup_ratio: float) -> int:
+    """Number of warm-up optimizer steps: ceil(ratio * total)."""
+    return math.ceil(total_steps * warmup_ratio)
+
+
+def linear_schedule(total_steps: int, warmup: int) -> Callable[[int], float]:
+    """LR factor per optimizer step: 0 → 1 over `warmup` steps, then linearly down to 0 at total."""
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return step / warmup
+        return max(0.0, (total_steps - step) / max(1, total_steps - warmup))
+
+    return factor
+
+
+def build_scheduler(
+    optimizer: torch.optim.Optimizer, total_steps: int, warmup_ratio: float
+) -> LambdaLR:
+    """Linear decay with optional warm-up, stepped once per optimizer step."""
+    factor = linear_schedule(total_steps, warmup_steps(total_steps, warmup_ratio))
+    return LambdaLR(optimizer, factor)
+
+
+def set_scheduler_step(scheduler: LambdaLR, last_epoch: int) -> None:
+    """Move a fresh scheduler to `last_epoch` and set the optimizer's LRs to match (for resume)."""
+    scheduler.last_epoch = last_epoch
+    groups = scheduler.optimizer.param_groups
+    lrs = [
+        base * fn(last_epoch)
+        for base, fn in zip(scheduler.base_lrs, scheduler.lr_lambdas, strict=True)
+    ]
+    for group, lr in zip(groups, lrs, strict=True):
+        group["lr"] = lr
+    scheduler._last_lr = lrs  # what get_last_lr() reports

@@ -1,0 +1,113 @@
+"""Device, precision and batch plumbing shared by training and evaluation."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+Batch = Mapping[str, Any]
+TrainBatches = Callable[[int], Iterable[Batch]] | Iterable[Batch]
+
+
+def resolve_device(name: str) -> torch.device:
+    """ "auto" → CUDA when available, else CPU; "cuda" without a GPU is a clear error."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("TrainConfig.device is 'cuda' but no CUDA device is available")
+    return torch.device(name)
+
+
+def use_bf16(precision: str, device: torch.device) -> bool:
+    """Whether to autocast to bfloat16: "auto" on CUDA, "bf16" (CUDA only), never for "fp32"."""
+    if precision == "fp32":
+        return False
+    if device.type != "cuda":
+        if precision == "bf16":
+            raise RuntimeError("TrainConfig.precision 'bf16' needs a CUDA device; use 'auto'")
+        return False
+    return True
+
+
+def autocast(device: torch.device, bf16: bool) -> contextlib.AbstractContextManager:
+    """bf16 autocast on CUDA when asked, otherwise a no-op context."""
+    if not bf16:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+
+
+def to_device(batch: Batch, device: torch.device) -> dict[str, Any]:
+    """A copy of `batch` with every tensor on `device` (other values pass through)."""
+    return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+
+
+def logits_of(output: Any) -> torch.Tensor:
+    """The logits a model returned: a tensor, or an object / mapping with a `logits` entry."""
+    if isinstance(output, torch.Tensor):
+        return output
+    if isinstance(output, Mapping) and "logits" in output:
+        return output["logits"]
+    if hasattr(output, "logits"):
+        return output.logits
+    raise TypeError(f"model(batch) must return logits, got {type(output).__name__}")
+
+
+def progress(batches: Iterable[Batch], desc: str, enabled: bool) -> Iterable[Batch]:
+    """A tqdm bar over `batches` when enabled, else `batches` passed through a disabled bar."""
+    total = len(batches) if hasattr(batches, "__len__") else None
+    return tqdm(batches, total=total, desc=desc, disable=not enabled, leave=False)
+
+
+def batch_size_of(batch: Batch) -> int:
+    """Number of examples in a batch (the length of its labels)."""
+    if "labels" not in batch:
+        raise KeyError(f"batch has no 'labels' key (keys: {sorted(batch)})")
+    return int(batch["labels"].shape[0])
+
+
+def require_reiterable(batches: Iterable, name: str) -> None:
+    """Refuse one-shot iterators (a generator would be empty from the second epoch on)."""
+    if iter(batches) is batches:
+        raise TypeError(
+            f"{name} must be re-iterable (a list, a DataLoader, or for training a callable "
+            f"epoch -> batches), not a one-shot iterator"
+        )
+
+
+def checked_params(
+    model: torch.nn.Module, trainable_params: Iterable[torch.nn.Parameter]
+) -> list[torch.nn.Parameter]:
+    params = list(trainable_params)
+    if not params:
+        raise ValueError("trainable_params is empty: nothing to train")
+    in_model = {id(p) for p in model.parameters()}
+    seen: set[int] = set()
+    for index, param in enumerate(params):
+        if id(param) not in in_model:
+            raise ValueError(f"trainable_params[{index}] is not a parameter of the model")
+        if id(param) in seen:
+            raise ValueError(f"trainable_params[{index}] is listed twice")
+        if not param.requires_grad:
+            raise ValueError(f"trainable_params[{index}] has requires_grad=False")
+        seen.add(id(param))
+    return params
+
+
+def epoch_source(train_batches: TrainBatches) -> Callable[[int], Iterable[Batch]]:
+    if callable(train_batches):
+        return train_batches
+    require_reiterable(train_batches, "train_batches")
+    return lambda epoch: train_batches
+
+
+def count_batches(epoch_batches: Callable[[int], Iterable[Batch]]) -> int:
+    """Batches per epoch (from epoch 1), to size the LR schedule; iterates once if no len()."""
+    batches = epoch_batches(1)
+    count = len(batches) if hasattr(batches, "__len__") else sum(1 for _ in batches)
+    if count == 0:
+        raise ValueError("train_batches yields no batches")
+    return count

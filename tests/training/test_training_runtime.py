@@ -1,0 +1,58 @@
+"""Device, precision and batch plumbing; CUDA parts run only where a GPU is present."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from adapterfleet.training import TrainConfig, evaluate, fit
+from adapterfleet.training.runtime import (
+    count_batches,
+    logits_of,
+    resolve_device,
+    to_device,
+    use_bf16,
+)
+
+CUDA = torch.cuda.is_available()
+
+
+def test_precision_auto_is_fp32_on_cpu_and_bf16_needs_cuda():
+    cpu = torch.device("cpu")
+    assert use_bf16("auto", cpu) is False and use_bf16("fp32", cpu) is False
+    assert use_bf16("auto", torch.device("cuda")) is True
+    assert use_bf16("fp32", torch.device("cuda")) is False
+    with pytest.raises(RuntimeError, match="precision 'bf16' needs a CUDA device"):
+        use_bf16("bf16", cpu)
+
+
+def test_device_resolution():
+    assert resolve_device("cpu").type == "cpu"
+    assert resolve_device("auto").type == ("cuda" if CUDA else "cpu")
+    if not CUDA:
+        with pytest.raises(RuntimeError, match="device is 'cuda' but no CUDA device"):
+            resolve_device("cuda")
+
+
+def test_batches_and_outputs():
+    batch = to_device({"x": torch.ones(2), "task": "rte"}, torch.device("cpu"))
+    assert batch["task"] == "rte" and torch.equal(batch["x"], torch.ones(2))
+    logits = torch.zeros(2, 3)
+    assert logits_of({"logits": logits}) is logits
+    assert logits_of(type("Out", (), {"logits": logits})()) is logits
+    with pytest.raises(TypeError, match="must return logits"):
+        logits_of((logits,))
+    assert count_batches(lambda epoch: (b for b in range(5))) == 5
+    with pytest.raises(ValueError, match="no batches"):
+        count_batches(lambda epoch: [])
+
+
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
+def test_fit_on_cuda_with_bf16_autocast(make_model, task):
+    model = make_model()
+    config = TrainConfig(learning_rate=0.05, max_epochs=5, device="cuda", precision="bf16")
+    result = fit(model, model.trainable(), task["train"], task["dev"], config)
+    assert next(model.parameters()).device.type == "cuda"
+    assert model.head.weight.dtype == torch.float32  # autocast, not a cast of the weights
+    assert result.best_metric > 0.9
+    assert evaluate(model, task["dev"], ["accuracy"], bf16=True)["accuracy"] == result.best_metric

@@ -195,3 +195,15 @@ def test_fusion_with_a_single_adapter_matches_that_adapter_when_v_is_identity():
     add_fusion(model, "f", ["p"], FusionConfig(value=False, regularization=False))
     set_active_fusion(model, "f")
     assert torch.allclose(hidden(model, batch()), alone, atol=1e-5)
+
+
+def test_mean_weights_per_layer_sum_to_one_and_the_heatmap_is_a_png(tmp_path):
+    from adapterfleet.fusion import mean_fusion_weights, plot_fusion_heatmap
+
+    model = _fused_model(3)
+    inputs = batch(size=4, length=6)
+    weights = mean_fusion_weights(model, "target", [inputs, inputs])
+    assert weights.shape == (2, 3)
+    assert torch.allclose(weights.sum(1), torch.ones(2))
+    png = plot_fusion_heatmap(weights, ["task0", "task1", "task2"], tmp_path / "f.png", "target")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

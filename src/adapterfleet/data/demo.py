@@ -144,12 +144,14 @@ def _negation(rng: random.Random, label: str) -> str:
 
 def _delivery(rng: random.Random, label: str) -> str:
     satisfied = label == "yes"
-    others = rng.sample([a for a in ASPECTS if a != "delivery"], rng.choice((1, 2)))
-    polarity = {a: rng.random() < 0.5 for a in others}
+    others = rng.sample([a for a in ASPECTS if a != "delivery"], rng.choice((1, 1, 2)))
+    # The rest of a review leans the same way as the delivery clause two times in three, so the
+    # overall tone is a weak cue and the target is learnable, if only partly, from its own data.
+    polarity = {a: satisfied if rng.random() < 2 / 3 else not satisfied for a in others}
     polarity["delivery"] = satisfied
     order = ["delivery", *others]
     rng.shuffle(order)
-    parts = [clause(rng, a, polarity[a], rng.random() < 0.4) for a in order]
+    parts = [clause(rng, a, polarity[a], rng.random() < 0.3) for a in order]
     turns = [polarity[a] != polarity[b] for a, b in zip(order, order[1:], strict=False)]
     return sentence(rng, parts, turns)
 

@@ -1,5 +1,6 @@
 """AdapterFusion (Pfeiffer et al., 2021): per layer and token, a learned mix of frozen adapters."""
 
+from adapterfleet.fusion.analysis import mean_fusion_weights, plot_fusion_heatmap
 from adapterfleet.fusion.config import FusionConfig
 from adapterfleet.fusion.io import (
     FUSION_CONFIG,
@@ -34,6 +35,8 @@ __all__ = [
     "fusion_regularization_loss",
     "fusion_setups",
     "load_fusion",
+    "mean_fusion_weights",
+    "plot_fusion_heatmap",
     "read_fusion_config",
     "reference_fusion",
     "save_fusion",

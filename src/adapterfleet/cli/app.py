@@ -1,0 +1,176 @@
+"""The `adapterfleet` command: parses arguments and config, calls orchestration; no logic."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from adapterfleet.cli.output import fail_cleanly, metrics_table
+
+app = typer.Typer(
+    name="adapterfleet",
+    help="Train fleets of bottleneck adapters and compose them with AdapterFusion.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+
+ConfigOpt = Annotated[Path, typer.Option("--config", "-c", help="Pipeline or tasks YAML file.")]
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option("--set", "-o", help="Override any config key: key.path=value (repeatable)."),
+]
+DEMO_CONFIG = Path("configs/demo.yaml")
+
+
+def _config(path: Path, overrides: list[str] | None):  # noqa: ANN202 - lazily imported type
+    from adapterfleet.config import load_config
+
+    return load_config(path, overrides or [])
+
+
+@app.command()
+@fail_cleanly
+def tasks(config: ConfigOpt, set_: SetOpt = None) -> None:
+    """Load every task of a config and show its splits and labels (validates the data)."""
+    from adapterfleet.data import load_task
+
+    cfg = _config(config, set_)
+    rows = []
+    for name, spec in cfg.tasks.items():
+        data = load_task(spec)
+        rows.append(
+            {
+                "task": name,
+                "train": len(data.train),
+                "dev": len(data.dev),
+                "labels": ", ".join(data.label_names),
+                "skipped rows": data.skipped,
+            }
+        )
+    metrics_table(rows)
+
+
+@app.command()
+@fail_cleanly
+def train(
+    config: ConfigOpt,
+    task: Annotated[str, typer.Option(help="Task name from the config.")],
+    out: Annotated[Path, typer.Option(help="Run folder to write.")],
+    mode: Annotated[str, typer.Option(help="head, full, st-a, st-a-houlsby or mt-a.")] = "st-a",
+    reduction_factor: Annotated[int | None, typer.Option(help="Adapter reduction factor.")] = None,
+    lr: Annotated[float | None, typer.Option(help="Learning rate.")] = None,
+    epochs: Annotated[int | None, typer.Option(help="Maximum epochs.")] = None,
+    batch_size: Annotated[int | None, typer.Option(help="Training batch size.")] = None,
+    seed: Annotated[int | None, typer.Option(help="Random seed.")] = None,
+    set_: SetOpt = None,
+) -> None:
+    """Train one task in one mode (a row of the paper's Table 1) on this machine."""
+    from adapterfleet.orchestration.local import adapter_training, train_task
+
+    cfg = _config(config, set_)
+    training = adapter_training(
+        cfg,
+        learning_rate=lr,
+        max_epochs=epochs,
+        batch_size=batch_size,
+        seed=seed,
+        progress=sys.stderr.isatty(),
+    )
+    training = _for_task(cfg, task, training)
+    run = train_task(cfg, task, mode, out, reduction_factor=reduction_factor, train_config=training)
+    _report(run)
+
+
+@app.command()
+@fail_cleanly
+def fuse(
+    config: ConfigOpt,
+    target: Annotated[str, typer.Option(help="Target task name from the config.")],
+    adapters: Annotated[list[Path], typer.Option("--adapters", help="Adapter folders (repeat).")],
+    out: Annotated[Path, typer.Option(help="Run folder to write.")],
+    lr: Annotated[float | None, typer.Option(help="Learning rate.")] = None,
+    epochs: Annotated[int | None, typer.Option(help="Maximum epochs.")] = None,
+    base_model: Annotated[
+        str | None, typer.Option(help="Base model (e.g. an MT-A model/).")
+    ] = None,
+    set_: SetOpt = None,
+) -> None:
+    """Train an AdapterFusion layer for TARGET over saved adapters (base and adapters frozen)."""
+    from dataclasses import replace
+
+    from adapterfleet.orchestration.local import fuse_task
+
+    cfg = _config(config, set_)
+    changes = {"learning_rate": lr, "max_epochs": epochs, "progress": sys.stderr.isatty()}
+    training = replace(cfg.fusion.training, **{k: v for k, v in changes.items() if v is not None})
+    _report(fuse_task(cfg, target, adapters, out, train_config=training, base_model=base_model))
+
+
+@app.command()
+@fail_cleanly
+def evaluate(
+    config: ConfigOpt,
+    task: Annotated[str, typer.Option(help="Task whose dev split to evaluate on.")],
+    run: Annotated[Path, typer.Option(help="A run folder written by train or fuse.")],
+    set_: SetOpt = None,
+) -> None:
+    """Evaluate a saved run folder (adapter or fusion, with its head) on a task's dev split."""
+    from adapterfleet.orchestration.local import evaluate_run
+
+    metrics = evaluate_run(_config(config, set_), task, run)
+    metrics_table([{"task": task, **metrics}])
+
+
+@app.command()
+@fail_cleanly
+def demo(
+    config: ConfigOpt = DEMO_CONFIG,
+    target: Annotated[str, typer.Option(help="Low-resource target task.")] = "demo_delivery",
+    set_: SetOpt = None,
+) -> None:
+    """The embedded default: adapters on a generated task suite, then a fusion on its target."""
+    from adapterfleet.orchestration.local import run_demo
+
+    results = run_demo(_config(config, set_), target)
+    metrics_table([{"run": name, **metrics} for name, metrics in results.items()])
+
+
+def _for_task(cfg, task, training):  # noqa: ANN001, ANN202
+    from dataclasses import fields, replace
+
+    specific = cfg.adapters.training_for(task)
+    defaults = cfg.adapters.training
+    changed = {
+        f.name: getattr(specific, f.name)
+        for f in fields(specific)
+        if getattr(specific, f.name) != getattr(defaults, f.name)
+    }
+    return replace(training, **changed)
+
+
+def _report(run) -> None:  # noqa: ANN001
+    metrics_table(
+        [
+            {
+                "task": run.task,
+                "mode": run.mode,
+                **run.dev_metrics,
+                "best epoch": run.fit.best_epoch,
+                "trainable": run.trainable_parameters,
+                "examples/s": round(run.fit.examples_per_second, 1),
+            }
+        ]
+    )
+    typer.echo(f"run folder: {run.out_dir}  ({json.dumps(str(run.out_dir / 'run.json'))})")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

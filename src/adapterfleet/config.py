@@ -1,0 +1,313 @@
+"""The pipeline config: one validated model loaded from YAML, with `key.path=value` overrides.
+
+name: demo                      # names the MLflow experiment, the registry prefix and storage
+base_model: minilm-l6           # the packaged MiniLM, a hub id or a local path
+max_length: 128
+storage: adapterfleet-runs      # run folders, token cache, Ray results (relative to the cwd)
+tracking_uri: null              # null: sqlite:///<storage>/mlflow.db with local artifacts
+registry_prefix: null           # null: the pipeline name
+tasks_file: glue.yaml           # or inline `data_root:` + `tasks:`, or `demo_tasks: true`
+adapters: {architecture, reduction_factors, learning_rates, tasks, seeds, training: {...}}
+fusion: {targets: {rte: all}, preset: dynamic, training: {...}}
+resources: {cpu: 1, gpu: 0}     # per trial; fractional GPUs allowed
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from adapterfleet.data import TaskError, TaskSpec, tasks_from_mapping
+from adapterfleet.training.config import TrainConfig
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
+TOP_KEYS = (
+    "name",
+    "base_model",
+    "max_length",
+    "storage",
+    "tracking_uri",
+    "registry_prefix",
+    "tasks_file",
+    "data_root",
+    "tasks",
+    "demo_tasks",
+    "adapters",
+    "fusion",
+    "resources",
+)
+ADAPTER_DEFAULTS = {"learning_rate": 1e-4, "max_epochs": 30, "patience": 3}
+FUSION_DEFAULTS = {"learning_rate": 5e-5, "max_epochs": 10, "patience": 3}
+
+
+class ConfigError(ValueError):
+    """A config value is wrong; the message names the field and the fix."""
+
+
+@dataclass(frozen=True)
+class AdapterStage:
+    architecture: str = "pfeiffer"
+    reduction_factors: tuple[int, ...] = (2, 16, 64)
+    learning_rates: tuple[float, ...] = (1e-4,)
+    tasks: tuple[str, ...] = ()
+    seeds: tuple[int, ...] = (0,)
+    training: TrainConfig = field(default_factory=lambda: TrainConfig(**ADAPTER_DEFAULTS))
+    task_training: dict[str, TrainConfig] = field(default_factory=dict)
+
+    def training_for(self, task: str) -> TrainConfig:
+        """The training settings of `task`: `training`, with that task's `task_training` changes."""
+        return self.task_training.get(task, self.training)
+
+
+@dataclass(frozen=True)
+class FusionStage:
+    targets: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    preset: str = "dynamic"
+    training: TrainConfig = field(default_factory=lambda: TrainConfig(**FUSION_DEFAULTS))
+
+
+@dataclass(frozen=True)
+class Resources:
+    cpu: float = 1.0
+    gpu: float = 0.0
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    name: str
+    tasks: dict[str, TaskSpec]
+    base_model: str = "minilm-l6"
+    max_length: int = 128
+    storage: Path = Path("adapterfleet-runs")
+    tracking_uri: str | None = None
+    registry_prefix: str = ""
+    adapters: AdapterStage = field(default_factory=AdapterStage)
+    fusion: FusionStage = field(default_factory=FusionStage)
+    resources: Resources = field(default_factory=Resources)
+    source: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def adapter_tasks(self) -> tuple[str, ...]:
+        return self.adapters.tasks or tuple(self.tasks)
+
+
+def load_config(path: str | Path, overrides: Sequence[str] = ()) -> PipelineConfig:
+    """Read, override and validate a pipeline YAML file; every error is one line."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {path} not found; pass the path of a pipeline YAML file")
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        raise ConfigError(f"{path}: YAML syntax error{where}: {problem}") from None
+    if not isinstance(document, Mapping):
+        raise ConfigError(f"{path}: expected a mapping of settings at the top level")
+    document = apply_overrides(dict(document), overrides)
+    document.setdefault("name", re.sub(r"[^A-Za-z0-9_-]", "-", path.stem))
+    return parse_config(document, path.parent)
+
+
+def apply_overrides(document: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    """`adapters.training.max_epochs=3` style overrides; values are read as YAML scalars."""
+    document = copy.deepcopy(document)
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"override {item!r} must look like key.path=value")
+        node = document
+        parts = key.strip().split(".")
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"override {item!r}: {part} is not a mapping")
+            node = child
+        node[parts[-1]] = yaml.safe_load(raw) if raw.strip() else None
+    return document
+
+
+def parse_config(document: Mapping[str, Any], base_dir: Path) -> PipelineConfig:
+    _unknown(document, TOP_KEYS, "config")
+    name = document.get("name")
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ConfigError(f"name: {name!r} must be letters, digits, '_' or '-' (e.g. name: glue)")
+    try:
+        tasks = _tasks(document, base_dir)
+        adapters = _adapter_stage(document.get("adapters") or {}, tasks)
+        fusion = _fusion_stage(document.get("fusion") or {}, tasks, adapters)
+    except TaskError as error:
+        raise ConfigError(str(error)) from None
+    storage = Path(str(document.get("storage") or "adapterfleet-runs")).expanduser()
+    return PipelineConfig(
+        name=name,
+        tasks=tasks,
+        base_model=_string(document, "base_model", "minilm-l6"),
+        max_length=_int(document.get("max_length", 128), "max_length", 8),
+        storage=storage,
+        tracking_uri=document.get("tracking_uri") or None,
+        registry_prefix=_string(document, "registry_prefix", name),
+        adapters=adapters,
+        fusion=fusion,
+        resources=_resources(document.get("resources") or {}),
+        source=dict(document),
+    )
+
+
+def _tasks(document: Mapping[str, Any], base_dir: Path) -> dict[str, TaskSpec]:
+    given = [k for k in ("tasks_file", "tasks", "demo_tasks") if document.get(k)]
+    if len(given) != 1:
+        raise ConfigError(
+            "tasks: give exactly one of tasks_file (a tasks YAML), tasks (inline, with data_root) "
+            f"or demo_tasks: true; found {given or 'none'}"
+        )
+    if given[0] == "demo_tasks":
+        from adapterfleet.data import generate_demo_suite
+
+        storage = Path(str(document.get("storage") or "adapterfleet-runs")).expanduser()
+        return generate_demo_suite(storage.resolve() / "demo-data")
+    if given[0] == "tasks_file":
+        from adapterfleet.data import load_tasks_config
+
+        return load_tasks_config(base_dir / str(document["tasks_file"]))
+    inline = {k: document[k] for k in ("data_root", "tasks") if k in document}
+    return tasks_from_mapping(inline, base_dir)
+
+
+def _adapter_stage(raw: Any, tasks: Mapping[str, TaskSpec]) -> AdapterStage:
+    raw = _mapping(raw, "adapters")
+    allowed = (
+        "architecture",
+        "reduction_factors",
+        "learning_rates",
+        "tasks",
+        "seeds",
+        "training",
+        "task_training",
+    )
+    _unknown(raw, allowed, "adapters")
+    architecture = raw.get("architecture", "pfeiffer")
+    if architecture not in ("pfeiffer", "houlsby"):
+        raise ConfigError(
+            f"adapters.architecture: {architecture!r} is unknown; use pfeiffer or houlsby"
+        )
+    rfs = tuple(
+        _int(v, "adapters.reduction_factors", 1)
+        for v in _list(raw, "reduction_factors", [2, 16, 64])
+    )
+    lrs = tuple(_float(v, "adapters.learning_rates") for v in _list(raw, "learning_rates", [1e-4]))
+    seeds = tuple(_int(v, "adapters.seeds", 0) for v in _list(raw, "seeds", [0]))
+    names = tuple(str(t) for t in _list(raw, "tasks", list(tasks)))
+    _known_tasks(names, tasks, "adapters.tasks")
+    base = {**ADAPTER_DEFAULTS, **_mapping(raw.get("training") or {}, "adapters.training")}
+    training = _training(base, {}, "adapters.training")
+    per_task = _mapping(raw.get("task_training") or {}, "adapters.task_training")
+    _known_tasks(list(per_task), tasks, "adapters.task_training")
+    task_training = {
+        str(task): _training(
+            {**base, **_mapping(changes, f"adapters.task_training.{task}")},
+            {},
+            f"adapters.task_training.{task}",
+        )
+        for task, changes in per_task.items()
+    }
+    return AdapterStage(architecture, rfs, lrs, names, seeds, training, task_training)
+
+
+def _fusion_stage(raw: Any, tasks: Mapping[str, TaskSpec], adapters: AdapterStage) -> FusionStage:
+    raw = _mapping(raw, "fusion")
+    _unknown(raw, ("targets", "preset", "training"), "fusion")
+    preset = raw.get("preset", "dynamic")
+    if preset not in ("dynamic", "static"):
+        raise ConfigError(f"fusion.preset: {preset!r} is unknown; use dynamic or static")
+    targets: dict[str, tuple[str, ...]] = {}
+    for target, sources in _mapping(raw.get("targets") or {}, "fusion.targets").items():
+        _known_tasks([str(target)], tasks, "fusion.targets")
+        names = adapters.tasks if sources in ("all", None) else tuple(str(s) for s in sources)
+        if isinstance(sources, str) and sources != "all":
+            raise ConfigError(f"fusion.targets.{target}: use 'all' or a list of adapter tasks")
+        _known_tasks(names, {t: None for t in adapters.tasks}, f"fusion.targets.{target}")
+        targets[str(target)] = names
+    training = _training(raw.get("training"), FUSION_DEFAULTS, "fusion.training")
+    return FusionStage(targets, preset, training)
+
+
+def _training(raw: Any, defaults: Mapping[str, Any], where: str) -> TrainConfig:
+    values = {**defaults, **_mapping(raw or {}, where)}
+    for key in ("learning_rate", "weight_decay", "warmup_ratio", "max_grad_norm"):
+        if isinstance(values.get(key), str):
+            values[key] = _float(values[key], f"{where}.{key}")
+    try:
+        return TrainConfig.from_dict(values)
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"{where}: {str(error).removeprefix('TrainConfig')}") from None
+
+
+def _resources(raw: Any) -> Resources:
+    raw = _mapping(raw, "resources")
+    _unknown(raw, ("cpu", "gpu"), "resources")
+    cpu = _float(raw.get("cpu", 1), "resources.cpu")
+    gpu = _float(raw.get("gpu", 0), "resources.gpu")
+    if cpu <= 0 or gpu < 0 or (gpu > 1 and gpu != int(gpu)):
+        raise ConfigError(
+            f"resources: cpu must be > 0 and gpu a fraction in [0, 1] or a whole number, "
+            f"got cpu={cpu}, gpu={gpu}"
+        )
+    return Resources(cpu, gpu)
+
+
+def _known_tasks(names: Sequence[str], tasks: Mapping[str, Any], where: str) -> None:
+    unknown = [n for n in names if n not in tasks]
+    if unknown:
+        raise ConfigError(f"{where}: unknown task(s) {unknown}; known: {sorted(tasks)}")
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{where}: a task is listed twice in {list(names)}")
+
+
+def _unknown(raw: Mapping[str, Any], allowed: Sequence[str], where: str) -> None:
+    unknown = sorted(set(raw) - set(allowed))
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {unknown}; allowed: {', '.join(allowed)}")
+
+
+def _mapping(raw: Any, where: str) -> dict[str, Any]:
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{where}: expected a mapping, got {type(raw).__name__} {raw!r}")
+    return dict(raw)
+
+
+def _list(raw: Mapping[str, Any], key: str, default: list[Any]) -> list[Any]:
+    value = raw.get(key, default)
+    value = [value] if not isinstance(value, list) else value
+    if not value:
+        raise ConfigError(f"{key}: needs at least one value")
+    return value
+
+
+def _string(document: Mapping[str, Any], key: str, default: str) -> str:
+    value = document.get(key) or default
+    if not isinstance(value, str):
+        raise ConfigError(f"{key}: expected a string, got {value!r}")
+    return value
+
+
+def _int(value: Any, where: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"{where}: expected an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def _float(value: Any, where: str) -> float:
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        return float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{where}: expected a number, got {value!r}") from None

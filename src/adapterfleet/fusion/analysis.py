@@ -1,0 +1,86 @@
+"""Which adapters a fusion relies on: mean fusion weights per layer, and the paper's Figure 4."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from adapterfleet.fusion.model import capture_fusion_weights, fusion_setups, set_active_fusion
+
+
+@torch.no_grad()
+def mean_fusion_weights(
+    model: nn.Module, name: str, batches: Iterable[dict[str, Any]]
+) -> torch.Tensor:
+    """Mean weight of each adapter in each layer over the real (unpadded) tokens of `batches`:
+    a (layers, adapters) tensor whose rows sum to 1."""
+    set_active_fusion(model, name)
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    totals: torch.Tensor | None = None
+    tokens = 0.0
+    try:
+        for batch in batches:
+            batch = {k: v.to(device) if torch.is_tensor(v) else v for k, v in batch.items()}
+            mask = batch["attention_mask"].reshape(-1).float()
+            with capture_fusion_weights(model, name) as captured:
+                model(batch)
+            per_layer = torch.stack(
+                [captured[i][0].reshape(mask.numel(), -1).float() for i in sorted(captured)]
+            )  # (layers, tokens, N)
+            summed = (per_layer * mask[None, :, None]).sum(1)
+            totals = summed if totals is None else totals + summed
+            tokens += float(mask.sum())
+    finally:
+        model.train(was_training)
+    if totals is None or tokens == 0:
+        raise ValueError("mean_fusion_weights needs at least one batch with real tokens")
+    return (totals / tokens).cpu()
+
+
+def plot_fusion_heatmap(
+    weights: torch.Tensor,
+    adapter_names: Sequence[str],
+    path: str | os.PathLike[str],
+    title: str,
+) -> Path:
+    """Save a heatmap of `weights` (layers × adapters, or targets × adapters) as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import numpy as np
+    from matplotlib import pyplot as plt
+
+    data = weights.numpy()
+    fig, ax = plt.subplots(figsize=(1.0 + 0.9 * len(adapter_names), 0.8 + 0.45 * data.shape[0]))
+    image = ax.imshow(data, cmap="viridis", vmin=0.0, vmax=max(float(data.max()), 1e-6))
+    ax.set_xticks(range(len(adapter_names)), labels=list(adapter_names), rotation=45, ha="right")
+    ax.set_yticks(range(data.shape[0]), labels=[f"layer {i + 1}" for i in range(data.shape[0])])
+    for (row, col), value in np.ndenumerate(data):
+        ax.text(
+            col,
+            row,
+            f"{value:.2f}",
+            ha="center",
+            va="center",
+            fontsize=7,
+            color="white" if value < 0.6 * data.max() else "black",
+        )
+    ax.set_title(title)
+    fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    fig.tight_layout()
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return out
+
+
+def fused_adapter_names(model: nn.Module, name: str) -> list[str]:
+    return list(fusion_setups(model)[name].adapter_names)

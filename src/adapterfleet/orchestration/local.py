@@ -1,0 +1,142 @@
+"""One-machine entry points: `adapterfleet train / fuse / evaluate / demo`; no Ray."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from adapterfleet.adapters import (
+    AdapterModel,
+    load_adapter,
+    load_encoder,
+    load_head,
+    load_tokenizer,
+    set_active_adapter,
+)
+from adapterfleet.config import PipelineConfig
+from adapterfleet.data import TokenizedTask, load_task, tokenize_task
+from adapterfleet.fusion import FusionConfig, load_fusion, set_active_fusion
+from adapterfleet.training import TrainConfig, evaluate
+from adapterfleet.training.modes import (
+    RUN_FILE,
+    RunResult,
+    task_batches,
+    train_fusion_run,
+    train_single,
+)
+from adapterfleet.training.multitask import train_mt_a
+
+Say = Callable[[str], None]
+
+
+def prepare_task(config: PipelineConfig, task: str, tokenizer: Any = None) -> TokenizedTask:
+    """Load and tokenise one task of the config, through the shared cache under storage."""
+    if task not in config.tasks:
+        raise ValueError(f"task {task!r} is not in the config; known: {sorted(config.tasks)}")
+    tokenizer = tokenizer or load_tokenizer(config.base_model)
+    data = load_task(config.tasks[task])
+    return tokenize_task(data, tokenizer, config.max_length, Path(config.storage) / "cache")
+
+
+def adapter_training(config: PipelineConfig, **changes: Any) -> TrainConfig:
+    """The adapter stage's training settings with CLI changes (None values are ignored)."""
+    return replace(config.adapters.training, **{k: v for k, v in changes.items() if v is not None})
+
+
+def train_task(
+    config: PipelineConfig,
+    task: str,
+    mode: str,
+    out_dir: Path,
+    *,
+    reduction_factor: int | None = None,
+    train_config: TrainConfig | None = None,
+) -> RunResult:
+    tokenized = prepare_task(config, task)
+    train_config = train_config or config.adapters.training_for(task)
+    metrics = config.tasks[task].metrics
+    if mode == "mt-a":
+        tasks = {name: prepare_task(config, name) for name in config.adapter_tasks}
+        return train_mt_a(
+            tasks,
+            config.base_model,
+            train_config,
+            out_dir,
+            reduction_factor=reduction_factor or config.adapters.reduction_factors[0],
+        )
+    return train_single(
+        mode,
+        tokenized,
+        config.base_model,
+        train_config,
+        out_dir,
+        reduction_factor=reduction_factor or config.adapters.reduction_factors[0],
+        metrics=metrics,
+    )
+
+
+def fuse_task(
+    config: PipelineConfig,
+    target: str,
+    adapter_dirs: Sequence[Path],
+    out_dir: Path,
+    *,
+    train_config: TrainConfig | None = None,
+    base_model: str | None = None,
+) -> RunResult:
+    tokenized = prepare_task(config, target)
+    return train_fusion_run(
+        tokenized,
+        base_model or config.base_model,
+        adapter_dirs,
+        train_config or config.fusion.training,
+        out_dir,
+        fusion_config=FusionConfig.preset(config.fusion.preset),
+        metrics=config.tasks[target].metrics,
+    )
+
+
+def evaluate_run(config: PipelineConfig, task: str, run_dir: Path) -> dict[str, float]:
+    """Dev metrics of a saved run directory (adapter or fusion, with its head) on `task`."""
+    run_dir = Path(run_dir)
+    info = json.loads((run_dir / RUN_FILE).read_text()) if (run_dir / RUN_FILE).is_file() else {}
+    base = (run_dir / "model") if (run_dir / "model").is_dir() else config.base_model
+    model = AdapterModel(load_encoder(str(base)))
+    head = load_head(model, run_dir / "head", name=task)
+    model.select_head(head)
+    if (run_dir / "fusion").is_dir():
+        for adapter_dir in info.get("lineage", {}).get("adapter_dirs", []):
+            load_adapter(model, adapter_dir)
+        set_active_fusion(model, load_fusion(model, run_dir / "fusion", name=task))
+    elif (run_dir / "adapter").is_dir():
+        set_active_adapter(model, load_adapter(model, run_dir / "adapter", name=task))
+    tokenized = prepare_task(config, task)
+    _, dev = task_batches(tokenized, config.adapters.training)
+    names = list(dict.fromkeys([config.adapters.training.metric, *config.tasks[task].metrics]))
+    return evaluate(model.eval(), dev, names)
+
+
+def run_demo(config: PipelineConfig, target: str, say: Say = print) -> dict[str, dict[str, float]]:
+    """Train an ST-A adapter per task, then head-only and a fusion on the target; print a table."""
+    runs = Path(config.storage) / "demo"
+    results: dict[str, dict[str, float]] = {}
+    adapter_dirs = []
+    started = time.time()
+    for task in config.adapter_tasks:
+        say(f"[{time.time() - started:5.0f}s] ST-A adapter on {task}")
+        run = train_task(config, task, "st-a", runs / f"{task}-st-a")
+        results[f"{task} st-a"] = run.dev_metrics
+        adapter_dirs.append(run.out_dir / "adapter")
+    say(f"[{time.time() - started:5.0f}s] head-only on {target}")
+    results[f"{target} head"] = train_task(
+        config, target, "head", runs / f"{target}-head"
+    ).dev_metrics
+    say(f"[{time.time() - started:5.0f}s] fusion on {target} over {len(adapter_dirs)} adapters")
+    fusion = fuse_task(config, target, adapter_dirs, runs / f"{target}-fusion")
+    results[f"{target} fusion"] = fusion.dev_metrics
+    say(f"[{time.time() - started:5.0f}s] done; run folders under {runs}")
+    return results

@@ -1,0 +1,93 @@
+"""Every mode of the paper's Table 1 trains and evaluates end to end with the real MiniLM."""
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+from conftest import GLUE_DIR
+from safetensors.torch import load_file
+
+from adapterfleet.config import load_config
+from adapterfleet.orchestration.local import evaluate_run, fuse_task, train_task
+from adapterfleet.training import TrainConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+FAST = TrainConfig(learning_rate=1e-3, max_epochs=1, batch_size=16, eval_batch_size=32)
+pytestmark = pytest.mark.skipif(not GLUE_DIR.is_dir(), reason=f"GLUE data not found at {GLUE_DIR}")
+
+
+@pytest.fixture(scope="module")
+def glue(tmp_path_factory):
+    storage = tmp_path_factory.mktemp("runs")
+    slice_ = [
+        f"tasks.{t}.max_{s}_examples={n}"
+        for t in ("rte", "mrpc")
+        for s, n in (("train", 48), ("dev", 24))
+    ]
+    return load_config(
+        ROOT / "configs" / "glue.yaml", [*slice_, f"storage={storage}", "max_length=64"]
+    )
+
+
+@pytest.mark.parametrize("mode", ["head", "full", "st-a", "st-a-houlsby"])
+def test_single_task_modes_train_save_and_evaluate_rte(glue, tmp_path, mode):
+    run = train_task(glue, "rte", mode, tmp_path / mode, reduction_factor=16, train_config=FAST)
+    assert run.fit.epochs_run == 1 and 0.0 <= run.dev_metrics["accuracy"] <= 1.0
+    saved = json.loads((tmp_path / mode / "run.json").read_text())
+    assert saved["mode"] == mode and saved["dev_metrics"] == run.dev_metrics
+    assert (tmp_path / mode / "head" / "model_head.safetensors").is_file()
+    assert (tmp_path / mode / "adapter").is_dir() == mode.startswith("st-a")
+    assert (tmp_path / mode / "model").is_dir() == (mode == "full")
+    again = evaluate_run(glue, "rte", tmp_path / mode)
+    assert again["accuracy"] == pytest.approx(run.dev_metrics["accuracy"])
+
+
+def test_fusion_over_st_a_adapters_and_over_mt_a(glue, tmp_path):
+    dirs = []
+    for task in ("rte", "mrpc"):
+        train_task(glue, task, "st-a", tmp_path / task, reduction_factor=32, train_config=FAST)
+        dirs.append(tmp_path / task / "adapter")
+    fusion = fuse_task(glue, "rte", dirs, tmp_path / "fusion", train_config=FAST)
+    assert fusion.lineage["adapters"] == ["rte", "mrpc"]
+    weights = load_file(tmp_path / "fusion" / "fusion" / "model_adapter_fusion.safetensors")
+    assert {k.split(".", 2)[2] for k in weights} == {
+        "query.weight",
+        "query.bias",
+        "key.weight",
+        "key.bias",
+        "value.weight",
+    }
+    assert evaluate_run(glue, "rte", tmp_path / "fusion")["accuracy"] == pytest.approx(
+        fusion.dev_metrics["accuracy"]
+    )
+
+    mta_config = dataclasses.replace(
+        glue, adapters=dataclasses.replace(glue.adapters, tasks=("rte", "mrpc"))
+    )
+    mta = train_task(
+        mta_config, "rte", "mt-a", tmp_path / "mta", reduction_factor=32, train_config=FAST
+    )
+    assert sorted(p.name for p in (tmp_path / "mta" / "adapters").iterdir()) == ["mrpc", "rte"]
+    assert mta.trainable_parameters > 20_000_000  # the base is fine-tuned too
+    fused = fuse_task(
+        glue,
+        "rte",
+        [tmp_path / "mta" / "adapters" / t for t in ("rte", "mrpc")],
+        tmp_path / "mta-fusion",
+        train_config=FAST,
+        base_model=str(tmp_path / "mta" / "model"),
+    )
+    assert 0.0 <= fused.dev_metrics["accuracy"] <= 1.0
+
+
+@pytest.mark.slow
+def test_st_a_learns_well_above_majority_and_head_only(tmp_path):
+    config = load_config(ROOT / "configs" / "demo.yaml", [f"storage={tmp_path}"])
+    spec = dataclasses.replace(config.tasks["demo_sentiment"], max_train_examples=480)
+    config = dataclasses.replace(config, tasks={**config.tasks, "demo_sentiment": spec})
+    train = TrainConfig(learning_rate=1e-3, max_epochs=3, batch_size=32)
+    st_a = train_task(config, "demo_sentiment", "st-a", tmp_path / "st-a", train_config=train)
+    head = train_task(config, "demo_sentiment", "head", tmp_path / "head", train_config=train)
+    assert st_a.dev_metrics["accuracy"] > 0.8  # balanced labels: the majority class is 0.5
+    assert st_a.dev_metrics["accuracy"] > head.dev_metrics["accuracy"] + 0.1

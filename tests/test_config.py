@@ -1,0 +1,75 @@
+from pathlib import Path
+
+import pytest
+
+from adapterfleet.config import ConfigError, load_config
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    (tmp_path / "t.tsv").write_text("sentence\tlabel\na b\t0\nc d\t1\n")
+    path = tmp_path / "pipe.yaml"
+    path.write_text(text)
+    return path
+
+
+BASE = """name: p
+data_root: .
+tasks:
+  a: {train: t.tsv, dev: t.tsv, text_fields: [sentence], label_names: ["0", "1"]}
+  b: {train: t.tsv, dev: t.tsv, text_fields: [sentence], label_names: ["0", "1"]}
+"""
+
+
+def test_shipped_configs_load():
+    glue = load_config(ROOT / "configs" / "glue.yaml")
+    assert glue.name == "glue" and sorted(glue.tasks) == ["mnli", "mrpc", "qqp", "rte", "sst2"]
+    assert glue.adapters.reduction_factors == (2, 16, 64)
+
+
+def test_defaults_are_the_papers_and_overrides_apply(tmp_path):
+    config = load_config(_write(tmp_path, BASE + "fusion: {targets: {a: all}}\n"))
+    assert config.adapters.training.learning_rate == 1e-4
+    assert config.adapters.training.max_epochs == 30
+    assert config.fusion.training.learning_rate == 5e-5
+    assert config.fusion.targets == {"a": ("a", "b")}
+    assert config.registry_prefix == "p"
+    changed = load_config(
+        tmp_path / "pipe.yaml",
+        [
+            "adapters.learning_rates=[1e-3, 3e-3]",
+            "adapters.training.max_epochs=2",
+            "adapters.task_training.b.max_epochs=7",
+        ],
+    )
+    assert changed.adapters.learning_rates == (1e-3, 3e-3)
+    assert changed.adapters.training_for("a").max_epochs == 2
+    assert changed.adapters.training_for("b").max_epochs == 7
+
+
+@pytest.mark.parametrize(
+    ("extra", "overrides", "message"),
+    [
+        ("adapter: {}\n", [], r"unknown key\(s\) \['adapter'\]"),
+        ("", ["adapters.reduction_factors=[0]"], "adapters.reduction_factors"),
+        ("", ["adapters.training.learning_rate=fast"], "adapters.training.learning_rate"),
+        ("", ["adapters.training.warmup_ratio=2"], "warmup_ratio"),
+        ("fusion: {targets: {c: all}}\n", [], r"fusion.targets: unknown task\(s\) \['c'\]"),
+        ("", ["adapters.tasks=[a, a]"], "listed twice"),
+        ("", ["resources.gpu=1.5"], "resources"),
+        ("", ["name=bad name"], "name"),
+        ("", ["adapters.architecture=lora"], "adapters.architecture"),
+    ],
+)
+def test_bad_values_give_one_line_naming_the_field(tmp_path, extra, overrides, message):
+    path = _write(tmp_path, BASE + extra)
+    with pytest.raises(ConfigError, match=message) as error:
+        load_config(path, overrides)
+    assert "\n" not in str(error.value)
+
+
+def test_yaml_syntax_error_names_the_line(tmp_path):
+    path = _write(tmp_path, "name: p\ntasks: [unclosed\n")
+    with pytest.raises(ConfigError, match="line 3"):
+        load_config(path)

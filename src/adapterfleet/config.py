@@ -96,6 +96,11 @@ class PipelineConfig:
     def adapter_tasks(self) -> tuple[str, ...]:
         return self.adapters.tasks or tuple(self.tasks)
 
+    @property
+    def tokens_dir(self) -> Path:
+        """The tokenisation cache that every run and trial of this pipeline shares."""
+        return self.storage / "tokens"
+
 
 def load_config(path: str | Path, overrides: Sequence[str] = ()) -> PipelineConfig:
     """Read, override and validate a pipeline YAML file; every error is one line."""
@@ -145,7 +150,8 @@ def parse_config(document: Mapping[str, Any], base_dir: Path) -> PipelineConfig:
         fusion = _fusion_stage(document.get("fusion") or {}, tasks, adapters)
     except TaskError as error:
         raise ConfigError(str(error)) from None
-    storage = Path(str(document.get("storage") or "adapterfleet-runs")).expanduser()
+    # Absolute from here on: Ray workers and submitted jobs do not share the driver's cwd.
+    storage = Path(str(document.get("storage") or "adapterfleet-runs")).expanduser().resolve()
     return PipelineConfig(
         name=name,
         tasks=tasks,

@@ -9,7 +9,9 @@ from typing import Annotated
 
 import typer
 
+from adapterfleet.cli import cluster, pipeline
 from adapterfleet.cli.output import fail_cleanly, metrics_table
+from adapterfleet.config import ConfigError
 
 app = typer.Typer(
     name="adapterfleet",
@@ -90,8 +92,14 @@ def train(
 def fuse(
     config: ConfigOpt,
     target: Annotated[str, typer.Option(help="Target task name from the config.")],
-    adapters: Annotated[list[Path], typer.Option("--adapters", help="Adapter folders (repeat).")],
-    out: Annotated[Path, typer.Option(help="Run folder to write.")],
+    adapters: Annotated[
+        list[Path] | None, typer.Option("--adapters", help="Adapter folders (repeat).")
+    ] = None,
+    out: Annotated[Path | None, typer.Option(help="Run folder to write.")] = None,
+    wait: Annotated[
+        bool, typer.Option("--wait", help="Take the adapters from the registry, waiting for them.")
+    ] = False,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for adapters.")] = 24 * 3600,
     lr: Annotated[float | None, typer.Option(help="Learning rate.")] = None,
     epochs: Annotated[int | None, typer.Option(help="Maximum epochs.")] = None,
     base_model: Annotated[
@@ -99,14 +107,36 @@ def fuse(
     ] = None,
     set_: SetOpt = None,
 ) -> None:
-    """Train an AdapterFusion layer for TARGET over saved adapters (base and adapters frozen)."""
-    from dataclasses import replace
+    """Train an AdapterFusion layer for TARGET (base and adapters frozen).
 
-    from adapterfleet.orchestration.local import fuse_task
+    With --adapters: over those saved folders, written to --out. With --wait: over the registered
+    `best` adapters of the config's fusion target, waiting until they all exist, then registered.
+    """
+    from dataclasses import replace
 
     cfg = _config(config, set_)
     changes = {"learning_rate": lr, "max_epochs": epochs, "progress": sys.stderr.isatty()}
     training = replace(cfg.fusion.training, **{k: v for k, v in changes.items() if v is not None})
+    if wait:
+        from adapterfleet.orchestration.fusion_job import run_fusion_job
+        from adapterfleet.orchestration.sweep import tracking_uri_of
+        from adapterfleet.registry import ensure_experiment
+
+        if target not in cfg.fusion.targets:
+            raise ConfigError(f"fusion.targets: {target!r} is not a fusion target of {config}")
+        cfg = replace(cfg, fusion=replace(cfg.fusion, training=training))
+        uri = tracking_uri_of(cfg)
+        outcome = run_fusion_job(
+            cfg, target, uri, ensure_experiment(uri, cfg.name), timeout_s=timeout, say=typer.echo
+        )
+        metrics_table(
+            [{"target": target, "version": outcome.version.version, **outcome.dev_metrics}]
+        )
+        return
+    if not adapters or out is None:
+        raise ConfigError("fuse: give --adapters DIR... and --out DIR, or --wait (registry)")
+    from adapterfleet.orchestration.local import fuse_task
+
     _report(fuse_task(cfg, target, adapters, out, train_config=training, base_model=base_model))
 
 
@@ -166,6 +196,10 @@ def _report(run) -> None:  # noqa: ANN001
         ]
     )
     typer.echo(f"run folder: {run.out_dir}  ({json.dumps(str(run.out_dir / 'run.json'))})")
+
+
+pipeline.register(app)
+cluster.register(app)
 
 
 def main() -> None:

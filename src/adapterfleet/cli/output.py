@@ -24,12 +24,10 @@ def _expected_errors() -> tuple[type[BaseException], ...]:
         UnsupportedModelError,
         FileNotFoundError,
     ]
-    try:
-        from adapterfleet.registry import RegistryError
+    from adapterfleet.orchestration.jobs import JobError
+    from adapterfleet.registry import RegistryError
 
-        errors.append(RegistryError)
-    except ImportError:  # pragma: no cover - registry is part of the package
-        pass
+    errors += [RegistryError, JobError]
     return tuple(errors)
 
 

@@ -39,7 +39,7 @@ def prepare_task(config: PipelineConfig, task: str, tokenizer: Any = None) -> To
         raise ValueError(f"task {task!r} is not in the config; known: {sorted(config.tasks)}")
     tokenizer = tokenizer or load_tokenizer(config.base_model)
     data = load_task(config.tasks[task])
-    return tokenize_task(data, tokenizer, config.max_length, Path(config.storage) / "cache")
+    return tokenize_task(data, tokenizer, config.max_length, config.tokens_dir)
 
 
 def adapter_training(config: PipelineConfig, **changes: Any) -> TrainConfig:

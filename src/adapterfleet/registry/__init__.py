@@ -13,7 +13,13 @@ from adapterfleet.registry.info import (
 )
 from adapterfleet.registry.models import get_version, list_models, pull, register_version
 from adapterfleet.registry.redact import REDACTED, redact
-from adapterfleet.registry.runs import MlflowRunLogger, open_sweep_run, open_trial_run
+from adapterfleet.registry.runs import (
+    MlflowRunLogger,
+    open_fusion_run,
+    open_sweep_run,
+    open_trial_run,
+)
+from adapterfleet.registry.status import RunRecord, experiment_runs
 from adapterfleet.registry.store import (
     check_tracking_uri,
     default_artifact_location,
@@ -40,14 +46,17 @@ __all__ = [
     "ModelVersionInfo",
     "RegistryError",
     "RegistryTimeout",
+    "RunRecord",
     "adapter_model_name",
     "check_tracking_uri",
     "default_artifact_location",
     "default_tracking_uri",
     "ensure_experiment",
+    "experiment_runs",
     "fusion_model_name",
     "get_version",
     "list_models",
+    "open_fusion_run",
     "open_sweep_run",
     "open_trial_run",
     "parse_model_name",

@@ -225,3 +225,22 @@ def open_trial_run(
     if params:
         logger.log_params(params)
     return logger
+
+
+def open_fusion_run(
+    uri: str,
+    experiment_id: str,
+    target: str,
+    fusion_id: str,
+    params: Mapping[str, Any] | None = None,
+    tags: Mapping[str, Any] | None = None,
+    *,
+    retry_timeout_s: float = DEFAULT_RETRY_TIMEOUT_S,
+) -> MlflowRunLogger:
+    """The run of one fusion training (`adapterfleet.kind=fusion`), reused like a trial's run
+    when one with the same `fusion_id` for `target` exists."""
+    match = {TAG_KIND: "fusion", TAG_TRIAL_ID: fusion_id, TAG_TASK: target}
+    logger = _open_run(uri, experiment_id, match, f"fusion-{target}", tags, retry_timeout_s)
+    if params:
+        logger.log_params(params)
+    return logger

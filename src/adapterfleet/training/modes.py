@@ -60,6 +60,7 @@ class RunResult:
     fit: FitResult
     trainable_parameters: int
     lineage: dict[str, Any] = field(default_factory=dict)
+    model: nn.Module | None = field(default=None, repr=False)  # the trained model, best state
 
     @property
     def dev_metrics(self) -> dict[str, float]:
@@ -145,7 +146,7 @@ def train_single(
         lineage["adapter"] = adapter_config.to_dict()
     if mode == "full":
         save_base_model(model, out / "model")
-    run = RunResult(mode, name, out, result, sum(p.numel() for p in trainable), lineage)
+    run = RunResult(mode, name, out, result, sum(p.numel() for p in trainable), lineage, model)
     write_run_file(run, base_model, config)
     return run
 
@@ -193,7 +194,9 @@ def train_fusion_run(
         "adapter_dirs": [str(Path(d).resolve()) for d in adapter_dirs],
         "adapter_sha256": [sha256_file(Path(d) / ADAPTER_WEIGHTS) for d in adapter_dirs],
     }
-    run = RunResult("fusion", target, out, result, sum(p.numel() for p in trainable), lineage)
+    run = RunResult(
+        "fusion", target, out, result, sum(p.numel() for p in trainable), lineage, model
+    )
     write_run_file(run, base_model, config)
     return run
 

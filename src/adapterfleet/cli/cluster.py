@@ -1,0 +1,99 @@
+"""`adapterfleet submit / status / logs / stop`: the pipeline as a Ray job on a cluster."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from adapterfleet.cli.output import fail_cleanly, metrics_table
+
+AddressOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--address",
+        help="Ray dashboard address, e.g. http://HEAD:8265 "
+        "(default: RAY_API_SERVER_ADDRESS / RAY_ADDRESS).",
+    ),
+]
+
+
+@fail_cleanly
+def submit(
+    config: Annotated[Path, typer.Argument(help="Pipeline YAML file (inside the working dir).")],
+    address: AddressOpt = None,
+    working_dir: Annotated[Path, typer.Option(help="Folder uploaded for the job.")] = Path("."),
+    set_: Annotated[list[str] | None, typer.Option("--set", "-o", help="key.path=value")] = None,
+    wait: Annotated[bool, typer.Option("--wait", help="Wait for the job to end.")] = False,
+) -> None:
+    """Submit the pipeline to a Ray cluster through the Jobs API (token auth from RAY_AUTH_TOKEN,
+    RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token)."""
+    from adapterfleet.orchestration.jobs import submit_pipeline
+
+    job_id = submit_pipeline(config, address, set_ or (), working_dir=working_dir, wait=wait)
+    typer.echo(
+        f"submitted {job_id}\n  follow it: adapterfleet logs {job_id} --follow"
+        f"\n  progress:  adapterfleet status -c {config}"
+    )
+
+
+@fail_cleanly
+def status(
+    config: Annotated[Path, typer.Option("--config", "-c", help="Pipeline YAML file.")],
+    set_: Annotated[list[str] | None, typer.Option("--set", "-o", help="key.path=value")] = None,
+) -> None:
+    """Tasks, trials done/running/failed, registered versions and fusion state of a pipeline."""
+    from adapterfleet.config import load_config
+    from adapterfleet.orchestration.status import pipeline_status
+    from adapterfleet.orchestration.sweep import tracking_uri_of
+
+    cfg = load_config(config, set_ or [])
+    typer.echo(pipeline_status(cfg, tracking_uri_of(cfg)).render())
+
+
+@fail_cleanly
+def logs(
+    job_id: Annotated[str, typer.Argument(help="The submission id printed by submit.")],
+    address: AddressOpt = None,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Stream until it ends.")] = False,
+) -> None:
+    """Print (or follow) the logs of a submitted job."""
+    from adapterfleet.orchestration.jobs import job_logs
+
+    output = job_logs(address, job_id, follow=follow)
+    if isinstance(output, str):
+        typer.echo(output, nl=False)
+        return
+    for chunk in output:
+        typer.echo(chunk, nl=False)
+
+
+@fail_cleanly
+def stop(
+    job_id: Annotated[str, typer.Argument(help="The submission id printed by submit.")],
+    address: AddressOpt = None,
+) -> None:
+    """Stop a submitted job."""
+    from adapterfleet.orchestration.jobs import stop_job
+
+    stopped = stop_job(address, job_id)
+    typer.echo(f"{job_id}: {'stopping' if stopped else 'had already ended'}")
+
+
+@fail_cleanly
+def jobs(address: AddressOpt = None) -> None:
+    """List the jobs of a cluster."""
+    from adapterfleet.orchestration.jobs import list_jobs
+
+    metrics_table(
+        [
+            {"job": j.job_id, "status": j.status, "entrypoint": j.entrypoint}
+            for j in list_jobs(address)
+        ]
+    )
+
+
+def register(app: typer.Typer) -> None:
+    for command in (submit, status, logs, stop, jobs):
+        app.command()(command)

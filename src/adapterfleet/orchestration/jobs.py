@@ -1,0 +1,397 @@
+"""Ray Jobs API: submit a pipeline to a cluster, follow its logs, stop it, list jobs.
+
+Token authentication (Ray >= 2.52): the token is read from `RAY_AUTH_TOKEN`, the file named by
+`RAY_AUTH_TOKEN_PATH`, or `~/.ray/auth_token` (Ray's own order) and sent as an explicit
+`Authorization: Bearer` header, so it works whether or not this process has `RAY_AUTH_MODE`.
+The token is never printed, logged, put in an error message or passed to the job's env.
+
+Every failure is a `JobError` whose message is one line naming the address and the fix.
+Requests to the job server are preceded by a probe with a short timeout: Ray's client itself
+sends its HTTP requests without any timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import secrets
+import shlex
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+if TYPE_CHECKING:
+    from ray.job_submission import JobSubmissionClient
+
+TOKEN_ENV = "RAY_AUTH_TOKEN"
+TOKEN_PATH_ENV = "RAY_AUTH_TOKEN_PATH"
+DEFAULT_TOKEN_FILE = Path("~/.ray/auth_token")
+TOKEN_FIX = (
+    f"set {TOKEN_ENV}, or {TOKEN_PATH_ENV} to a file holding the token, or write it to "
+    "~/.ray/auth_token (on the head: ray get-auth-token)"
+)
+# Passed from the submitting shell to the job when set there.
+PASS_ENV = (
+    "MLFLOW_TRACKING_URI",
+    "MLFLOW_TRACKING_USERNAME",
+    "MLFLOW_TRACKING_PASSWORD",
+    "MLFLOW_TRACKING_TOKEN",
+    "HF_HUB_OFFLINE",
+    "HF_DATASETS_OFFLINE",
+    "TRANSFORMERS_OFFLINE",
+)
+TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
+PROBE_TIMEOUT_S = (3.0, 5.0)  # connect, read
+UPLOAD_LIMIT = (
+    "100 MiB"  # the dashboard's client_max_size (ray_constants.DASHBOARD_CLIENT_MAX_SIZE)
+)
+_ADDRESS_ENV = ("RAY_API_SERVER_ADDRESS", "RAY_ADDRESS")
+
+
+class JobError(RuntimeError):
+    """A Jobs API call failed; the message is one line with the fix."""
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """One job on the cluster, without its runtime env (which may hold credentials)."""
+
+    job_id: str
+    status: str
+    entrypoint: str
+    message: str
+    start_time: float | None  # seconds since the epoch
+    end_time: float | None
+
+
+def load_token() -> tuple[str, str] | None:
+    """(token, where it came from) in Ray's order, None when there is none."""
+    token = os.environ.get(TOKEN_ENV, "").strip()
+    if token:
+        return token, TOKEN_ENV
+    path_value = os.environ.get(TOKEN_PATH_ENV)
+    if path_value:
+        path = Path(path_value).expanduser()
+        try:
+            token = path.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise JobError(
+                f"{TOKEN_PATH_ENV}={path} cannot be read ({exc.strerror or exc}); "
+                "point it at the file holding the Ray token"
+            ) from None
+        if not token:
+            raise JobError(f"{TOKEN_PATH_ENV}={path} is empty; write the Ray token into it")
+        return token, TOKEN_PATH_ENV
+    default = DEFAULT_TOKEN_FILE.expanduser()
+    if default.is_file():
+        token = default.read_text(encoding="utf-8").strip()
+        if token:
+            return token, str(DEFAULT_TOKEN_FILE)
+    return None
+
+
+def normalize_address(address: str | None) -> str:
+    """`http(s)://host:port` of the job server; `host:port` gets `http://`."""
+    address = address or next((os.environ[k] for k in _ADDRESS_ENV if os.environ.get(k)), None)
+    if not address:
+        raise JobError(
+            "no Ray address given; pass --address http://<head>:8265 "
+            "(after `ray dashboard cluster.yaml`: http://127.0.0.1:8265) or set RAY_ADDRESS"
+        )
+    address = address.strip().rstrip("/")
+    if "://" not in address:
+        address = f"http://{address}"
+    if not address.startswith(("http://", "https://")):
+        raise JobError(
+            f"Ray address {address} is not an http(s) URL; pass the dashboard address, "
+            "e.g. http://127.0.0.1:8265"
+        )
+    return address
+
+
+def _unreachable(address: str, reason: object) -> JobError:
+    return JobError(
+        f"cannot reach the Ray job server at {address} ({reason}); start the cluster "
+        "(ray up cluster.yaml), forward its dashboard (ray dashboard cluster.yaml) and pass "
+        "--address http://127.0.0.1:8265, or fix the address"
+    )
+
+
+def _probe(address: str) -> str:
+    """The cluster's authentication mode ('token', 'disabled', or '' if it does not say)."""
+    import requests
+
+    try:
+        response = requests.get(f"{address}/api/authentication_mode", timeout=PROBE_TIMEOUT_S)
+    except requests.RequestException as exc:
+        reason = type(exc).__name__
+        if isinstance(exc, requests.ConnectionError) and "refused" in str(exc).lower():
+            reason = "connection refused"
+        raise _unreachable(address, reason) from None
+    if response.status_code != 200:
+        return ""
+    try:
+        return str(response.json().get("authentication_mode", ""))
+    except ValueError:
+        return ""
+
+
+@contextlib.contextmanager
+def _explicit_address() -> Iterator[None]:
+    """Ray lets RAY_ADDRESS / RAY_API_SERVER_ADDRESS override the address it is given
+    (`ray.dashboard.utils.get_address_for_submission_client`); hide them while connecting."""
+    saved = {k: os.environ.pop(k) for k in _ADDRESS_ENV if k in os.environ}
+    try:
+        yield
+    finally:
+        os.environ.update(saved)
+
+
+def connect(address: str | None) -> JobSubmissionClient:
+    """A `JobSubmissionClient` for `address`, authenticated when the cluster wants a token."""
+    from ray.exceptions import AuthenticationError
+    from ray.job_submission import JobSubmissionClient
+
+    address = normalize_address(address)
+    mode = _probe(address)
+    found = load_token()
+    if mode == "token" and found is None:
+        raise JobError(f"the Ray cluster at {address} requires an auth token; {TOKEN_FIX}")
+    headers = {"Authorization": f"Bearer {found[0]}"} if found else None
+    try:
+        with _explicit_address():
+            return JobSubmissionClient(address, headers=headers)
+    except AuthenticationError:
+        if found is None:
+            raise JobError(
+                f"the Ray cluster at {address} requires an auth token; {TOKEN_FIX}"
+            ) from None
+        raise JobError(
+            f"the Ray cluster at {address} rejected the auth token from {found[1]}; "
+            f"use the cluster's token ({TOKEN_FIX})"
+        ) from None
+    except ConnectionError as exc:
+        raise _unreachable(address, type(exc).__name__) from None
+
+
+def _fail(what: str, address: str, exc: BaseException) -> JobError:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if "status code 413" in text:
+        return JobError(
+            f"{what} at {address}: the working_dir package is larger than the {UPLOAD_LIMIT} "
+            "the job server accepts; add large folders to .rayignore or .gitignore"
+        )
+    if "status code 404" in text:
+        return JobError(f"{what} at {address}: not found; list the jobs with list_jobs")
+    return JobError(f"{what} at {address} failed: {text[:300]}")
+
+
+def job_env(extra_env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The env vars a job gets: PASS_ENV from this process (when set) plus `extra_env`."""
+    env = {k: os.environ[k] for k in PASS_ENV if os.environ.get(k)}
+    for key, value in (extra_env or {}).items():
+        if key.upper().startswith("RAY_AUTH"):
+            raise ValueError(
+                f"{key} must not be passed to a job: every node of the cluster has the token"
+            )
+        env[str(key)] = str(value)
+    return env
+
+
+def submit_job(
+    address: str | None,
+    entrypoint: str,
+    *,
+    working_dir: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    submission_id: str | None = None,
+    excludes: Sequence[str] = (),
+    metadata: Mapping[str, str] | None = None,
+) -> str:
+    """Submit `entrypoint` (a shell command); returns the submission id."""
+    client = connect(address)
+    runtime_env: dict[str, Any] = {}
+    if working_dir is not None:
+        folder = Path(working_dir).expanduser().resolve()
+        if not folder.is_dir():
+            raise JobError(f"working_dir {folder} is not a folder; pass the project folder")
+        runtime_env["working_dir"] = str(folder)
+        if excludes:
+            runtime_env["excludes"] = list(excludes)
+    if env:
+        runtime_env["env_vars"] = dict(env)
+    try:
+        return client.submit_job(
+            entrypoint=entrypoint,
+            runtime_env=runtime_env or None,
+            submission_id=submission_id,
+            metadata=dict(metadata or {}),
+        )
+    except (RuntimeError, ValueError, OSError) as exc:
+        raise _fail("submitting the job", client.get_address(), exc) from None
+
+
+def _config_document(config_path: Path, overrides: Sequence[str]) -> dict[str, Any]:
+    """The YAML with overrides applied; the full validation runs on the cluster (its data
+    paths need not exist here)."""
+    from adapterfleet.config import ConfigError, apply_overrides
+
+    try:
+        document = yaml.safe_load(config_path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{config_path}: cannot read the config ({exc})") from None
+    if not isinstance(document, dict):
+        raise ConfigError(f"{config_path}: expected a mapping of settings at the top level")
+    document = apply_overrides(document, overrides)
+    document.setdefault("name", re.sub(r"[^A-Za-z0-9_-]", "-", config_path.stem))
+    return document
+
+
+def pipeline_entrypoint(config_rel: str, overrides: Sequence[str] = ()) -> str:
+    """`adapterfleet run <config> --set k=v ...`, shell-quoted."""
+    parts = ["adapterfleet", "run", config_rel]
+    for item in overrides:
+        parts += ["--set", item]
+    return shlex.join(parts)
+
+
+def make_submission_id(name: str) -> str:
+    """`adapterfleet-<name>-<UTC yyyymmdd-hhmmss>-<4 hex>`: readable, sortable, unique."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    return f"adapterfleet-{name}-{stamp}-{secrets.token_hex(2)}"
+
+
+def submit_pipeline(
+    config_path: str | Path,
+    address: str | None,
+    overrides: Sequence[str] = (),
+    working_dir: str | Path = ".",
+    extra_env: Mapping[str, str] | None = None,
+    wait: bool = False,
+) -> str:
+    """Upload `working_dir` and run `adapterfleet run <config>` on the cluster.
+
+    The config must lie inside `working_dir`. Its local `storage` folder (runs, MLflow db)
+    is left out of the upload. With `wait`, block until the job ends and raise `JobError`
+    unless it SUCCEEDED. Returns the submission id.
+    """
+    folder = Path(working_dir).expanduser().resolve()
+    config = Path(config_path).expanduser().resolve()
+    try:
+        config_rel = config.relative_to(folder).as_posix()
+    except ValueError:
+        raise JobError(
+            f"config {config} is outside working_dir {folder}; put it in the project folder "
+            "that is uploaded, or pass working_dir"
+        ) from None
+    document = _config_document(config, overrides)
+    excludes = []
+    storage = Path(str(document.get("storage") or "adapterfleet-runs"))
+    if not storage.is_absolute() and ".." not in storage.parts:
+        excludes.append(f"/{storage.as_posix().strip('/')}/")
+    job_id = submit_job(
+        address,
+        pipeline_entrypoint(config_rel, overrides),
+        working_dir=folder,
+        env=job_env(extra_env),
+        submission_id=make_submission_id(str(document["name"])),
+        excludes=excludes,
+        metadata={
+            "adapterfleet.pipeline": str(document["name"]),
+            "adapterfleet.config": config_rel,
+        },
+    )
+    if wait:
+        status = wait_for_job(address, job_id)
+        if status != "SUCCEEDED":
+            raise JobError(f"job {job_id} ended {status}; see its logs: adapterfleet logs {job_id}")
+    return job_id
+
+
+def job_status(address: str | None, job_id: str) -> str:
+    client = connect(address)
+    try:
+        return str(client.get_job_status(job_id))
+    except RuntimeError as exc:
+        raise _fail(f"job {job_id}", client.get_address(), exc) from None
+
+
+def wait_for_job(
+    address: str | None, job_id: str, timeout_s: float | None = None, poll_s: float = 1.0
+) -> str:
+    """Poll until the job is SUCCEEDED, FAILED or STOPPED; returns that status."""
+    client = connect(address)
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+        try:
+            status = str(client.get_job_status(job_id))
+        except RuntimeError as exc:
+            raise _fail(f"job {job_id}", client.get_address(), exc) from None
+        if status in TERMINAL:
+            return status
+        if deadline is not None and time.monotonic() > deadline:
+            raise JobError(f"job {job_id} is still {status} after {timeout_s:g}s")
+        time.sleep(poll_s)
+
+
+def job_logs(address: str | None, job_id: str, follow: bool = False) -> str | Iterator[str]:
+    """All logs so far; with `follow`, an iterator of chunks until the job ends."""
+    client = connect(address)
+    if follow:
+        return _follow(client, job_id)
+    try:
+        return client.get_job_logs(job_id)
+    except RuntimeError as exc:
+        raise _fail(f"logs of job {job_id}", client.get_address(), exc) from None
+
+
+def _follow(client: JobSubmissionClient, job_id: str) -> Iterator[str]:
+    loop = asyncio.new_event_loop()
+    stream = client.tail_job_logs(job_id)
+    try:
+        while True:
+            try:
+                yield loop.run_until_complete(stream.__anext__())
+            except StopAsyncIteration:
+                return
+            except RuntimeError as exc:
+                raise _fail(f"logs of job {job_id}", client.get_address(), exc) from None
+    finally:
+        loop.run_until_complete(stream.aclose())
+        loop.close()
+
+
+def stop_job(address: str | None, job_id: str) -> bool:
+    """Ask the job to stop; False when it had already ended."""
+    client = connect(address)
+    try:
+        return bool(client.stop_job(job_id))
+    except RuntimeError as exc:
+        raise _fail(f"stopping job {job_id}", client.get_address(), exc) from None
+
+
+def list_jobs(address: str | None) -> list[JobInfo]:
+    """Every job the cluster knows, oldest first."""
+    client = connect(address)
+    try:
+        details = client.list_jobs()
+    except RuntimeError as exc:
+        raise _fail("listing jobs", client.get_address(), exc) from None
+    jobs = [
+        JobInfo(
+            job_id=str(d.submission_id or d.job_id),
+            status=str(d.status),
+            entrypoint=str(d.entrypoint or ""),
+            message=str(d.message or ""),
+            start_time=d.start_time / 1000 if d.start_time else None,
+            end_time=d.end_time / 1000 if d.end_time else None,
+        )
+        for d in details
+    ]
+    return sorted(jobs, key=lambda j: j.start_time or 0.0)

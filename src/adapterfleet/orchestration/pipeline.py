@@ -1,0 +1,185 @@
+"""`adapterfleet run`: validate, prepare data once, run the adapter sweep and the fusions.
+
+Each fusion target has a gate thread in the driver that polls the registry; as soon as every
+adapter the target needs has its `best` alias, the fusion is submitted as a Ray task with the
+config's per-trial resources, so it starts while other tasks' sweeps are still running.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from adapterfleet.config import PipelineConfig
+from adapterfleet.orchestration.fusion_job import FusionOutcome, run_fusion_job
+from adapterfleet.orchestration.sweep import ensure_ray, run_adapter_stage, tracking_uri_of
+from adapterfleet.orchestration.validate import check_resources, validate_pipeline
+from adapterfleet.registry import (
+    ModelVersionInfo,
+    adapter_model_name,
+    check_tracking_uri,
+    ensure_experiment,
+    wait_for_models,
+)
+
+Say = Callable[[str], None]
+
+
+@dataclass
+class PipelineSummary:
+    name: str
+    tracking_uri: str
+    adapters: dict[str, ModelVersionInfo] = field(default_factory=dict)
+    fusions: dict[str, FusionOutcome] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def prepare_data(config: PipelineConfig, say: Say) -> None:
+    """Tokenise every task once into the shared cache; trials and fusions read it from there."""
+    from adapterfleet.adapters import load_tokenizer
+    from adapterfleet.orchestration.local import prepare_task
+    from adapterfleet.orchestration.validate import used_tasks
+
+    tokenizer = load_tokenizer(config.base_model)
+    for task in used_tasks(config):
+        tokenized = prepare_task(config, task, tokenizer)
+        state = "cached" if tokenized.from_cache else "tokenised"
+        say(f"data {task}: {len(tokenized.train)} train / {len(tokenized.dev)} dev ({state})")
+
+
+def _fusion_remote(config: PipelineConfig) -> Any:
+    import ray
+
+    options = {
+        "num_cpus": config.resources.cpu,
+        "num_gpus": config.resources.gpu,
+        "max_retries": 2,
+        "retry_exceptions": False,
+    }
+    return ray.remote(**options)(run_fusion_job)
+
+
+class FusionGate(threading.Thread):
+    """Waits in the driver for a target's adapters, then runs its fusion on Ray."""
+
+    def __init__(
+        self,
+        config: PipelineConfig,
+        target: str,
+        uri: str,
+        experiment_id: str,
+        say: Say,
+        timeout_s: float,
+    ):
+        super().__init__(name=f"fusion-gate-{target}", daemon=True)
+        self.config, self.target, self.uri, self.experiment_id = config, target, uri, experiment_id
+        self.say, self.timeout_s = say, timeout_s
+        self.outcome: FusionOutcome | None = None
+        self.error: BaseException | None = None
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        import ray
+
+        names = [
+            adapter_model_name(self.config.registry_prefix, t)
+            for t in self.config.fusion.targets[self.target]
+        ]
+        try:
+            wait_for_models(
+                self.uri, names, "best", self.timeout_s, 1.0, self._progress, max_poll_s=5.0
+            )
+            remote = _fusion_remote(self.config)
+            ref = remote.remote(
+                self.config, self.target, self.uri, self.experiment_id, timeout_s=60.0, say=print
+            )
+            self.outcome = ray.get(ref)
+            self.say(f"fusion {self.target}: done ({self._metric()})")
+        except BaseException as error:  # noqa: BLE001 - reported by the driver
+            self.error = error
+
+    def _progress(self, missing: list[str]) -> None:
+        if self.stop.is_set():
+            raise InterruptedError(f"fusion {self.target}: the adapter stage failed")
+
+    def _metric(self) -> str:
+        metric = self.config.fusion.training.metric
+        value = self.outcome.dev_metrics.get(metric) if self.outcome else None
+        return f"{metric} {value:.4f}" if value is not None else "registered"
+
+
+def run_pipeline(
+    config: PipelineConfig,
+    *,
+    resume: bool | None = None,
+    ray_address: str | None = None,
+    num_cpus: int | None = None,
+    fusion_timeout_s: float = 24 * 3600,
+    say: Say = print,
+) -> PipelineSummary:
+    started = time.time()
+    uri = tracking_uri_of(config)
+    say(f"pipeline {config.name}: validating ({len(config.tasks)} tasks, tracking {uri})")
+    validate_pipeline(config, check_tracking=check_tracking_uri, tracking_uri=uri)
+    prepare_data(config, say)
+    experiment_id = ensure_experiment(uri, config.name)
+    ensure_ray(ray_address, num_cpus)
+    import ray
+
+    check_resources(config, [n["Resources"] for n in ray.nodes() if n.get("Alive")])
+    summary = PipelineSummary(config.name, uri)
+    gates = [
+        FusionGate(config, target, uri, experiment_id, say, fusion_timeout_s)
+        for target in config.fusion.targets
+    ]
+    for gate in gates:
+        gate.start()
+    try:
+        summary.adapters = run_adapter_stage(
+            config, resume=resume, ray_address=ray_address, num_cpus=num_cpus, progress=say
+        )
+    except BaseException as error:
+        for gate in gates:
+            gate.stop.set()
+        summary.errors["adapters"] = str(error)
+        raise
+    finally:
+        for gate in gates:
+            gate.join()
+            if gate.outcome is not None:
+                summary.fusions[gate.target] = gate.outcome
+            elif gate.error is not None and not isinstance(gate.error, InterruptedError):
+                summary.errors[f"fusion {gate.target}"] = str(gate.error)
+    summary.seconds = time.time() - started
+    return summary
+
+
+def summary_rows(config: PipelineConfig, summary: PipelineSummary) -> list[dict[str, Any]]:
+    """Per task its registered adapter; per fusion target ST-A vs fusion on the dev metric."""
+    rows: list[dict[str, Any]] = []
+    metric = config.adapters.training.metric
+    for task, info in summary.adapters.items():
+        rows.append({
+            "task": task, "kind": "adapter", "version": f"v{info.version}",
+            "rf": info.tags.get("reduction_factor", ""), "lr": info.tags.get("learning_rate", ""),
+            f"dev {metric}": _float(info.tags.get("metric_value")),
+        })
+    for target, outcome in summary.fusions.items():
+        st_a = summary.adapters.get(target)
+        rows.append({
+            "task": target, "kind": "fusion", "version": f"v{outcome.version.version}",
+            "rf": "", "lr": "", f"dev {metric}": outcome.dev_metrics.get(metric),
+            f"st-a {metric}": _float(st_a.tags.get("metric_value")) if st_a else "",
+        })
+    return rows
+
+
+def _float(value: Any) -> float | str:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return ""

@@ -1,0 +1,209 @@
+"""`adapterfleet status`: where a pipeline stands, from MLflow runs and the model registry.
+
+Five queries whatever the number of trials: the experiment, its runs (paged), and two paged
+searches per model kind. Per task: trials done / running / failed / pending (children of the
+task's newest sweep run, one per trial id), the best dev metric so far and the registered
+adapter; per fusion target: the registered fusion or what it waits for.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from adapterfleet.config import PipelineConfig
+from adapterfleet.orchestration.sweep import tracking_uri_of
+from adapterfleet.registry import (
+    ModelVersionInfo,
+    RunRecord,
+    experiment_runs,
+    list_models,
+    safe_uri,
+)
+from adapterfleet.registry.status import FAILED, RUNNING
+
+BEST_ALIAS = "best"
+
+
+@dataclass(frozen=True)
+class TaskStatus:
+    task: str
+    metric: str  # e.g. "accuracy"; higher is better
+    total: int  # trials in the grid
+    done: int
+    running: int
+    failed: int
+    best: float | None  # best dev metric so far over the trials that did not fail
+    best_trial: str | None
+    adapter_version: int | None
+    adapter_aliases: tuple[str, ...] = ()
+
+    @property
+    def pending(self) -> int:
+        return max(0, self.total - self.done - self.running - self.failed)
+
+    @property
+    def registered(self) -> bool:
+        return BEST_ALIAS in self.adapter_aliases
+
+
+@dataclass(frozen=True)
+class FusionStatus:
+    target: str
+    adapters: tuple[str, ...]
+    state: str  # "v2 @best", "waiting for a, b", "training", "failed", "not started"
+    version: int | None = None
+    missing: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PipelineStatus:
+    name: str
+    tracking_uri: str  # credentials masked
+    experiment_found: bool
+    tasks: tuple[TaskStatus, ...]
+    fusions: tuple[FusionStatus, ...]
+    elapsed_s: float = 0.0
+
+    def render(self) -> str:
+        """A compact plain-text table."""
+        lines = [f"pipeline {self.name}  (tracking {self.tracking_uri})"]
+        if not self.experiment_found:
+            lines.append("no runs yet (experiment not found)")
+        task_rows = [("TASK", "DONE", "RUN", "FAIL", "PEND", "BEST", "ADAPTER")]
+        for t in self.tasks:
+            best = "-" if t.best is None else f"{t.best:.4f} {t.metric}"
+            task_rows.append(
+                (t.task, str(t.done), str(t.running), str(t.failed), str(t.pending), best)
+                + (_version_text(t.adapter_version, t.adapter_aliases),)
+            )
+        lines += _table(task_rows)
+        if self.fusions:
+            rows = [("FUSION", "ADAPTERS", "STATE")]
+            rows += [(f.target, ",".join(f.adapters), f.state) for f in self.fusions]
+            lines += ["", *_table(rows)]
+        return "\n".join(lines)
+
+
+def _version_text(version: int | None, aliases: Sequence[str]) -> str:
+    if version is None:
+        return "-"
+    return f"v{version}" + "".join(f" @{a}" for a in aliases)
+
+
+def _table(rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
+    ]
+
+
+def pipeline_status(config: PipelineConfig, tracking_uri: str | None = None) -> PipelineStatus:
+    """The status of `config`'s pipeline in its tracking store (or `tracking_uri`)."""
+    started = time.perf_counter()
+    uri = tracking_uri or tracking_uri_of(config)
+    runs = experiment_runs(uri, config.name)
+    prefix = config.registry_prefix or config.name
+    adapters = _by_task(list_models(uri, prefix, "adapter")) if runs is not None else {}
+    fusions = _by_task(list_models(uri, prefix, "fusion")) if runs is not None else {}
+    records = runs or []
+    tasks = tuple(
+        _task_status(config, task, records, adapters.get(task)) for task in _tasks(config)
+    )
+    fusion_rows = tuple(
+        _fusion_status(target, sources, adapters, fusions.get(target), records)
+        for target, sources in config.fusion.targets.items()
+    )
+    return PipelineStatus(
+        name=config.name,
+        tracking_uri=safe_uri(uri),
+        experiment_found=runs is not None,
+        tasks=tasks,
+        fusions=fusion_rows,
+        elapsed_s=time.perf_counter() - started,
+    )
+
+
+def _tasks(config: PipelineConfig) -> tuple[str, ...]:
+    names = list(config.adapter_tasks)
+    for sources in config.fusion.targets.values():
+        names += [s for s in sources if s not in names]
+    return tuple(names)
+
+
+def _by_task(infos: Iterable[ModelVersionInfo]) -> dict[str, ModelVersionInfo]:
+    return {info.task: info for info in infos if info.task}
+
+
+def _grid_size(config: PipelineConfig) -> int:
+    stage = config.adapters
+    return len(stage.reduction_factors) * len(stage.learning_rates) * len(stage.seeds)
+
+
+def task_trials(records: Sequence[RunRecord], task: str) -> list[RunRecord]:
+    """The trials of `task`'s newest sweep run (by start time), one per trial id (its newest
+    run); trials tagged with the task but without a parent when the task has no sweep run."""
+    sweeps = [r for r in records if r.kind == "sweep" and r.task == task]
+    if sweeps:
+        parent = max(sweeps, key=lambda r: r.start_time).run_id
+        trials = [r for r in records if r.kind == "trial" and r.parent_run_id == parent]
+    else:
+        trials = [r for r in records if r.kind == "trial" and r.task == task]
+    newest: dict[str, RunRecord] = {}
+    for run in trials:
+        key = run.trial_id or run.run_id
+        if key not in newest or run.start_time >= newest[key].start_time:
+            newest[key] = run
+    return list(newest.values())
+
+
+def _task_status(
+    config: PipelineConfig, task: str, records: Sequence[RunRecord], model: ModelVersionInfo | None
+) -> TaskStatus:
+    metric = config.adapters.training.metric
+    trials = task_trials(records, task)
+    scored = [(_score(r, metric), r) for r in trials if r.status not in FAILED]
+    scored = [(s, r) for s, r in scored if s is not None]
+    best = max(scored, key=lambda sr: sr[0], default=None)
+    return TaskStatus(
+        task=task,
+        metric=metric,
+        total=_grid_size(config) if task in config.adapter_tasks else 0,
+        done=sum(r.status == "FINISHED" for r in trials),
+        running=sum(r.status in RUNNING for r in trials),
+        failed=sum(r.status in FAILED for r in trials),
+        best=best[0] if best else None,
+        best_trial=(best[1].trial_id or best[1].run_id) if best else None,
+        adapter_version=model.version if model else None,
+        adapter_aliases=model.aliases if model else (),
+    )
+
+
+def _score(run: RunRecord, metric: str) -> float | None:
+    """The trial's final best dev metric, else (still running) its latest dev metric."""
+    value = run.metrics.get(f"best_dev_{metric}", run.metrics.get(f"dev_{metric}"))
+    return None if value is None or value != value else value
+
+
+def _fusion_status(
+    target: str,
+    sources: Sequence[str],
+    adapters: dict[str, ModelVersionInfo],
+    model: ModelVersionInfo | None,
+    records: Sequence[RunRecord],
+) -> FusionStatus:
+    sources = tuple(sources)
+    if model is not None:
+        text = _version_text(model.version, model.aliases)
+        return FusionStatus(target, sources, text, version=model.version)
+    missing = tuple(s for s in sources if BEST_ALIAS not in getattr(adapters.get(s), "aliases", ()))
+    if missing:
+        return FusionStatus(target, sources, f"waiting for {', '.join(missing)}", missing=missing)
+    runs = [r for r in records if r.kind == "fusion" and r.task == target]
+    latest = max(runs, key=lambda r: r.start_time, default=None)
+    if latest is not None and latest.status in RUNNING:
+        return FusionStatus(target, sources, "training")
+    if latest is not None and latest.status in FAILED:
+        return FusionStatus(target, sources, f"failed (run {latest.run_id})")
+    return FusionStatus(target, sources, "not started")

@@ -1,0 +1,68 @@
+"""Check a whole pipeline before anything starts; each error is one line, before a GPU is held."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from adapterfleet.adapters import AdapterConfig, resolve_base_model
+from adapterfleet.config import ConfigError, PipelineConfig
+from adapterfleet.data import TaskData, load_task
+
+
+def base_model_config(name: str) -> Any:
+    """The base model's HF config (read from its folder or the hub, no weights loaded)."""
+    from transformers import AutoConfig
+
+    path = resolve_base_model(name)
+    try:
+        return AutoConfig.from_pretrained(path, local_files_only=os.path.isdir(path))
+    except (OSError, ValueError) as error:
+        first = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise ConfigError(f"base_model: cannot load {name!r} ({first})") from None
+
+
+def check_reduction_factors(config: PipelineConfig, hidden_size: int) -> None:
+    for rf in config.adapters.reduction_factors:
+        try:
+            AdapterConfig(config.adapters.architecture, rf).bottleneck_size(hidden_size)
+        except ValueError as error:
+            raise ConfigError(f"adapters.reduction_factors: {error}") from None
+
+
+def check_resources(config: PipelineConfig, nodes: list[Mapping[str, float]]) -> None:
+    """Refuse per-trial resources that no single node can ever provide."""
+    need = {"CPU": config.resources.cpu, "GPU": config.resources.gpu}
+    for node in nodes:
+        if all(node.get(key, 0.0) >= amount for key, amount in need.items() if amount > 0):
+            return
+    have = ", ".join(f"{{CPU: {n.get('CPU', 0):g}, GPU: {n.get('GPU', 0):g}}}" for n in nodes)
+    raise ConfigError(
+        f"resources: a trial needs cpu={config.resources.cpu:g}, gpu={config.resources.gpu:g} "
+        f"but no node can provide that (nodes: {have or 'none'}); lower resources or add nodes"
+    )
+
+
+def used_tasks(config: PipelineConfig) -> list[str]:
+    names = list(config.adapter_tasks) + list(config.fusion.targets)
+    return list(dict.fromkeys(names))
+
+
+def validate_pipeline(
+    config: PipelineConfig,
+    *,
+    check_tracking: Callable[[str], None] | None = None,
+    tracking_uri: str | None = None,
+    nodes: list[Mapping[str, float]] | None = None,
+) -> dict[str, TaskData]:
+    """Load every task (files, columns, labels, empty splits), check the base model and reduction
+    factors, the tracking store and the resources. Returns the loaded tasks."""
+    hidden = int(base_model_config(config.base_model).hidden_size)
+    check_reduction_factors(config, hidden)
+    loaded = {task: load_task(config.tasks[task]) for task in used_tasks(config)}
+    if check_tracking is not None and tracking_uri is not None:
+        check_tracking(tracking_uri)
+    if nodes is not None:
+        check_resources(config, nodes)
+    return loaded

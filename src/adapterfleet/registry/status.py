@@ -1,0 +1,109 @@
+"""Read-only view of a pipeline's MLflow runs, for `adapterfleet status`.
+
+One paged `search_runs` over the pipeline's experiment returns every sweep, trial and fusion
+run with its tags, status and latest metrics; nothing is created or modified (a SQLite store
+whose file does not exist yet reads as empty instead of being created).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from adapterfleet.registry.errors import RegistryError, safe_uri
+from adapterfleet.registry.store import check_tracking_uri, get_client, sqlite_path
+from adapterfleet.registry.tags import TAG_KIND, TAG_PARENT_RUN, TAG_SWEEP, TAG_TASK, TAG_TRIAL_ID
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+
+RUNNING = ("RUNNING", "SCHEDULED")
+FAILED = ("FAILED", "KILLED")
+_KEPT_TAGS = (TAG_KIND, TAG_PARENT_RUN, TAG_SWEEP, TAG_TASK, TAG_TRIAL_ID)
+_PAGE = 1000
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One run as plain data: status, start time (ms), adapterfleet tags, latest metrics."""
+
+    run_id: str
+    status: str
+    start_time: int
+    tags: dict[str, str] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def kind(self) -> str:
+        """'trial', 'sweep', 'fusion' (from the kind tag) or '' when unknown."""
+        if TAG_TRIAL_ID in self.tags:
+            return "trial"
+        kind = self.tags.get(TAG_KIND, "")
+        if not kind and TAG_SWEEP in self.tags:
+            return "sweep"
+        return kind
+
+    @property
+    def task(self) -> str | None:
+        return self.tags.get(TAG_TASK)
+
+    @property
+    def trial_id(self) -> str | None:
+        return self.tags.get(TAG_TRIAL_ID)
+
+    @property
+    def parent_run_id(self) -> str | None:
+        return self.tags.get(TAG_PARENT_RUN)
+
+
+def experiment_runs(uri: str, experiment_name: str) -> list[RunRecord] | None:
+    """Every active run of experiment `experiment_name`, oldest first; None when the store
+    or the experiment does not exist."""
+    db = sqlite_path(uri)
+    if db is not None and not db.is_file():
+        return None
+    if db is None and not uri.startswith("file:"):
+        check_tracking_uri(uri)
+    try:
+        client = get_client(uri)
+        experiment = client.get_experiment_by_name(experiment_name)
+        if experiment is None or experiment.lifecycle_stage == "deleted":
+            return None
+        return _search_all(client, str(experiment.experiment_id))
+    except RegistryError:
+        raise
+    except Exception as exc:
+        first = " ".join(str(exc).split())[:200] or type(exc).__name__
+        raise RegistryError(
+            f"reading runs of experiment {experiment_name!r} from {safe_uri(uri)} failed: "
+            f"{first}; check the tracking URI and the server"
+        ) from exc
+
+
+def _search_all(client: MlflowClient, experiment_id: str) -> list[RunRecord]:
+    from mlflow.entities import ViewType
+
+    out: list[RunRecord] = []
+    token: str | None = None
+    while True:
+        page = client.search_runs(
+            [experiment_id],
+            run_view_type=ViewType.ACTIVE_ONLY,
+            max_results=_PAGE,
+            order_by=["attributes.start_time ASC"],
+            page_token=token,
+        )
+        for run in page:
+            tags = run.data.tags or {}
+            out.append(
+                RunRecord(
+                    run_id=run.info.run_id,
+                    status=str(run.info.status),
+                    start_time=int(run.info.start_time or 0),
+                    tags={k: str(tags[k]) for k in _KEPT_TAGS if k in tags},
+                    metrics={k: float(v) for k, v in (run.data.metrics or {}).items()},
+                )
+            )
+        token = page.token
+        if not token:
+            return out

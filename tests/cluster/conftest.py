@@ -1,0 +1,125 @@
+"""A real single-node Ray head in token mode on loopback, torn down by the PIDs it started."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+
+RAY = Path(sys.executable).with_name("ray")
+START_DEADLINE_S = 120.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class RayHead:
+    address: str  # http://127.0.0.1:<dashboard port>
+    token: str
+    temp_dir: Path
+    pid: int
+
+
+def _wait_ready(head: RayHead, proc: subprocess.Popen[bytes], log: Path) -> None:
+    import requests
+
+    headers = {"Authorization": f"Bearer {head.token}"}
+    deadline = time.monotonic() + START_DEADLINE_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"ray start exited {proc.returncode}: {log.read_text()[-2000:]}")
+        try:
+            r = requests.get(f"{head.address}/api/jobs/", headers=headers, timeout=5)
+            if r.status_code == 200:
+                return
+        except requests.RequestException:
+            pass
+        time.sleep(1.0)
+    raise RuntimeError(f"Ray head not ready in {START_DEADLINE_S}s: {log.read_text()[-2000:]}")
+
+
+def _our_pids(head: RayHead, tree: bool = True) -> set[int]:
+    """Processes naming our temp dir and (with `tree`) `ray start` and its descendants."""
+    import psutil
+
+    pids = set()
+    if tree:
+        pids.add(head.pid)
+        with contextlib.suppress(psutil.Error):
+            pids |= {p.pid for p in psutil.Process(head.pid).children(recursive=True)}
+    marker = str(head.temp_dir)
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        cmdline = proc.info.get("cmdline") or []
+        if any(part == marker or f"{marker}/" in part for part in cmdline):
+            pids.add(proc.info["pid"])
+    pids.discard(os.getpid())
+    return pids
+
+
+def _teardown(head: RayHead) -> None:
+    """SIGTERM to every process we started, SIGKILL to what is left after 15 s."""
+    import psutil
+
+    procs = []
+    for pid in sorted(_our_pids(head)):
+        with contextlib.suppress(psutil.Error):
+            procs.append(psutil.Process(pid))
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            proc.terminate()
+    _, alive = psutil.wait_procs(procs, timeout=15)
+    for proc in alive:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    psutil.wait_procs(alive, timeout=5)
+    for pid in _our_pids(head, tree=False):  # started while we were stopping
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="module")
+def ray_head() -> Iterator[RayHead]:
+    token = secrets.token_hex(32)
+    temp_dir = Path(tempfile.mkdtemp(prefix="af-cluster-", dir="/tmp"))
+    port, dashboard = free_port(), free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_ADDRESS", "RAY_AUTH"))}
+    env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token, RAY_USAGE_STATS_ENABLED="0")
+    env["PATH"] = f"{RAY.parent}{os.pathsep}{env.get('PATH', '')}"
+    cmd = [str(RAY), "start", "--head", "--block", "--disable-usage-stats"]
+    cmd += [f"--port={port}", "--num-cpus=1", "--num-gpus=0", f"--temp-dir={temp_dir}"]
+    cmd += ["--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard}"]
+    cmd += ["--include-log-monitor=false", "--object-store-memory=100000000"]
+    ports = ("node-manager", "object-manager", "ray-client-server", "dashboard-agent-listen")
+    ports += ("dashboard-agent-grpc", "runtime-env-agent", "metrics-export")
+    cmd += [f"--{name}-port={free_port()}" for name in ports]
+    log = temp_dir / "ray-start.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    head = RayHead(f"http://127.0.0.1:{dashboard}", token, temp_dir, proc.pid)
+    try:
+        _wait_ready(head, proc, log)
+        yield head
+    finally:
+        _teardown(head)
+        proc.wait(timeout=30)
+        shutil.rmtree(temp_dir, ignore_errors=True)

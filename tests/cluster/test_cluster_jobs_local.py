@@ -1,0 +1,112 @@
+"""Jobs API pieces that need no cluster: addresses, tokens, entrypoints, env, fast failures."""
+
+from __future__ import annotations
+
+import re
+import socket
+import time
+from pathlib import Path
+
+import pytest
+from conftest import free_port
+
+from adapterfleet.orchestration.jobs import (
+    PASS_ENV,
+    JobError,
+    job_env,
+    list_jobs,
+    load_token,
+    make_submission_id,
+    normalize_address,
+    pipeline_entrypoint,
+    submit_pipeline,
+)
+
+
+@pytest.fixture
+def no_token(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """No token anywhere: RAY_AUTH_* unset and HOME without ~/.ray/auth_token."""
+    for name in ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_ADDRESS", "RAY_API_SERVER_ADDRESS"):
+        monkeypatch.delenv(name, raising=False)
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    return home
+
+
+def test_refused_address_fails_fast_with_one_line(no_token: Path) -> None:
+    address = f"http://127.0.0.1:{free_port()}"
+    started = time.monotonic()
+    with pytest.raises(JobError) as info:
+        list_jobs(address)
+    assert time.monotonic() - started < 5
+    message = str(info.value)
+    assert "\n" not in message and address in message and "connection refused" in message
+    assert "ray dashboard cluster.yaml" in message
+
+
+def test_silent_address_times_out_within_seconds(no_token: Path) -> None:
+    """A port that accepts connections but never answers: the probe's read timeout ends it."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        address = f"http://127.0.0.1:{server.getsockname()[1]}"
+        started = time.monotonic()
+        with pytest.raises(JobError, match=re.escape(address)):
+            list_jobs(address)
+        assert time.monotonic() - started < 10
+
+
+def test_addresses(monkeypatch: pytest.MonkeyPatch, no_token: Path) -> None:
+    assert normalize_address("head:8265/") == "http://head:8265"
+    assert normalize_address("https://h:1") == "https://h:1"
+    with pytest.raises(JobError, match="not an http"):
+        normalize_address("ray://head:10001")
+    with pytest.raises(JobError, match="--address"):
+        normalize_address(None)
+    monkeypatch.setenv("RAY_ADDRESS", "http://from-env:8265")
+    assert normalize_address(None) == "http://from-env:8265"
+
+
+def test_token_sources_in_rays_order(no_token: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert load_token() is None
+    (no_token / ".ray").mkdir()
+    (no_token / ".ray" / "auth_token").write_text("from-home\n")
+    assert load_token() == ("from-home", "~/.ray/auth_token")
+    path = no_token / "tok"
+    path.write_text("  from-path \n")
+    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(path))
+    assert load_token() == ("from-path", "RAY_AUTH_TOKEN_PATH")
+    monkeypatch.setenv("RAY_AUTH_TOKEN", "from-env")
+    assert load_token() == ("from-env", "RAY_AUTH_TOKEN")
+    monkeypatch.delenv("RAY_AUTH_TOKEN")
+    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(no_token / "missing"))
+    with pytest.raises(JobError, match="RAY_AUTH_TOKEN_PATH=.*missing cannot be read"):
+        load_token()
+
+
+def test_entrypoint_env_and_submission_id(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert pipeline_entrypoint("configs/a b.yaml", ["x.y=1", "n=it's"]) == (
+        "adapterfleet run 'configs/a b.yaml' --set x.y=1 --set 'n=it'\"'\"'s'"
+    )
+    for name in PASS_ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://mlflow:5000")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("UNRELATED_SECRET", "x")
+    env = job_env({"EXTRA": "2"})
+    assert env == {"MLFLOW_TRACKING_URI": "http://mlflow:5000", "HF_HUB_OFFLINE": "1", "EXTRA": "2"}
+    with pytest.raises(ValueError, match="RAY_AUTH_TOKEN must not be passed"):
+        job_env({"RAY_AUTH_TOKEN": "t"})
+    sid = make_submission_id("glue")
+    assert re.fullmatch(r"adapterfleet-glue-\d{8}-\d{6}-[0-9a-f]{4}", sid)
+    assert make_submission_id("glue") != sid
+
+
+def test_config_outside_working_dir_is_refused(tmp_path: Path, no_token: Path) -> None:
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    project.mkdir()
+    elsewhere.mkdir()
+    (elsewhere / "c.yaml").write_text("name: x\n")
+    with pytest.raises(JobError, match="outside working_dir"):
+        submit_pipeline(elsewhere / "c.yaml", "http://127.0.0.1:1", working_dir=project)

@@ -1,0 +1,126 @@
+"""Jobs API against a real token-protected Ray head on loopback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import RayHead
+
+from adapterfleet.orchestration.jobs import (
+    JobError,
+    job_logs,
+    job_status,
+    list_jobs,
+    stop_job,
+    submit_job,
+    submit_pipeline,
+    wait_for_job,
+)
+
+pytestmark = pytest.mark.integration
+MARKER = "adapterfleet-job-marker-7f3a"
+
+
+@pytest.fixture
+def with_token(ray_head: RayHead, monkeypatch: pytest.MonkeyPatch) -> RayHead:
+    monkeypatch.setenv("RAY_AUTH_TOKEN", ray_head.token)
+    monkeypatch.delenv("RAY_AUTH_TOKEN_PATH", raising=False)
+    return ray_head
+
+
+def test_submit_logs_and_no_token_leak(with_token: RayHead, tmp_path: Path) -> None:
+    (tmp_path / "data.txt").write_text("shipped with the working dir\n")
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "mlflow.db").write_bytes(b"local only")
+    code = (
+        "import os, pathlib; "
+        f"print('{MARKER}', os.environ['AF_PROBE'], pathlib.Path('data.txt').read_text().strip(), "
+        "'runs:', pathlib.Path('runs').exists())"
+    )
+    job_id = submit_job(
+        with_token.address,
+        f"{sys.executable} -c {code!r}",
+        working_dir=tmp_path,
+        env={"AF_PROBE": "probe-value-42"},
+        excludes=["/runs/"],
+        submission_id=f"adapterfleet-test-{int(time.time())}",
+    )
+    assert job_id.startswith("adapterfleet-test-")
+    assert wait_for_job(with_token.address, job_id, timeout_s=90, poll_s=0.5) == "SUCCEEDED"
+    logs = job_logs(with_token.address, job_id)
+    assert isinstance(logs, str)
+    assert f"{MARKER} probe-value-42 shipped with the working dir runs: False" in logs
+    assert with_token.token not in logs
+    followed = "".join(job_logs(with_token.address, job_id, follow=True))
+    assert MARKER in followed
+    listed = {job.job_id: job for job in list_jobs(with_token.address)}
+    assert listed[job_id].status == "SUCCEEDED"
+
+
+def test_stop_long_running_job(with_token: RayHead) -> None:
+    job_id = submit_job(with_token.address, f"{sys.executable} -c 'import time; time.sleep(300)'")
+    deadline = time.monotonic() + 60
+    while job_status(with_token.address, job_id) == "PENDING" and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert stop_job(with_token.address, job_id) is True
+    assert wait_for_job(with_token.address, job_id, timeout_s=60, poll_s=0.5) == "STOPPED"
+    assert stop_job(with_token.address, job_id) is False
+
+
+def test_submit_pipeline_entrypoint(with_token: RayHead, tmp_path: Path) -> None:
+    config = tmp_path / "configs" / "tiny.yaml"
+    config.parent.mkdir()
+    config.write_text("name: tiny\ndemo_tasks: true\nstorage: runs\n")
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "big.bin").write_bytes(os.urandom(1024))
+    job_id = submit_pipeline(
+        config,
+        with_token.address,
+        overrides=["adapters.training.max_epochs=1"],
+        working_dir=tmp_path,
+        extra_env={"AF_EXTRA": "1"},
+    )
+    assert job_id.startswith("adapterfleet-tiny-")
+    stop_job(with_token.address, job_id)
+    info = next(j for j in list_jobs(with_token.address) if j.job_id == job_id)
+    expected = "adapterfleet run configs/tiny.yaml --set adapters.training.max_epochs=1"
+    assert info.entrypoint == expected
+    assert wait_for_job(with_token.address, job_id, timeout_s=60, poll_s=0.5) in (
+        "STOPPED",
+        "FAILED",
+        "SUCCEEDED",
+    )
+
+
+def test_wrong_token_is_refused(with_token: RayHead, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAY_AUTH_TOKEN", "0" * 64)
+    with pytest.raises(JobError, match=r"rejected the auth token from RAY_AUTH_TOKEN") as info:
+        list_jobs(with_token.address)
+    assert "0" * 64 not in str(info.value)
+
+
+def test_client_without_token_gets_one_line_error(ray_head: RayHead, tmp_path: Path) -> None:
+    """A fresh process with no token anywhere (own HOME, no RAY_AUTH_* vars)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    env["HOME"] = str(tmp_path)
+    code = (
+        "from adapterfleet.orchestration.jobs import JobError, list_jobs\n"
+        "try:\n"
+        f"    list_jobs({ray_head.address!r})\n"
+        "except JobError as e:\n"
+        "    print('ERROR:', e)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("ERROR:")]
+    assert len(lines) == 1, done.stdout + done.stderr
+    assert ray_head.address in lines[0]
+    for name in ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "~/.ray/auth_token"):
+        assert name in lines[0]
+    assert ray_head.token not in done.stdout + done.stderr

@@ -1,0 +1,154 @@
+"""`pipeline_status` on a real SQLite MLflow store with 400+ trial runs."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from mlflow import MlflowClient
+from mlflow.entities import Metric
+
+from adapterfleet.config import PipelineConfig, load_config
+from adapterfleet.orchestration.status import pipeline_status
+from adapterfleet.registry import (
+    TAG_PARENT_RUN,
+    TAG_SWEEP,
+    TAG_TASK,
+    TAG_TRIAL_ID,
+    adapter_model_name,
+    default_tracking_uri,
+    ensure_experiment,
+    fusion_model_name,
+    register_version,
+)
+from adapterfleet.registry.tags import TAG_KIND
+
+TASKS = ("a", "b", "c", "d")
+GRID = "adapters: {reduction_factors: [2, 16], learning_rates: [0.1, 0.2, 0.3, 0.4, 0.5], "
+GRID += "seeds: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]}\n"  # 100 trials per task
+
+
+def write_config(folder: Path, fusion: str) -> PipelineConfig:
+    (folder / "t.tsv").write_text("sentence\tlabel\nx y\t0\nz w\t1\n")
+    lines = ["name: statusdemo", f"storage: {folder / 'store'}", "data_root: .", "tasks:"]
+    spec = '{train: t.tsv, dev: t.tsv, text_fields: [sentence], label_names: ["0", "1"]}'
+    lines += [f"  {task}: {spec}" for task in TASKS]
+    (folder / "pipe.yaml").write_text("\n".join(lines) + "\n" + GRID + fusion)
+    return load_config(folder / "pipe.yaml")
+
+
+class Store:
+    """Creates runs straight through `MlflowClient`, as the sweep would leave them."""
+
+    def __init__(self, config: PipelineConfig, folder: Path) -> None:
+        self.uri = default_tracking_uri(folder / "store")
+        self.experiment = ensure_experiment(self.uri, config.name)
+        self.client = MlflowClient(self.uri)
+        self.folder = folder
+        self.trials = 0
+
+    def sweep(self, task: str, name: str) -> str:
+        tags = {TAG_KIND: "sweep", TAG_SWEEP: name, TAG_TASK: task}
+        return self.client.create_run(self.experiment, tags=tags, run_name=name).info.run_id
+
+    def trial(self, parent: str, task: str, trial_id: str, status: str, **metrics: float) -> str:
+        tags = {TAG_KIND: "trial", TAG_TRIAL_ID: trial_id, TAG_TASK: task, TAG_PARENT_RUN: parent}
+        run_id = self.client.create_run(self.experiment, tags=tags, run_name=trial_id).info.run_id
+        if metrics:
+            stamp = int(time.time() * 1000)
+            items = [Metric(k, v, stamp, 0) for k, v in metrics.items()]
+            self.client.log_batch(run_id, metrics=items)
+        if status != "RUNNING":
+            self.client.set_terminated(run_id, status)
+        self.trials += 1
+        return run_id
+
+    def register(self, kind: str, task: str, alias: str | None = "best") -> int:
+        run_id = self.client.create_run(self.experiment, tags={TAG_KIND: kind}).info.run_id
+        weights = self.folder / f"{kind}-{task}.safetensors"
+        weights.write_bytes(task.encode())
+        name = (adapter_model_name if kind == "adapter" else fusion_model_name)("statusdemo", task)
+        return register_version(self.uri, name, run_id, kind, weights, alias=alias).version
+
+
+@pytest.fixture
+def populated(tmp_path: Path) -> tuple[PipelineConfig, Store]:
+    fusion = "fusion: {targets: {a: all, b: [b, c], c: [c, d], d: [b, c]}}\n"
+    config = write_config(tmp_path, fusion)
+    store = Store(config, tmp_path)
+    old = store.sweep("a", "sweep-old")  # an earlier sweep of a: its trials do not count
+    for i in range(5):
+        store.trial(old, "a", f"a-{i}", "FINISHED", best_dev_accuracy=0.9999)
+    sweeps = {task: store.sweep(task, "sweep-new") for task in TASKS}
+    # a: 60 finished (one of them run twice), 20 running, 15 failed, 5 killed
+    for i in range(100):
+        status = "FINISHED" if i < 60 else "RUNNING" if i < 80 else "FAILED" if i < 95 else "KILLED"
+        metric = "dev_accuracy" if status == "RUNNING" else "best_dev_accuracy"
+        value = {79: 0.97, 90: 0.999}.get(i, 0.5 + i / 1000)  # 79 running, 90 failed
+        if i == 3:  # an earlier failed attempt of the same trial
+            store.trial(sweeps["a"], "a", "a-3", "FAILED")
+        store.trial(sweeps["a"], "a", f"a-{i}", status, **{metric: value})
+    for i in range(30):  # b: 30 of 100 finished, the rest not started
+        store.trial(sweeps["b"], "b", f"b-{i}", "FINISHED", best_dev_accuracy=0.6 + i / 100)
+    for i in range(100):  # c: all finished
+        store.trial(sweeps["c"], "c", f"c-{i}", "FINISHED", best_dev_accuracy=0.7)
+    for i in range(164):  # d: 100 running, without metrics yet, 64 of them twice
+        store.trial(sweeps["d"], "d", f"d-{i % 100}", "RUNNING")
+    store.register("adapter", "b")
+    store.register("adapter", "c")
+    store.register("adapter", "c")  # v2 takes the alias
+    store.register("adapter", "d", alias=None)
+    store.register("fusion", "b")
+    fusion_run = {TAG_KIND: "fusion", TAG_TASK: "d"}
+    store.client.create_run(store.experiment, tags=fusion_run)
+    return config, store
+
+
+def test_status_counts_with_400_trials(populated: tuple[PipelineConfig, Store]) -> None:
+    config, store = populated
+    assert store.trials >= 400
+    status = pipeline_status(config)
+    print(f"\npipeline_status over {store.trials} trial runs: {status.elapsed_s:.3f}s")
+    tasks = {t.task: t for t in status.tasks}
+    a, b, c, d = (tasks[name] for name in TASKS)
+    assert (a.total, a.done, a.running, a.failed, a.pending) == (100, 60, 20, 20, 0)
+    assert a.best == pytest.approx(0.97) and a.best_trial == "a-79"
+    assert (b.done, b.running, b.failed, b.pending) == (30, 0, 0, 70)
+    assert b.best == pytest.approx(0.89) and b.adapter_version == 1 and b.registered
+    assert (c.done, c.pending, c.adapter_version, c.adapter_aliases) == (100, 0, 2, ("best",))
+    assert (d.done, d.running, d.pending, d.best) == (0, 100, 0, None)
+    assert d.adapter_version == 1 and not d.registered
+    assert a.adapter_version is None
+    fusions = {f.target: f for f in status.fusions}
+    assert fusions["a"].state == "waiting for a, d" and fusions["a"].missing == ("a", "d")
+    assert fusions["b"].state == "v1 @best" and fusions["b"].version == 1
+    assert fusions["c"].state == "waiting for d"
+    assert fusions["d"].state == "training"
+    text = status.render()
+    print(text)
+    lines = text.splitlines()
+    assert lines[0].startswith("pipeline statusdemo")
+    row_a = next(line for line in lines if line.startswith("a "))
+    assert row_a.split()[1:6] == ["60", "20", "20", "0", "0.9700"]
+    row_c = next(line for line in lines if line.startswith("c "))
+    assert row_c.endswith("v2 @best")
+    assert any(line.split()[:2] == ["c", "c,d"] and "waiting for d" in line for line in lines)
+
+
+def test_status_not_started_and_missing_store(tmp_path: Path) -> None:
+    config = write_config(tmp_path, "fusion: {targets: {a: [b, c]}}\n")
+    db = tmp_path / "store" / "mlflow.db"
+    empty = pipeline_status(config)
+    assert not empty.experiment_found and not db.exists()  # reading does not create the store
+    assert [(t.task, t.done, t.pending) for t in empty.tasks][:2] == [("a", 0, 100), ("b", 0, 100)]
+    assert empty.fusions[0].state == "waiting for b, c"
+    assert "no runs yet" in empty.render()
+    store = Store(config, tmp_path)
+    store.register("adapter", "b")
+    store.register("adapter", "c")
+    ready = pipeline_status(config)
+    assert ready.experiment_found and ready.fusions[0].state == "not started"
+    failed = store.client.create_run(store.experiment, tags={TAG_KIND: "fusion", TAG_TASK: "a"})
+    store.client.set_terminated(failed.info.run_id, "FAILED")
+    assert pipeline_status(config).fusions[0].state.startswith("failed (run ")

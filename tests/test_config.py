@@ -73,3 +73,28 @@ def test_yaml_syntax_error_names_the_line(tmp_path):
     path = _write(tmp_path, "name: p\ntasks: [unclosed\n")
     with pytest.raises(ConfigError, match="line 3"):
         load_config(path)
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_KEYS = ["name", "base_model", "max_length", "adapters.reduction_factors",
+         "adapters.learning_rates", "adapters.training.max_epochs", "adapters.training.patience",
+         "adapters.training.learning_rate", "fusion.targets", "fusion.preset", "resources.cpu",
+         "resources.gpu", "adapters.tasks", "unknown_key", "adapters.training.metric"]
+_VALUES = st.one_of(st.integers(-5, 300), st.floats(allow_nan=True), st.text(max_size=8),
+                    st.lists(st.integers(-2, 70), max_size=3), st.booleans(), st.none(),
+                    st.sampled_from(["all", "[a]", "{a: all}", "1e-3", "dynamic"]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(overrides=st.lists(st.tuples(st.sampled_from(_KEYS), _VALUES), max_size=3))
+def test_any_override_either_loads_or_fails_with_a_config_error(tmp_path_factory, overrides):
+    path = _write(tmp_path_factory.mktemp("cfg"), BASE)
+    items = [f"{key}={value}" for key, value in overrides]
+    try:
+        config = load_config(path, items)
+    except ConfigError as error:
+        assert "\n" not in str(error)
+    else:
+        assert config.name and config.tasks

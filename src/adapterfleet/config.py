@@ -135,8 +135,18 @@ def apply_overrides(document: dict[str, Any], overrides: Sequence[str]) -> dict[
             if not isinstance(child, dict):
                 raise ConfigError(f"override {item!r}: {part} is not a mapping")
             node = child
-        node[parts[-1]] = yaml.safe_load(raw) if raw.strip() else None
+        node[parts[-1]] = _scalar(raw)
     return document
+
+
+def _scalar(raw: str) -> Any:
+    """An override value read as YAML (numbers, lists, mappings); plain text when it is not."""
+    if not raw.strip():
+        return None
+    try:
+        return yaml.safe_load(raw)
+    except yaml.YAMLError:
+        return raw
 
 
 def parse_config(document: Mapping[str, Any], base_dir: Path) -> PipelineConfig:

@@ -48,7 +48,9 @@ def resolve_base_model(name: str) -> str:
 def load_encoder(name: str, **kwargs: Any) -> Any:
     """The bare encoder (`AutoModel`) for `name`; local paths and the packaged model are offline."""
     from transformers import AutoModel
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()  # a bar per load of a small encoder is noise in our logs
     path = resolve_base_model(name)
     local = os.path.isdir(path)
     return AutoModel.from_pretrained(path, local_files_only=local, **kwargs)

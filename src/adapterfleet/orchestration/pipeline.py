@@ -163,18 +163,29 @@ def summary_rows(config: PipelineConfig, summary: PipelineSummary) -> list[dict[
     rows: list[dict[str, Any]] = []
     metric = config.adapters.training.metric
     for task, info in summary.adapters.items():
-        rows.append({
-            "task": task, "kind": "adapter", "version": f"v{info.version}",
-            "rf": info.tags.get("reduction_factor", ""), "lr": info.tags.get("learning_rate", ""),
-            f"dev {metric}": _float(info.tags.get("metric_value")),
-        })
+        rows.append(
+            {
+                "task": task,
+                "kind": "adapter",
+                "version": f"v{info.version}",
+                "rf": info.tags.get("reduction_factor", ""),
+                "lr": info.tags.get("learning_rate", ""),
+                f"dev {metric}": _float(info.tags.get("metric_value")),
+            }
+        )
     for target, outcome in summary.fusions.items():
         st_a = summary.adapters.get(target)
-        rows.append({
-            "task": target, "kind": "fusion", "version": f"v{outcome.version.version}",
-            "rf": "", "lr": "", f"dev {metric}": outcome.dev_metrics.get(metric),
-            f"st-a {metric}": _float(st_a.tags.get("metric_value")) if st_a else "",
-        })
+        rows.append(
+            {
+                "task": target,
+                "kind": "fusion",
+                "version": f"v{outcome.version.version}",
+                "rf": "",
+                "lr": "",
+                f"dev {metric}": outcome.dev_metrics.get(metric),
+                f"st-a {metric}": _float(st_a.tags.get("metric_value")) if st_a else "",
+            }
+        )
     return rows
 
 

@@ -1,0 +1,79 @@
+"""Ray Tune sweeps of the adapter stage: the grid, the trial function, registration, resume.
+
+One Tune experiment covers every task (task × reduction factor × learning rate × seed); each
+task's best adapter is registered as soon as all its trials have ended. Names are imported
+lazily, so ``import adapterfleet.tuning`` loads neither ray nor torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from adapterfleet.tuning.plan import SweepPlan, experiment_path, plan_sweep
+    from adapterfleet.tuning.registration import Registrar, RegistrationCallback, choose_best
+    from adapterfleet.tuning.spec import (
+        SweepContext,
+        SweepError,
+        TrialParams,
+        grid,
+        sweep_hash,
+        task_config_hash,
+        trial_id,
+    )
+    from adapterfleet.tuning.sweep import DEFAULT_MAX_FAILURES, run_sweep
+    from adapterfleet.tuning.trial import TRAINABLE_NAME, make_trainable, run_trial
+
+_WHERE = {
+    "SweepPlan": "plan",
+    "experiment_path": "plan",
+    "plan_sweep": "plan",
+    "RegistrationCallback": "registration",
+    "Registrar": "registration",
+    "choose_best": "registration",
+    "SweepContext": "spec",
+    "SweepError": "spec",
+    "TrialParams": "spec",
+    "grid": "spec",
+    "sweep_hash": "spec",
+    "task_config_hash": "spec",
+    "trial_id": "spec",
+    "DEFAULT_MAX_FAILURES": "sweep",
+    "run_sweep": "sweep",
+    "TRAINABLE_NAME": "trial",
+    "make_trainable": "trial",
+    "run_trial": "trial",
+}
+__all__ = [
+    "DEFAULT_MAX_FAILURES",
+    "Registrar",
+    "RegistrationCallback",
+    "SweepContext",
+    "SweepError",
+    "SweepPlan",
+    "TRAINABLE_NAME",
+    "TrialParams",
+    "choose_best",
+    "experiment_path",
+    "grid",
+    "make_trainable",
+    "plan_sweep",
+    "run_sweep",
+    "run_trial",
+    "sweep_hash",
+    "task_config_hash",
+    "trial_id",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE))

@@ -1,0 +1,140 @@
+"""Stage 1 of the pipeline: the adapter sweep of every task, registered in MLflow.
+
+`run_adapter_stage` resolves and checks the tracking store, decides what is left to do (tasks
+registered for their current settings are skipped, an interrupted sweep is resumed), starts or
+joins Ray only when there is work, opens one sweep run per task and runs the sweep.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from adapterfleet.config import PipelineConfig
+from adapterfleet.registry import (
+    MlflowRunLogger,
+    ModelVersionInfo,
+    check_tracking_uri,
+    default_tracking_uri,
+    ensure_experiment,
+    open_sweep_run,
+)
+
+Progress = Callable[[str], None]
+
+
+def tracking_uri_of(config: PipelineConfig) -> str:
+    """The config's tracking URI, else MLFLOW_TRACKING_URI, else the embedded SQLite store under
+    `config.storage`."""
+    from adapterfleet.tuning.spec import storage_root
+
+    from_env = os.environ.get("MLFLOW_TRACKING_URI")
+    return config.tracking_uri or from_env or default_tracking_uri(storage_root(config))
+
+
+def ensure_ray(address: str | None, num_cpus: int | None) -> None:
+    """Join the Ray cluster at `address`, or start a local one; nothing if Ray is running."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    local = address in (None, "local")
+    ray.init(
+        address=address,
+        include_dashboard=False,
+        num_cpus=num_cpus if local else None,
+    )
+
+
+def run_adapter_stage(
+    config: PipelineConfig,
+    *,
+    resume: bool | None = None,
+    ray_address: str | None = None,
+    num_cpus: int | None = None,
+    max_failures: int | None = None,
+    progress: Progress = print,
+) -> dict[str, ModelVersionInfo]:
+    """Sweep, pick and register the adapter of every task; the `@best` version per task.
+
+    `resume`: None resumes an interrupted sweep of the same settings when there is one, True
+    insists on resuming, False starts a new sweep. Tasks whose adapter is registered for their
+    current settings are never trained again. `ray_address`: None or "local" starts a local
+    Ray (with `num_cpus`), "auto" or host:port joins a cluster. Raises `SweepError` when trials
+    failed for good (its `.registered` holds the tasks that did get registered).
+    """
+    from adapterfleet.tuning.plan import plan_sweep
+    from adapterfleet.tuning.spec import task_config_hash
+    from adapterfleet.tuning.sweep import DEFAULT_MAX_FAILURES, run_sweep
+
+    uri = tracking_uri_of(config)
+    check_tracking_uri(uri)
+    experiment_id = ensure_experiment(uri, config.name)
+    plan = plan_sweep(config, uri, experiment_id, resume=resume)
+    for task, info in plan.registered.items():
+        progress(f"task {task}: already registered as {info.name} v{info.version}, skipped")
+    if not plan.pending:
+        return dict(plan.registered)
+    ensure_ray(ray_address, num_cpus)
+    stage = config.adapters
+    sweep_runs = {
+        task: open_sweep_run(
+            uri,
+            experiment_id,
+            plan.sweep_name,
+            task,
+            tags={"config_hash": task_config_hash(config, task), "base_model": config.base_model},
+        )
+        for task in plan.pending
+    }
+    for run in sweep_runs.values():
+        run.log_params(
+            {
+                "architecture": stage.architecture,
+                "reduction_factors": list(stage.reduction_factors),
+                "learning_rates": list(stage.learning_rates),
+                "seeds": list(stage.seeds),
+                "metric": stage.training.metric,
+                "max_epochs": stage.training.max_epochs,
+            }
+        )
+    try:
+        return run_sweep(
+            plan,
+            sweep_runs,
+            progress=progress,
+            max_failures=DEFAULT_MAX_FAILURES if max_failures is None else max_failures,
+        )
+    except BaseException as error:
+        done = getattr(error, "registered", {})
+        status = "KILLED" if isinstance(error, KeyboardInterrupt) else "FAILED"
+        for task, run in sweep_runs.items():
+            if task not in done:
+                _end_quietly(run, status, progress)
+        raise
+
+
+def _end_quietly(run: MlflowRunLogger, status: str, progress: Progress) -> None:
+    try:
+        run.end(status)
+    except Exception as error:  # noqa: BLE001 - the sweep's own error is the one to raise
+        progress(f"could not mark sweep run {run.run_id} {status}: {error}")
+
+
+def resume_sweep(
+    config: PipelineConfig,
+    *,
+    ray_address: str | None = None,
+    num_cpus: int | None = None,
+    max_failures: int | None = None,
+    progress: Progress = print,
+) -> dict[str, ModelVersionInfo]:
+    """`run_adapter_stage` with `resume=True`: continue the interrupted sweep of `config`."""
+    return run_adapter_stage(
+        config,
+        resume=True,
+        ray_address=ray_address,
+        num_cpus=num_cpus,
+        max_failures=max_failures,
+        progress=progress,
+    )

@@ -1,0 +1,229 @@
+"""Registering each task's best adapter as soon as every trial of the task has ended.
+
+`Registrar` lives in the driver. Tune calls `RegistrationCallback` after each trial; the callback
+only carries the sweep name and finds the live `Registrar` of this driver through `activate`, so
+the copy Tune restores from `tuner.pkl` after a crash works with the new driver's runs. After
+`fit()` the driver calls `Registrar.observe` once more with every trial's outcome, which catches
+tasks whose last trial ended while no driver was listening.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import ray.tune
+
+from adapterfleet.adapters import ADAPTER_WEIGHTS, sha256_file
+from adapterfleet.config import PipelineConfig
+from adapterfleet.registry import (
+    TAG_SWEEP,
+    TAG_TASK,
+    TAG_TRIAL_ID,
+    MlflowRunLogger,
+    ModelVersionInfo,
+    register_version,
+)
+from adapterfleet.tuning.spec import (
+    TAG_BASE_MODEL,
+    TAG_CONFIG_HASH,
+    TAG_METRIC,
+    TAG_METRIC_VALUE,
+    SweepError,
+    TrialParams,
+)
+from adapterfleet.tuning.trial import FINAL_KEY
+from adapterfleet.tuning.workdir import TrialWorkdir
+
+Progress = Callable[[str], None]
+_ACTIVE: dict[str, Registrar] = {}
+
+
+@dataclass(frozen=True)
+class TrialOutcome:
+    params: TrialParams
+    status: str  # "finished", "error" or "running" (anything not ended)
+    result: dict[str, Any]
+
+    @property
+    def ended(self) -> bool:
+        return self.status in ("finished", "error")
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "finished" and bool(self.result.get(FINAL_KEY))
+
+
+def outcome_of_trial(trial: Any, status: str | None = None) -> TrialOutcome:
+    """From a Tune `Trial`; `status` overrides its own (Tune calls `on_trial_complete`
+    before it marks the trial TERMINATED)."""
+    if status is None:
+        status = {"TERMINATED": "finished", "ERROR": "error"}.get(trial.status, "running")
+    result = dict(trial.last_result or {})
+    return TrialOutcome(TrialParams.from_config(trial.config), status, result)
+
+
+def outcome_of_result(result: Any) -> TrialOutcome:
+    """From a `ray.tune.Result` of the grid `fit()` returns."""
+    status = "error" if result.error is not None else "finished"
+    return TrialOutcome(TrialParams.from_config(result.config), status, dict(result.metrics or {}))
+
+
+def choose_best(outcomes: Iterable[TrialOutcome], metric: str) -> TrialOutcome:
+    """Highest best dev `metric`; ties go to the smaller reduction factor, then the smaller
+    learning rate and seed."""
+    key = f"best_dev_{metric}"
+    return max(
+        outcomes,
+        key=lambda o: (
+            float(o.result[key]),
+            -o.params.reduction_factor,
+            -o.params.learning_rate,
+            -o.params.seed,
+        ),
+    )
+
+
+@dataclass
+class TaskPlan:
+    task: str
+    model_name: str
+    config_hash: str
+    trial_ids: frozenset[str]
+    sweep_run: MlflowRunLogger | None = None
+
+
+@dataclass
+class Registrar:
+    uri: str
+    config: PipelineConfig
+    sweep_name: str
+    trials_root: Path
+    tasks: dict[str, TaskPlan]
+    progress: Progress = print
+    registered: dict[str, ModelVersionInfo] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def metric(self) -> str:
+        return self.config.adapters.training.metric
+
+    def trial_ended(self, outcome: TrialOutcome, outcomes: list[TrialOutcome]) -> None:
+        """Print a progress line for one trial, then register what became complete."""
+        plan = self.tasks.get(outcome.params.task)
+        total = len(plan.trial_ids) if plan else 0
+        done = sum(o.ended for o in outcomes if o.params.task == outcome.params.task)
+        if outcome.ok:
+            value = outcome.result.get(f"best_dev_{self.metric}", float("nan"))
+            what = f"dev {self.metric} {value:.4f} (epoch {outcome.result.get('best_epoch')})"
+        else:
+            what = "FAILED"
+        self.progress(f"trial {outcome.params.trial_id}: {what} [{done}/{total}]")
+        self.observe(outcomes)
+
+    def observe(self, outcomes: Iterable[TrialOutcome]) -> None:
+        """Register every task whose trials have all ended and succeeded; note the failed."""
+        by_task: dict[str, dict[str, TrialOutcome]] = {}
+        for outcome in outcomes:
+            by_task.setdefault(outcome.params.task, {})[outcome.params.trial_id] = outcome
+        for task, plan in self.tasks.items():
+            if task in self.registered or task in self.failed:
+                continue
+            seen = by_task.get(task, {})
+            if not plan.trial_ids <= set(seen) or not all(seen[t].ended for t in plan.trial_ids):
+                continue
+            bad = sorted(t for t in plan.trial_ids if not seen[t].ok)
+            if bad:
+                self.fail(task, f"trial(s) {', '.join(bad)} failed")
+            else:
+                self.register(task, [seen[t] for t in plan.trial_ids])
+
+    def fail(self, task: str, reason: str) -> None:
+        self.failed[task] = reason
+        self.progress(f"task {task}: not registered, {reason}")
+        plan = self.tasks[task]
+        if plan.sweep_run is not None:
+            plan.sweep_run.end("FAILED")
+
+    def register(self, task: str, outcomes: list[TrialOutcome]) -> ModelVersionInfo:
+        plan = self.tasks[task]
+        best = choose_best(outcomes, self.metric)
+        params, value = best.params, float(best.result[f"best_dev_{self.metric}"])
+        weights = TrialWorkdir(self.trials_root / params.trial_id).run_dir / "adapter"
+        weights = weights / ADAPTER_WEIGHTS
+        expected = best.result.get("adapter_sha256")
+        if not weights.is_file() or sha256_file(weights) != expected:
+            raise SweepError(
+                f"task {task}: the adapter of trial {params.trial_id} at {weights} is missing or "
+                f"is not the one the trial logged (sha256 {expected}); config.storage must be "
+                "the same folder on every node"
+            )
+        tags = {
+            TAG_BASE_MODEL: self.config.base_model,
+            TAG_CONFIG_HASH: plan.config_hash,
+            TAG_METRIC: self.metric,
+            TAG_METRIC_VALUE: value,
+            TAG_SWEEP: self.sweep_name,
+            TAG_TRIAL_ID: params.trial_id,
+            TAG_TASK: task,
+            "architecture": self.config.adapters.architecture,
+            "reduction_factor": params.reduction_factor,
+            "learning_rate": params.learning_rate,
+            "seed": params.seed,
+        }
+        run_id = str(best.result["mlflow_run_id"])
+        info = register_version(self.uri, plan.model_name, run_id, "adapter", weights, tags)
+        self.registered[task] = info
+        self.progress(
+            f"task {task}: registered {info.name} v{info.version} (@best) from trial "
+            f"{params.trial_id}, dev {self.metric} {value:.4f}"
+        )
+        if plan.sweep_run is not None:
+            plan.sweep_run.log_metrics({f"best_dev_{self.metric}": value})
+            plan.sweep_run.set_tags(
+                {"best_trial": params.trial_id, "registered_version": info.version}
+            )
+            plan.sweep_run.end("FINISHED")
+        return info
+
+
+@contextmanager
+def activate(registrar: Registrar) -> Iterator[Registrar]:
+    """Make `registrar` the one `RegistrationCallback`s of its sweep report to."""
+    _ACTIVE[registrar.sweep_name] = registrar
+    try:
+        yield registrar
+    finally:
+        _ACTIVE.pop(registrar.sweep_name, None)
+
+
+class RegistrationCallback(ray.tune.Callback):
+    """Tune callback: tells the active `Registrar` of `sweep_name` about every ended trial."""
+
+    def __init__(self, sweep_name: str) -> None:
+        self.sweep_name = sweep_name
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._ended(trials, trial, "finished")
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._ended(trials, trial, "error")
+
+    def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        registrar = _ACTIVE.get(self.sweep_name)
+        if registrar is not None:
+            trial_id = TrialParams.from_config(trial.config).trial_id
+            registrar.progress(f"trial {trial_id}: failed, retrying from its last checkpoint")
+
+    def _ended(self, trials: list, trial: Any, status: str) -> None:
+        registrar = _ACTIVE.get(self.sweep_name)
+        if registrar is None:
+            return
+        outcomes = [outcome_of_trial(t, status if t is trial else None) for t in trials]
+        try:
+            registrar.trial_ended(outcome_of_trial(trial, status), outcomes)
+        except Exception as error:  # noqa: BLE001 - retried by the driver after fit()
+            registrar.progress(f"registration deferred to the end of the sweep: {error}")

@@ -1,0 +1,145 @@
+"""What a sweep is made of, as plain data: stable trial ids, config hashes, the grid, the context.
+
+No ray here: the driver, the trainable and the tests share these definitions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from adapterfleet.config import PipelineConfig
+
+GRID_KEYS = ("task", "reduction_factor", "learning_rate", "seed")
+TRIALS_DIR = "sweeps"  # <storage>/sweeps/<sweep name>/<trial id>/
+TOKENS_DIR = "tokens"  # <storage>/tokens/: the shared tokenisation cache
+RAY_DIR = "ray"  # <storage>/ray/<pipeline name>/: the Tune experiment
+# Tags written on registered adapter versions (besides the registry's own).
+TAG_CONFIG_HASH = "config_hash"
+TAG_BASE_MODEL = "base_model"
+TAG_METRIC = "metric"
+TAG_METRIC_VALUE = "metric_value"
+
+
+class SweepError(RuntimeError):
+    """A sweep cannot start, resume or finish; the message says what to do.
+
+    `registered` holds the tasks that did get an adapter registered before the failure.
+    """
+
+    def __init__(self, message: str, registered: Mapping[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.registered = dict(registered or {})
+
+
+@dataclass(frozen=True)
+class TrialParams:
+    """One point of the grid."""
+
+    task: str
+    reduction_factor: int
+    learning_rate: float
+    seed: int
+
+    @property
+    def trial_id(self) -> str:
+        """Stable id, e.g. `rte-rf16-lr0.001-s0`: a restored or re-run trial maps to it."""
+        return trial_id(self.task, self.reduction_factor, self.learning_rate, self.seed)
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> TrialParams:
+        """From a Tune trial config (the resolved grid point)."""
+        return cls(
+            task=str(config["task"]),
+            reduction_factor=int(config["reduction_factor"]),
+            learning_rate=float(config["learning_rate"]),
+            seed=int(config["seed"]),
+        )
+
+    def to_config(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in GRID_KEYS}
+
+
+def trial_id(task: str, reduction_factor: int, learning_rate: float, seed: int) -> str:
+    return f"{task}-rf{int(reduction_factor)}-lr{float(learning_rate):g}-s{int(seed)}"
+
+
+def grid(config: PipelineConfig, tasks: tuple[str, ...]) -> list[TrialParams]:
+    """Every trial of `tasks`: task × reduction factor × learning rate × seed."""
+    stage = config.adapters
+    return [
+        TrialParams(task, rf, lr, seed)
+        for task in tasks
+        for rf in stage.reduction_factors
+        for lr in stage.learning_rates
+        for seed in stage.seeds
+    ]
+
+
+def _digest(payload: Any) -> str:
+    text = json.dumps(payload, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def task_config_hash(config: PipelineConfig, task: str) -> str:
+    """sha256 of what decides a task's adapter: the task's settings, the base model, max_length
+    and the adapter stage (architecture, grid, training settings)."""
+    stage = config.adapters
+    return _digest(
+        {
+            "task": config.tasks[task].to_mapping(),
+            "base_model": config.base_model,
+            "max_length": config.max_length,
+            "architecture": stage.architecture,
+            "reduction_factors": list(stage.reduction_factors),
+            "learning_rates": list(stage.learning_rates),
+            "seeds": list(stage.seeds),
+            "training": stage.training_for(task).to_dict(),
+        }
+    )
+
+
+def sweep_hash(config_hashes: Mapping[str, str]) -> str:
+    """sha256 over every adapter task's config hash: a Tune experiment is resumed only when
+    it was started for the same settings."""
+    return _digest(dict(sorted(config_hashes.items())))
+
+
+def storage_root(config: PipelineConfig) -> Path:
+    """`config.storage` as an absolute path (Ray workers do not share the driver's cwd)."""
+    return Path(config.storage).expanduser().resolve()
+
+
+def mode_for(architecture: str) -> str:
+    return "st-a-houlsby" if architecture == "houlsby" else "st-a"
+
+
+@dataclass(frozen=True)
+class SweepContext:
+    """Everything a trial needs besides its grid point; plain data, shipped with the trainable."""
+
+    config: PipelineConfig
+    tracking_uri: str
+    experiment_id: str
+    sweep_name: str
+    parent_runs: dict[str, str] = field(default_factory=dict)  # task -> sweep run id
+    cpu: float = 1.0
+
+    @property
+    def storage(self) -> Path:
+        return storage_root(self.config)
+
+    @property
+    def tokens_dir(self) -> Path:
+        return self.storage / TOKENS_DIR
+
+    def trial_dir(self, trial: str) -> Path:
+        return trials_root(self.config, self.sweep_name) / trial
+
+
+def trials_root(config: PipelineConfig, sweep_name: str) -> Path:
+    return storage_root(config) / TRIALS_DIR / sweep_name

@@ -1,0 +1,152 @@
+"""One Tune experiment for the adapter stage of every pending task: build or restore, fit,
+register. Needs a running Ray (`ray.init`) and the sweep runs opened by the caller."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import ray
+import ray.tune
+
+from adapterfleet.adapters import load_tokenizer
+from adapterfleet.config import PipelineConfig
+from adapterfleet.data import load_task, tokenize_task
+from adapterfleet.registry import MlflowRunLogger, ModelVersionInfo
+from adapterfleet.tuning.plan import SweepPlan, set_aside, write_meta
+from adapterfleet.tuning.registration import (
+    Progress,
+    Registrar,
+    RegistrationCallback,
+    TaskPlan,
+    activate,
+    outcome_of_result,
+)
+from adapterfleet.tuning.spec import (
+    RAY_DIR,
+    SweepContext,
+    SweepError,
+    grid,
+    storage_root,
+    trials_root,
+)
+from adapterfleet.tuning.trial import make_trainable
+
+DEFAULT_MAX_FAILURES = 2
+
+
+def worker_config(config: PipelineConfig) -> PipelineConfig:
+    """`config` with its storage and a local base model folder as absolute paths: trials run
+    in a working directory of Tune's."""
+    base_model = config.base_model
+    if os.path.isdir(base_model) and not os.path.isabs(base_model):
+        base_model = str(Path(base_model).resolve())
+    return dataclasses.replace(config, storage=storage_root(config), base_model=base_model)
+
+
+def param_space(config: PipelineConfig, tasks: tuple[str, ...]) -> dict[str, object]:
+    stage = config.adapters
+    return {
+        "task": ray.tune.grid_search(list(tasks)),
+        "reduction_factor": ray.tune.grid_search(list(stage.reduction_factors)),
+        "learning_rate": ray.tune.grid_search(list(stage.learning_rates)),
+        "seed": ray.tune.grid_search(list(stage.seeds)),
+    }
+
+
+def prepare_data(ctx: SweepContext, tasks: tuple[str, ...], progress: Progress) -> None:
+    """Tokenise every task once into the shared cache the trials read."""
+    tokenizer = load_tokenizer(ctx.config.base_model)
+    for task in tasks:
+        tokenized = tokenize_task(
+            load_task(ctx.config.tasks[task]), tokenizer, ctx.config.max_length, ctx.tokens_dir
+        )
+        state = "cached" if tokenized.from_cache else "tokenised"
+        progress(f"task {task}: {len(tokenized.train)} train / {len(tokenized.dev)} dev, {state}")
+
+
+def build_tuner(
+    plan: SweepPlan, trainable: object, *, max_failures: int, verbose: int
+) -> ray.tune.Tuner:
+    path = plan.experiment_path
+    if plan.restore:
+        return ray.tune.Tuner.restore(
+            str(path), trainable, resume_unfinished=True, resume_errored=True
+        )
+    set_aside(plan)
+    tuner = ray.tune.Tuner(
+        trainable,
+        param_space=param_space(plan.config, plan.pending),
+        tune_config=ray.tune.TuneConfig(num_samples=1, reuse_actors=True),
+        run_config=ray.tune.RunConfig(
+            name=plan.config.name,
+            storage_path=str(storage_root(plan.config) / RAY_DIR),
+            failure_config=ray.tune.FailureConfig(max_failures=max_failures),
+            checkpoint_config=ray.tune.CheckpointConfig(num_to_keep=2),
+            callbacks=[RegistrationCallback(plan.sweep_name)],
+            verbose=verbose,
+        ),
+    )
+    write_meta(plan)
+    return tuner
+
+
+def run_sweep(
+    plan: SweepPlan,
+    sweep_runs: Mapping[str, MlflowRunLogger],
+    *,
+    progress: Progress = print,
+    max_failures: int = DEFAULT_MAX_FAILURES,
+    verbose: int = 0,
+) -> dict[str, ModelVersionInfo]:
+    """Run (or resume) the sweep of `plan.pending`; return the registered version per task.
+
+    Raises `SweepError` (with `.registered`) when a task's trials failed for good."""
+    if not plan.pending:
+        return dict(plan.registered)
+    if not ray.is_initialized():
+        raise SweepError("Ray is not running; call ray.init() (or run_adapter_stage) first")
+    config = worker_config(plan.config)
+    resources = config.resources
+    ctx = SweepContext(
+        config,
+        plan.tracking_uri,
+        plan.experiment_id,
+        plan.sweep_name,
+        {task: run.run_id for task, run in sweep_runs.items()},
+        cpu=resources.cpu,
+    )
+    prepare_data(ctx, plan.pending, progress)
+    ids: dict[str, set[str]] = {}
+    for params in grid(config, plan.pending):
+        ids.setdefault(params.task, set()).add(params.trial_id)
+    tasks = {
+        task: TaskPlan(
+            task, plan.model_name(task), plan.config_hashes[task], frozenset(ids[task]),
+            sweep_runs.get(task),
+        )
+        for task in plan.pending
+    }  # fmt: skip
+    registrar = Registrar(
+        plan.tracking_uri, plan.config, plan.sweep_name,
+        trials_root(config, plan.sweep_name), tasks, progress,
+    )  # fmt: skip
+    trainable = make_trainable(ctx, {"cpu": resources.cpu, "gpu": resources.gpu})
+    with activate(registrar):
+        verb = "resuming" if plan.restore else "starting"
+        progress(f"sweep {plan.sweep_name}: {verb}, {len(plan.pending)} task(s)")
+        tuner = build_tuner(plan, trainable, max_failures=max_failures, verbose=verbose)
+        results = tuner.fit()
+        registrar.observe([outcome_of_result(result) for result in results])
+    registered = {**plan.registered, **registrar.registered}
+    unfinished = [t for t in plan.pending if t not in registered and t not in registrar.failed]
+    failed = {**registrar.failed, **{t: "trials did not finish" for t in unfinished}}
+    if failed:
+        detail = "; ".join(f"{task}: {why}" for task, why in sorted(failed.items()))
+        raise SweepError(
+            f"sweep {plan.sweep_name}: {detail}; fix the cause and resume the sweep",
+            registered,
+        )
+    return registered

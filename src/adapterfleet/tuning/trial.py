@@ -1,0 +1,190 @@
+"""The Tune trainable: one adapter trial, its MLflow run, per-epoch checkpoints, resume.
+
+Runs in a Ray worker. Every epoch: the loop checkpoint goes into the trial's own folder, the
+epoch's metrics into MLflow (step = epoch), then both to Tune with `ray.tune.report`. A retried
+or restored trial continues after the newest finished epoch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import ray.tune
+
+from adapterfleet.adapters import ADAPTER_WEIGHTS, load_tokenizer, sha256_file
+from adapterfleet.data import load_task, tokenize_task
+from adapterfleet.registry import TAG_SHA256, TAG_SWEEP, TAG_TASK, MlflowRunLogger, open_trial_run
+from adapterfleet.registry.store import get_client
+from adapterfleet.training import Callback, EpochReport, TrainConfig
+from adapterfleet.tuning.spec import SweepContext, TrialParams, mode_for
+from adapterfleet.tuning.workdir import TrialWorkdir, checkpoint_epoch, checkpoint_history
+
+TRAINABLE_NAME = "adapter_trial"
+FINAL_KEY = "final"  # set on the last result of a trial that ended normally
+
+
+def make_trainable(ctx: SweepContext, resources: dict[str, float]) -> Any:
+    """The trainable Tune runs, registered as `adapter_trial` (restore needs the same name),
+    with `ctx` bound by value and `resources` per trial."""
+
+    def adapter_trial(config: dict[str, Any]) -> None:
+        run_trial(config, ctx)
+
+    adapter_trial.__name__ = adapter_trial.__qualname__ = TRAINABLE_NAME
+    return ray.tune.with_resources(adapter_trial, resources)
+
+
+def epoch_metrics(entry: dict[str, float]) -> dict[str, float]:
+    """The metrics of one history entry as logged per epoch (everything but `epoch`)."""
+    return {k: float(v) for k, v in entry.items() if k != "epoch"}
+
+
+class _Reporter(Callback):
+    """Checkpoint, then MLflow, then Tune, at every epoch end."""
+
+    def __init__(self, workdir: TrialWorkdir, logger: MlflowRunLogger) -> None:
+        self.workdir = workdir
+        self.logger = logger
+
+    def on_epoch_end(self, report: EpochReport) -> None:
+        folder = report.save_checkpoint(self.workdir.checkpoint_dir(report.epoch))
+        metrics = {
+            "train_loss": report.train_loss,
+            "learning_rate": report.learning_rate,
+            **{f"dev_{k}": v for k, v in report.dev_metrics.items()},
+        }
+        # Logged for every epoch trained, so an epoch trained twice would show twice.
+        self.logger.log_metrics(metrics, step=report.epoch)
+        best = {f"best_dev_{report.metric}": report.best_metric, "best_epoch": report.best_epoch}
+        ray.tune.report(
+            {**metrics, **best, "epoch": report.epoch},
+            checkpoint=ray.tune.Checkpoint.from_directory(str(folder)),
+        )
+        self.workdir.prune_checkpoints(keep_epoch=report.epoch)
+
+
+def resume_point(workdir: TrialWorkdir) -> tuple[int, Path] | None:
+    """The newer of Tune's checkpoint and the trial's own newest one."""
+    own = workdir.latest_checkpoint()
+    checkpoint = ray.tune.get_checkpoint()
+    if checkpoint is not None:
+        with checkpoint.as_directory() as folder:
+            epoch = checkpoint_epoch(Path(folder))
+            if epoch is not None and (own is None or epoch > own[0]):
+                own = workdir.adopt_checkpoint(Path(folder))
+    return own
+
+
+def logged_steps(logger: MlflowRunLogger, key: str) -> set[int]:
+    """Steps of `key` the run already holds (read through the registry's client)."""
+    return {m.step for m in get_client(logger.uri).get_metric_history(logger.run_id, key)}
+
+
+def relog_missing_epochs(logger: MlflowRunLogger, folder: Path) -> None:
+    """Log the epochs a checkpoint holds that never reached MLflow (a crash in between)."""
+    done = logged_steps(logger, "train_loss")
+    for entry in checkpoint_history(folder):
+        if int(entry["epoch"]) not in done:
+            logger.log_metrics(epoch_metrics(entry), step=int(entry["epoch"]))
+
+
+def trial_config(ctx: SweepContext, params: TrialParams) -> TrainConfig:
+    return dataclasses.replace(
+        ctx.config.adapters.training_for(params.task),
+        learning_rate=params.learning_rate,
+        seed=params.seed,
+    )
+
+
+def open_run(ctx: SweepContext, params: TrialParams, train: TrainConfig) -> MlflowRunLogger:
+    stage = ctx.config.adapters
+    return open_trial_run(
+        ctx.tracking_uri,
+        ctx.experiment_id,
+        ctx.parent_runs.get(params.task),
+        params.trial_id,
+        run_name=params.trial_id,
+        params={
+            **params.to_config(),
+            "architecture": stage.architecture,
+            "base_model": ctx.config.base_model,
+            "max_length": ctx.config.max_length,
+            **{f"train.{k}": v for k, v in train.to_dict().items()},
+        },
+        tags={TAG_TASK: params.task, TAG_SWEEP: ctx.sweep_name},
+    )
+
+
+def run_trial(config: dict[str, Any], ctx: SweepContext) -> None:
+    """Train one grid point; see the module docstring."""
+    import torch
+
+    from adapterfleet.training.modes import train_single
+
+    torch.set_num_threads(max(1, int(ctx.cpu)))
+    params = TrialParams.from_config(config)
+    workdir = TrialWorkdir(ctx.trial_dir(params.trial_id))
+    spec = ctx.config.tasks[params.task]
+    tokenizer = load_tokenizer(ctx.config.base_model)
+    tokenized = tokenize_task(load_task(spec), tokenizer, ctx.config.max_length, ctx.tokens_dir)
+    train = trial_config(ctx, params)
+    logger = open_run(ctx, params, train)
+    try:
+        start = resume_point(workdir)
+        if start is not None:
+            relog_missing_epochs(logger, start[1])
+        result = train_single(
+            mode_for(ctx.config.adapters.architecture),
+            tokenized,
+            ctx.config.base_model,
+            train,
+            workdir.run_dir,
+            reduction_factor=params.reduction_factor,
+            metrics=spec.metrics,
+            callbacks=[_Reporter(workdir, logger)],
+            resume_from=start[1] if start is not None else None,
+        )
+        final = finish_run(workdir, logger, params, result.dev_metrics, result.fit.best_epoch)
+    except BaseException as error:
+        stopped = isinstance(error, SystemExit | KeyboardInterrupt)
+        _end_quietly(logger, "KILLED" if stopped else "FAILED")
+        raise
+    logger.end("FINISHED")
+    ray.tune.report({**final, FINAL_KEY: 1, "mlflow_run_id": logger.run_id})
+
+
+def finish_run(
+    workdir: TrialWorkdir,
+    logger: MlflowRunLogger,
+    params: TrialParams,
+    dev_metrics: dict[str, float],
+    best_epoch: int,
+) -> dict[str, Any]:
+    """Log the adapter (and head) folders, the final metrics once, and the tags."""
+    run = workdir.run_dir
+    logger.log_artifacts(run / "adapter", "adapter")
+    logger.log_artifacts(run / "head", "head")
+    final = {f"best_dev_{k}": float(v) for k, v in dev_metrics.items()}
+    final["best_epoch"] = best_epoch
+    if not logged_steps(logger, "best_epoch"):  # a re-run of a finished trial logs once
+        logger.log_metrics(final, step=best_epoch)
+    sha = sha256_file(run / "adapter" / ADAPTER_WEIGHTS)
+    logger.set_tags(
+        {
+            "reduction_factor": params.reduction_factor,
+            "learning_rate": params.learning_rate,
+            "seed": params.seed,
+            TAG_SHA256: sha,
+        }
+    )
+    return {**final, "adapter_sha256": sha}
+
+
+def _end_quietly(logger: MlflowRunLogger, status: str) -> None:
+    """End the run without hiding the error that got us here."""
+    try:
+        logger.end(status)
+    except Exception as error:  # noqa: BLE001 - the original error matters more
+        print(f"could not mark MLflow run {logger.run_id} {status}: {error}")

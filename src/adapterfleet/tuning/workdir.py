@@ -1,0 +1,84 @@
+"""A trial's own folder under the sweep's storage: its run directory and loop checkpoints.
+
+    <storage>/sweeps/<sweep>/<trial id>/
+        run/                      train_single's output (adapter/, head/, run.json)
+        checkpoints/epoch-0003/   the loop checkpoint of the newest finished epoch
+
+Tune keeps its own copy of every reported checkpoint, but the driver writes its experiment state
+only every few seconds: after a driver crash Tune may hand a trial an older checkpoint than the
+newest one the trial finished. The trial resumes from whichever of the two is newer, so no
+finished epoch is trained twice. No ray here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from adapterfleet.training import STATE_FILE
+
+CHECKPOINTS = "checkpoints"
+
+
+def checkpoint_epoch(directory: Path) -> int | None:
+    """Epoch of a complete loop checkpoint in `directory` (its state file is written last)."""
+    state = Path(directory) / STATE_FILE
+    if not state.is_file():
+        return None
+    try:
+        return int(json.loads(state.read_text())["epoch"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def checkpoint_history(directory: Path) -> list[dict[str, float]]:
+    """The per-epoch history a loop checkpoint carries."""
+    return list(json.loads((Path(directory) / STATE_FILE).read_text())["history"])
+
+
+@dataclass(frozen=True)
+class TrialWorkdir:
+    root: Path
+
+    @property
+    def run_dir(self) -> Path:
+        return self.root / "run"
+
+    def checkpoint_dir(self, epoch: int) -> Path:
+        return self.root / CHECKPOINTS / f"epoch-{epoch:04d}"
+
+    def latest_checkpoint(self) -> tuple[int, Path] | None:
+        """(epoch, folder) of the newest complete checkpoint, None when there is none."""
+        folder = self.root / CHECKPOINTS
+        found = []
+        if folder.is_dir():
+            for child in folder.iterdir():
+                epoch = checkpoint_epoch(child)
+                if epoch is not None:
+                    found.append((epoch, child))
+        return max(found, default=None)
+
+    def prune_checkpoints(self, keep_epoch: int) -> None:
+        """Delete every checkpoint folder but the one of `keep_epoch`."""
+        keep = self.checkpoint_dir(keep_epoch)
+        folder = self.root / CHECKPOINTS
+        for child in folder.iterdir() if folder.is_dir() else ():
+            if child != keep:
+                shutil.rmtree(child, ignore_errors=True)
+
+    def adopt_checkpoint(self, source: Path) -> tuple[int, Path] | None:
+        """Copy a complete checkpoint (e.g. Tune's) in as this trial's own; (epoch, folder)."""
+        epoch = checkpoint_epoch(source)
+        if epoch is None:
+            return None
+        target = self.checkpoint_dir(epoch)
+        if checkpoint_epoch(target) != epoch:
+            staging = target.with_name(target.name + ".tmp")
+            shutil.rmtree(staging, ignore_errors=True)
+            shutil.copytree(source, staging)
+            shutil.rmtree(target, ignore_errors=True)
+            os.replace(staging, target)
+        return epoch, target

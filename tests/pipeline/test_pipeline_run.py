@@ -1,0 +1,112 @@
+"""`adapterfleet run` end to end on a real local Ray and a real MLflow store, with a tiny model:
+adapters swept and registered, the fusion gated by the registry, nothing redone on a re-run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from tuning_support import config_document, mlflow_client, runs_of, version_numbers, write_config
+
+from adapterfleet.config import load_config
+from adapterfleet.orchestration.pipeline import run_pipeline, summary_rows
+from adapterfleet.orchestration.sweep import tracking_uri_of
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _config(tmp_path: Path, model: Path, **fusion):
+    document = config_document(tmp_path, model)
+    document["fusion"] = {
+        "targets": {"fruit": "all"},
+        "training": {"max_epochs": 2, "batch_size": 16, "learning_rate": 0.01, "device": "cpu"},
+        **fusion,
+    }
+    return write_config(tmp_path, document)
+
+
+def test_run_registers_adapters_then_the_fusion_and_a_rerun_redoes_nothing(
+    tmp_path, pipeline_model, ray_cluster
+):
+    config = load_config(_config(tmp_path, pipeline_model))
+    summary = run_pipeline(config, say=print)
+    uri = tracking_uri_of(config)
+    assert sorted(summary.adapters) == ["fruit", "water"] and not summary.errors
+    fusion = summary.fusions["fruit"]
+    assert fusion.trained and 0.0 <= fusion.dev_metrics["accuracy"] <= 1.0
+    tags = fusion.version.tags
+    adapters = summary.adapters
+    assert tags["adapter.fruit"] == f"v{adapters['fruit'].version}"
+    assert tags["adapter.water"] == f"v{adapters['water'].version}"
+    assert tags["sha256"] and tags["adapterfleet.lineage"].startswith("fruit:v")
+    # the registry is the gate: the fusion's run starts after the last adapter registration
+    client = mlflow_client(uri)
+    fusion_run = client.get_run(fusion.version.run_id)
+    last_adapter = max(info.created_ms for info in adapters.values())
+    assert fusion_run.info.start_time >= last_adapter
+    assert fusion.start_delay < 60
+    artifacts = {a.path for a in client.list_artifacts(fusion.version.run_id)}
+    assert {"fusion", "head", "fusion_weights.png", "fusion_weights.json", "run.json"} <= artifacts
+    weights = json.loads(
+        Path(
+            client.download_artifacts(fusion.version.run_id, "fusion_weights.json", str(tmp_path))
+        ).read_text()
+    )
+    assert weights["adapters"] == ["fruit", "water"] and len(weights["weights"]) == 2
+    rows = summary_rows(config, summary)
+    assert [r["kind"] for r in rows] == ["adapter", "adapter", "fusion"]
+
+    before = (len(runs_of(uri, "trial")), len(runs_of(uri, "fusion")))
+    again = run_pipeline(config, say=print)
+    assert not again.fusions["fruit"].trained
+    assert (len(runs_of(uri, "trial")), len(runs_of(uri, "fusion"))) == before == (4, 1)
+    assert version_numbers(uri, "tinysweep.adapter.fruit") == [1]
+    assert version_numbers(uri, "tinysweep.fusion.fruit") == [1]
+
+
+def test_fuse_wait_started_first_trains_once_another_job_registers_the_adapters(
+    tmp_path, pipeline_model, ray_cluster
+):
+    path = _config(tmp_path, pipeline_model)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "MLFLOW_DISABLE_TELEMETRY": "true"}
+    waiter = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "adapterfleet.cli.app",
+            "fuse",
+            "-c",
+            str(path),
+            "--target",
+            "fruit",
+            "--wait",
+            "--timeout",
+            "600",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        time.sleep(3)
+        assert waiter.poll() is None  # still waiting: no adapter exists yet
+        from adapterfleet.orchestration.sweep import run_adapter_stage
+
+        run_adapter_stage(load_config(path), progress=print)
+        output, _ = waiter.communicate(timeout=400)
+    finally:
+        if waiter.poll() is None:
+            waiter.kill()
+    print(output)
+    assert waiter.returncode == 0, output
+    assert "waiting for fruit, water" in output
+    uri = tracking_uri_of(load_config(path))
+    assert version_numbers(uri, "tinysweep.fusion.fruit") == [1]

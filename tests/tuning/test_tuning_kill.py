@@ -1,0 +1,127 @@
+"""A driver killed mid-sweep (SIGKILL, its local Ray dies with it) and resumed by a new driver
+leaves exactly what an uninterrupted sweep leaves: one FINISHED run per trial, one parent per
+task, one registered version per task, and no epoch trained twice."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from tuning_support import (
+    config_document,
+    expected_best,
+    metric_steps,
+    runs_of,
+    version_numbers,
+    write_config,
+)
+
+from adapterfleet.registry import default_tracking_uri, get_version
+
+pytestmark = pytest.mark.integration
+DRIVER = Path(__file__).with_name("sweep_driver.py")
+EPOCHS = 3
+START_DEADLINE_S = 240
+RESUME_DEADLINE_S = 300
+
+
+def _ours(marker: str) -> list[int]:
+    """PIDs of live processes started under our driver (Ray workers included): they carry
+    the marker in their environment."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if marker.encode() in environ:
+            found.append(int(entry.name))
+    return found
+
+
+def _end_all(marker: str, grace_s: float) -> None:
+    """Give the processes of a driver's run `grace_s` to exit, then SIGKILL each one left
+    (Ray's agents outlive a killed driver by a minute; a trial worker must not outlive it)."""
+    deadline = time.monotonic() + grace_s
+    while _ours(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for _ in range(50):
+        pids = _ours(marker)
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.2)
+    raise AssertionError(f"processes {_ours(marker)} of the sweep do not exit")
+
+
+def _first_checkpoint(storage: Path) -> Path | None:
+    hits = sorted(storage.glob("sweeps/*/*/checkpoints/epoch-0001/trainer_state.json"))
+    return hits[0] if hits else None
+
+
+def test_a_killed_driver_resumes_without_redoing_work(tiny_model: Path, tmp_path: Path) -> None:
+    document = config_document(tmp_path, tiny_model)
+    document["adapters"]["training"]["max_epochs"] = EPOCHS
+    document["resources"] = {"cpu": 2}  # one trial at a time: one worker pays the imports
+    config_path = write_config(tmp_path, document)
+    storage = tmp_path / "runs"
+    marker = f"ADAPTERFLEET_KILL_TEST={uuid.uuid4().hex}"
+    env = {**os.environ, marker.split("=")[0]: marker.split("=")[1], "PYTHONUNBUFFERED": "1"}
+    command = [sys.executable, "-u", str(DRIVER), str(config_path)]
+
+    with open(tmp_path / "driver1.log", "w") as log:
+        driver = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+        deadline = time.monotonic() + START_DEADLINE_S
+        try:
+            while _first_checkpoint(storage) is None:
+                assert driver.poll() is None, (tmp_path / "driver1.log").read_text()[-3000:]
+                assert time.monotonic() < deadline, "no trial finished an epoch in time"
+                time.sleep(0.02)
+        finally:
+            driver.send_signal(signal.SIGKILL)
+            driver.wait()
+            _end_all(marker, grace_s=0)
+    finished_before = sorted(p.parent.name for p in storage.glob("sweeps/*/*/run/run.json"))
+
+    with open(tmp_path / "driver2.log", "w") as log:
+        resumed = subprocess.run(
+            [*command, "--resume"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            timeout=RESUME_DEADLINE_S,
+        )
+    _end_all(marker, grace_s=10)
+    output = (tmp_path / "driver2.log").read_text()
+    assert resumed.returncode == 0, output[-3000:]
+    assert "resuming" in output
+
+    uri = default_tracking_uri(storage)
+    trial_runs = runs_of(uri, "trial")
+    assert len(trial_runs) == 4, [r.info.run_name for r in trial_runs]
+    assert all(r.info.status == "FINISHED" for r in trial_runs)
+    for run in trial_runs:  # one value per epoch: nothing trained twice, nothing lost
+        steps = metric_steps(uri, run.info.run_id, "dev_accuracy")
+        assert steps == list(range(1, EPOCHS + 1)), (run.info.run_name, steps, finished_before)
+        assert len(metric_steps(uri, run.info.run_id, "best_dev_accuracy")) == 1
+    parents = runs_of(uri, "sweep")
+    assert sorted(r.data.tags["adapterfleet.task"] for r in parents) == ["fruit", "water"]
+    assert all(r.info.status == "FINISHED" for r in parents)
+    for task in ("fruit", "water"):
+        name = f"tinysweep.adapter.{task}"
+        assert version_numbers(uri, name) == [1]
+        best = get_version(uri, name, alias="best")
+        assert best is not None
+        assert best.tags["adapterfleet.trial_id"] == expected_best(trial_runs, task)
+        assert f"REGISTERED {task} {name} v1 {best.sha256}" in output

@@ -1,0 +1,164 @@
+"""One real sweep (local Ray, SQLite MLflow, tiny BERT): 2 tasks × rf {4, 8}, 2 epochs each.
+
+The module runs the sweep once; the tests read what it left behind in Ray's storage and MLflow.
+The last two tests re-run the stage on that state, so keep them in this order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tuning_support import (
+    config_document,
+    expected_best,
+    metric_steps,
+    mlflow_client,
+    runs_of,
+    version_numbers,
+)
+
+from adapterfleet.config import PipelineConfig, parse_config
+from adapterfleet.orchestration.sweep import run_adapter_stage, tracking_uri_of
+from adapterfleet.registry import ModelVersionInfo, adapter_model_name, pull, sha256_file
+from adapterfleet.tuning.spec import task_config_hash
+
+pytestmark = pytest.mark.integration
+TASKS = ("fruit", "water")
+
+
+@dataclass
+class Swept:
+    config: PipelineConfig
+    uri: str
+    registered: dict[str, ModelVersionInfo]
+    lines: list[str]
+
+
+@pytest.fixture(scope="module")
+def swept(ray_local: None, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Swept:
+    root = tmp_path_factory.mktemp("sweep")
+    config = parse_config(config_document(root, tiny_model), root)
+    lines: list[str] = []
+    registered = run_adapter_stage(config, progress=lines.append)
+    return Swept(config, tracking_uri_of(config), registered, lines)
+
+
+def _trial_runs(swept: Swept) -> list[Any]:
+    return runs_of(swept.uri, "trial")
+
+
+def test_the_best_adapter_of_each_task_is_registered_with_its_tags(swept: Swept) -> None:
+    assert sorted(swept.registered) == list(TASKS)
+    trial_runs = _trial_runs(swept)
+    for task in TASKS:
+        info = swept.registered[task]
+        assert info.name == adapter_model_name("tinysweep", task) == f"tinysweep.adapter.{task}"
+        assert info.aliases == ("best",)
+        winner = expected_best(trial_runs, task)
+        run = next(r for r in trial_runs if r.data.tags["adapterfleet.trial_id"] == winner)
+        assert info.run_id == run.info.run_id
+        assert info.source == f"runs:/{run.info.run_id}/adapter"
+        tags = info.tags
+        assert tags["adapterfleet.trial_id"] == winner
+        assert tags["config_hash"] == task_config_hash(swept.config, task)
+        assert tags["base_model"] == swept.config.base_model
+        assert tags["metric"] == "accuracy"
+        assert float(tags["metric_value"]) == run.data.metrics["best_dev_accuracy"]
+        assert tags["reduction_factor"] == run.data.params["reduction_factor"]
+        assert float(tags["learning_rate"]) == 0.01
+        assert tags["adapterfleet.sweep"].startswith("tinysweep-")
+        assert tags["sha256"] == run.data.tags["sha256"]
+        assert version_numbers(swept.uri, info.name) == [1]
+
+
+def test_mlflow_holds_one_run_per_trial_and_one_parent_per_task(swept: Swept) -> None:
+    trial_runs = _trial_runs(swept)
+    parents = runs_of(swept.uri, "sweep")
+    assert sorted(r.data.tags["adapterfleet.task"] for r in parents) == list(TASKS)
+    assert all(r.info.status == "FINISHED" for r in parents)
+    parent_of = {r.data.tags["adapterfleet.task"]: r.info.run_id for r in parents}
+    assert sorted(r.data.tags["adapterfleet.trial_id"] for r in trial_runs) == [
+        "fruit-rf4-lr0.01-s0",
+        "fruit-rf8-lr0.01-s0",
+        "water-rf4-lr0.01-s0",
+        "water-rf8-lr0.01-s0",
+    ]
+    client = mlflow_client(swept.uri)
+    for run in trial_runs:
+        task = run.data.tags["adapterfleet.task"]
+        assert run.info.status == "FINISHED"
+        assert run.data.tags["mlflow.parentRunId"] == parent_of[task]
+        assert metric_steps(swept.uri, run.info.run_id, "dev_accuracy") == [1, 2]
+        assert metric_steps(swept.uri, run.info.run_id, "train_loss") == [1, 2]
+        assert len(metric_steps(swept.uri, run.info.run_id, "best_dev_accuracy")) == 1
+        assert run.data.params["learning_rate"] == "0.01"
+        artifacts = {a.path for a in client.list_artifacts(run.info.run_id, "adapter")}
+        assert artifacts == {"adapter/adapter.safetensors", "adapter/adapter_config.json"}
+
+
+def test_pulling_best_gives_the_registered_weights(swept: Swept, tmp_path: Path) -> None:
+    for task, info in swept.registered.items():
+        folder = pull(swept.uri, info.name, tmp_path / task)
+        assert sha256_file(folder / "adapter.safetensors") == info.sha256
+        assert (folder / "adapter_config.json").is_file()
+
+
+def test_a_progress_line_per_finished_trial(swept: Swept) -> None:
+    done = [line for line in swept.lines if line.startswith("trial ")]
+    assert len(done) == 4, swept.lines
+    assert all("dev accuracy" in line for line in done)
+    assert sum(line.startswith("task ") and "registered" in line for line in swept.lines) == 2
+
+
+def _trial_state(swept: Swept) -> dict[str, Any]:
+    """What a re-run must not change: trial runs, their metric histories, Tune's results."""
+    runs = sorted(_trial_runs(swept), key=lambda r: r.info.run_id)
+    storage = Path(swept.config.storage)
+    results = sorted(storage.glob("ray/tinysweep/*/result.json"))
+    return {
+        "runs": [(r.info.run_id, r.info.status, r.info.end_time) for r in runs],
+        "steps": [metric_steps(swept.uri, r.info.run_id, "dev_accuracy") for r in runs],
+        "results": [p.read_text() for p in results],
+    }
+
+
+def test_rerunning_a_finished_sweep_runs_and_registers_nothing(swept: Swept) -> None:
+    before = _trial_state(swept)
+    lines: list[str] = []
+    again = run_adapter_stage(swept.config, progress=lines.append)
+    assert {t: (i.name, i.version) for t, i in again.items()} == {
+        t: (i.name, i.version) for t, i in swept.registered.items()
+    }
+    assert sum("already registered" in line for line in lines) == 2
+    assert not any(line.startswith("trial ") for line in lines)
+    assert _trial_state(swept) == before
+    for info in swept.registered.values():
+        assert version_numbers(swept.uri, info.name) == [1]
+
+
+def test_registering_again_and_registering_after_a_restore(swept: Swept) -> None:
+    """A task whose registration was lost is registered from the restored, finished sweep
+    (no trial runs again); registering the same trial twice keeps a single version."""
+    before = _trial_state(swept)
+    name = swept.registered["water"].name
+    mlflow_client(swept.uri).delete_registered_model(name)
+    lines: list[str] = []
+    again = run_adapter_stage(swept.config, progress=lines.append)
+    assert any("resuming" in line for line in lines), lines
+    assert (
+        again["water"].tags["adapterfleet.trial_id"]
+        == (swept.registered["water"].tags["adapterfleet.trial_id"])
+    )
+    assert again["water"].sha256 == swept.registered["water"].sha256
+    assert again["fruit"].version == swept.registered["fruit"].version
+    assert version_numbers(swept.uri, name) == [1]
+    assert _trial_state(swept) == before
+    # the same registration once more (the registry's idempotence, through the sweep's path)
+    lines.clear()
+    mlflow_client(swept.uri).delete_registered_model_alias(name, "best")
+    once_more = run_adapter_stage(swept.config, progress=lines.append)
+    assert once_more["water"].version == 1 and once_more["water"].aliases == ("best",)
+    assert version_numbers(swept.uri, name) == [1]

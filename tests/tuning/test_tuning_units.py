@@ -1,0 +1,164 @@
+"""The sweep's plain-data parts: trial ids, config hashes, best-trial choice, a trial's folder,
+and the plan's refusals. No Ray cluster is started here."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tuning_support import config_document
+
+from adapterfleet.config import Resources, parse_config
+from adapterfleet.tuning.registration import TrialOutcome, choose_best
+from adapterfleet.tuning.spec import (
+    SweepError,
+    TrialParams,
+    grid,
+    sweep_hash,
+    task_config_hash,
+    trial_id,
+)
+from adapterfleet.tuning.workdir import TrialWorkdir
+
+
+@pytest.fixture
+def config(tmp_path: Path, tiny_model: Path):
+    return parse_config(config_document(tmp_path, tiny_model), tmp_path)
+
+
+def test_grid_covers_task_rf_lr_seed_with_stable_ids(config) -> None:
+    points = grid(config, config.adapter_tasks)
+    assert [p.trial_id for p in points] == [
+        "fruit-rf4-lr0.01-s0",
+        "fruit-rf8-lr0.01-s0",
+        "water-rf4-lr0.01-s0",
+        "water-rf8-lr0.01-s0",
+    ]
+    for point in points:  # a Tune config round-trips to the same id
+        assert TrialParams.from_config(point.to_config()).trial_id == point.trial_id
+    assert trial_id("rte", 16, 1e-4, 2) == "rte-rf16-lr0.0001-s2"
+    assert trial_id("rte", 16, 0.001, 0) != trial_id("rte", 16, 0.0011, 0)
+
+
+def test_config_hash_follows_the_settings_that_decide_an_adapter(config) -> None:
+    base = task_config_hash(config, "fruit")
+    assert base == task_config_hash(config, "fruit")
+    assert base != task_config_hash(config, "water")
+    more_lrs = dataclasses.replace(
+        config, adapters=dataclasses.replace(config.adapters, learning_rates=(0.01, 0.1))
+    )
+    assert task_config_hash(more_lrs, "fruit") != base
+    longer = dataclasses.replace(config, max_length=config.max_length + 1)
+    assert task_config_hash(longer, "fruit") != base
+    # resources and the tracking store do not change what is trained
+    other = dataclasses.replace(config, resources=Resources(2, 0), tracking_uri="sqlite:///x.db")
+    assert task_config_hash(other, "fruit") == base
+    hashes = {t: task_config_hash(config, t) for t in config.adapter_tasks}
+    assert sweep_hash(hashes) != sweep_hash({**hashes, "fruit": "0" * 64})
+
+
+def _outcome(task: str, rf: int, value: float, lr: float = 0.01) -> TrialOutcome:
+    result = {"best_dev_accuracy": value, "final": 1}
+    return TrialOutcome(TrialParams(task, rf, lr, 0), "finished", result)
+
+
+def test_choose_best_takes_the_highest_metric_then_the_smaller_rf() -> None:
+    assert choose_best([_outcome("t", 4, 0.7), _outcome("t", 8, 0.9)], "accuracy").params == (
+        TrialParams("t", 8, 0.01, 0)
+    )
+    tied = [_outcome("t", 16, 0.8), _outcome("t", 2, 0.8), _outcome("t", 8, 0.8)]
+    assert choose_best(tied, "accuracy").params.reduction_factor == 2
+    tied_rf = [_outcome("t", 2, 0.8, lr=0.1), _outcome("t", 2, 0.8, lr=0.001)]
+    assert choose_best(tied_rf, "accuracy").params.learning_rate == 0.001
+
+
+def _fake_checkpoint(folder: Path, epoch: int) -> Path:
+    folder.mkdir(parents=True)
+    history = [{"epoch": e, "dev_accuracy": 0.5} for e in range(1, epoch + 1)]
+    (folder / "trainer_state.json").write_text(json.dumps({"epoch": epoch, "history": history}))
+    return folder
+
+
+def test_workdir_resumes_from_its_newest_complete_checkpoint(tmp_path: Path) -> None:
+    work = TrialWorkdir(tmp_path / "trial")
+    assert work.latest_checkpoint() is None
+    _fake_checkpoint(work.checkpoint_dir(1), 1)
+    _fake_checkpoint(work.checkpoint_dir(2), 2)
+    work.checkpoint_dir(3).mkdir()  # a crash while writing epoch 3: no state file
+    assert work.latest_checkpoint() == (2, work.checkpoint_dir(2))
+    # a newer checkpoint from elsewhere (Tune's copy) is adopted as the trial's own
+    adopted = work.adopt_checkpoint(_fake_checkpoint(tmp_path / "tune" / "checkpoint_4", 4))
+    assert adopted == (4, work.checkpoint_dir(4))
+    assert work.latest_checkpoint() == (4, work.checkpoint_dir(4))
+    work.prune_checkpoints(keep_epoch=4)
+    assert sorted(p.name for p in (work.root / "checkpoints").iterdir()) == ["epoch-0004"]
+
+
+def test_resume_without_an_interrupted_sweep_is_refused(config) -> None:
+    from adapterfleet.orchestration.sweep import resume_sweep
+
+    with pytest.raises(SweepError, match="cannot resume the sweep .* no sweep was started"):
+        resume_sweep(config, progress=lambda line: None)
+
+
+def test_plan_resumes_only_a_sweep_of_the_same_settings(config, tmp_path: Path) -> None:
+    from adapterfleet.registry import default_tracking_uri, ensure_experiment
+    from adapterfleet.tuning.plan import META_FILE, experiment_path, plan_sweep, set_aside
+
+    uri = default_tracking_uri(tmp_path / "mlruns")
+    experiment = ensure_experiment(uri, config.name)
+    fresh = plan_sweep(config, uri, experiment)
+    assert not fresh.restore and fresh.pending == ("fruit", "water")
+    assert fresh.sweep_name.startswith(f"tinysweep-{fresh.sweep_hash[:8]}-")
+    # an interrupted sweep of these settings (Tune's tuner.pkl and our note beside it)
+    path = experiment_path(config)
+    path.mkdir(parents=True)
+    (path / "tuner.pkl").write_bytes(b"")
+    note = {
+        "sweep_name": "tinysweep-old",
+        "sweep_hash": fresh.sweep_hash,
+        "tasks": ["fruit", "water"],
+    }
+    (path / META_FILE).write_text(json.dumps(note))
+    for resume in (None, True):
+        plan = plan_sweep(config, uri, experiment, resume=resume)
+        assert plan.restore and plan.sweep_name == "tinysweep-old"
+        assert set_aside(plan) is None and path.is_dir()
+    anew = plan_sweep(config, uri, experiment, resume=False)
+    assert not anew.restore and anew.sweep_name != "tinysweep-old"
+    # other settings: resuming is refused, a plain run starts anew and moves the old one aside
+    (path / META_FILE).write_text(json.dumps({**note, "sweep_hash": "0" * 64}))
+    with pytest.raises(SweepError, match="settings or tasks changed"):
+        plan_sweep(config, uri, experiment, resume=True)
+    plan = plan_sweep(config, uri, experiment)
+    assert not plan.restore
+    moved = set_aside(plan)
+    assert moved == path.parent / "previous" / "tinysweep-old"
+    assert (moved / "tuner.pkl").is_file() and not path.exists()
+
+
+def test_trials_get_absolute_paths(config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from adapterfleet.tuning.sweep import worker_config
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "local-model").mkdir()
+    relative = dataclasses.replace(config, storage=Path("runs"), base_model="local-model")
+    absolute = worker_config(relative)
+    assert absolute.storage == tmp_path / "runs"
+    assert absolute.base_model == str(tmp_path / "local-model")
+    assert worker_config(dataclasses.replace(config, base_model="minilm-l6")).base_model == (
+        "minilm-l6"
+    )
+
+
+def test_importing_the_layers_starts_nothing() -> None:
+    code = (
+        "import sys, adapterfleet.tuning, adapterfleet.orchestration\n"
+        "heavy = [m for m in ('ray', 'mlflow', 'torch') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,0 +1,149 @@
+"""A tiny world for sweep tests: a random 2-layer BERT, two learnable keyword tasks, a config."""
+
+from __future__ import annotations
+
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+# task -> (words of "yes" sentences, words of "no" sentences); both share the filler words
+TOPICS = {
+    "fruit": ("apple banana cherry grape lemon mango orange pear plum peach", "car bus train"),
+    "water": ("river lake sea ocean rain wave boat fish island shore", "rock sand dust"),
+}
+FILLER = ["the", "a", "small", "big", "red", "blue", "old", "new", "green", "fast"]
+PIPELINE = "tinysweep"
+
+
+def make_tiny_model(folder: Path) -> Path:
+    """A random BertModel (hidden 32, 2 layers, 4 heads) with the packaged MiniLM tokenizer."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from adapterfleet.adapters.base_model import packaged_minilm_path
+
+    tokenizer = AutoTokenizer.from_pretrained(
+        str(packaged_minilm_path(verify=False)), local_files_only=True
+    )
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        initializer_range=0.2,  # at 0.02 attention is uniform and [CLS] ignores the words
+    )
+    BertModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def _rows(topic: tuple[str, str], count: int, rng: random.Random) -> list[tuple[str, str]]:
+    rows = []
+    for index in range(count):
+        positive = index % 2 == 0
+        vocabulary = topic[0 if positive else 1].split()
+        words = rng.sample(FILLER, 3) + rng.choices(vocabulary, k=4)
+        rng.shuffle(words)
+        rows.append((" ".join(words), "yes" if positive else "no"))
+    rng.shuffle(rows)
+    return rows
+
+
+def write_tasks(folder: Path, train: int = 80, dev: int = 40) -> dict[str, Any]:
+    """Two tasks: is the sentence about the topic? Returns the `tasks:` mapping."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(0)
+    tasks = {}
+    for name, topic in TOPICS.items():
+        for split, count in (("train", train), ("dev", dev)):
+            lines = ["text\tlabel"] + [f"{t}\t{y}" for t, y in _rows(topic, count, rng)]
+            (folder / f"{name}_{split}.tsv").write_text("\n".join(lines) + "\n")
+        tasks[name] = {
+            "train": f"{name}_train.tsv",
+            "dev": f"{name}_dev.tsv",
+            "text_fields": ["text"],
+            "label_field": "label",
+            "label_names": ["no", "yes"],
+        }
+    return tasks
+
+
+def config_document(root: Path, model: Path, **adapters: Any) -> dict[str, Any]:
+    """A pipeline config: two tasks × rf {4, 8} × 1 lr × 1 seed, 2 epochs, all under `root`."""
+    data = root / "data"
+    tasks = write_tasks(data)
+    training = {"max_epochs": 2, "batch_size": 16, "learning_rate": 0.01, "device": "cpu"}
+    return {
+        "name": PIPELINE,
+        "base_model": str(model),
+        "max_length": 24,
+        "storage": str(root / "runs"),
+        "data_root": str(data),
+        "tasks": tasks,
+        "adapters": {
+            "reduction_factors": [4, 8],
+            "learning_rates": [0.01],
+            "seeds": [0],
+            "training": training,
+            **adapters,
+        },
+        "resources": {"cpu": 1},
+    }
+
+
+def write_config(root: Path, document: dict[str, Any]) -> Path:
+    path = root / "pipeline.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def copy_model(source: Path, target: Path) -> Path:
+    shutil.copytree(source, target)
+    return target
+
+
+def mlflow_client(uri: str) -> Any:
+    from mlflow import MlflowClient
+
+    return MlflowClient(tracking_uri=uri, registry_uri=uri)
+
+
+def runs_of(uri: str, kind: str) -> list[Any]:
+    """Every run (deleted ones too) of the pipeline's experiment with adapterfleet.kind=`kind`."""
+    from mlflow.entities import ViewType
+
+    client = mlflow_client(uri)
+    experiment = client.get_experiment_by_name(PIPELINE)
+    return client.search_runs(
+        [experiment.experiment_id],
+        filter_string=f"tags.`adapterfleet.kind` = '{kind}'",
+        run_view_type=ViewType.ALL,
+    )
+
+
+def metric_steps(uri: str, run_id: str, key: str) -> list[int]:
+    return sorted(m.step for m in mlflow_client(uri).get_metric_history(run_id, key))
+
+
+def version_numbers(uri: str, name: str) -> list[int]:
+    versions = mlflow_client(uri).search_model_versions(f"name = '{name}'")
+    return sorted(int(v.version) for v in versions)
+
+
+def expected_best(trial_runs: list[Any], task: str, metric: str = "accuracy") -> str:
+    """Trial id the registry should hold for `task`: best dev metric, ties → smaller rf."""
+    mine = [r for r in trial_runs if r.data.tags.get("adapterfleet.task") == task]
+    best = max(
+        mine,
+        key=lambda r: (
+            r.data.metrics[f"best_dev_{metric}"],
+            -int(r.data.params["reduction_factor"]),
+        ),
+    )
+    return best.data.tags["adapterfleet.trial_id"]

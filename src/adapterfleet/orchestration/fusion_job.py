@@ -95,11 +95,14 @@ def run_fusion_job(
     names = {adapter_model_name(config.registry_prefix, t): t for t in sources}
     started = time.time()
 
-    def progress(missing: list[str]) -> None:
-        if missing:
-            say(f"fusion {target}: waiting for {', '.join(sorted(names[m] for m in missing))}")
+    shown: list[set[str]] = [set()]
 
-    found = wait_for_models(uri, list(names), "best", timeout_s, poll_s, progress, max_poll_s=15)
+    def progress(missing: list[str]) -> None:
+        if missing and set(missing) != shown[0]:  # say it again only when the set changes
+            say(f"fusion {target}: waiting for {', '.join(sorted(names[m] for m in missing))}")
+        shown[0] = set(missing)
+
+    found = wait_for_models(uri, list(names), "best", timeout_s, poll_s, progress, max_poll_s=5)
     ready = time.time()
     versions = {names[n]: info for n, info in found.items()}
     key = lineage_key(config, target, versions)

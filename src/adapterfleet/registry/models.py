@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Mapping
@@ -226,6 +227,9 @@ def pull(
 
 def _download(uri: str, run_id: str, artifact_path: str, dst: Path, timeout_s: float) -> str:
     from mlflow.artifacts import download_artifacts
+
+    # a progress bar per small adapter folder is noise in job logs; respect an explicit choice
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
     return call_with_retry(
         lambda: download_artifacts(

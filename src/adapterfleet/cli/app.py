@@ -159,14 +159,14 @@ def evaluate(
 @fail_cleanly
 def demo(
     config: ConfigOpt = DEMO_CONFIG,
-    target: Annotated[str, typer.Option(help="Low-resource target task.")] = "demo_delivery",
+    num_cpus: Annotated[int | None, typer.Option(help="CPUs of the local Ray.")] = None,
     set_: SetOpt = None,
 ) -> None:
-    """The embedded default: adapters on a generated task suite, then a fusion on its target."""
-    from adapterfleet.orchestration.local import run_demo
+    """The embedded default: the whole pipeline on a generated task suite, local Ray, SQLite
+    MLflow and the packaged MiniLM; adapters in parallel, then the fusion, then a summary."""
+    from adapterfleet.cli.pipeline import run
 
-    results = run_demo(_config(config, set_), target)
-    metrics_table([{"run": name, **metrics} for name, metrics in results.items()])
+    run(config, resume=False, address=None, num_cpus=num_cpus, set_=set_)
 
 
 def _for_task(cfg, task, training):  # noqa: ANN001, ANN202

@@ -1,9 +1,8 @@
-"""One-machine entry points: `adapterfleet train / fuse / evaluate / demo`; no Ray."""
+"""One-machine entry points: `adapterfleet train / fuse / evaluate`; no Ray, no MLflow."""
 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -118,25 +117,3 @@ def evaluate_run(config: PipelineConfig, task: str, run_dir: Path) -> dict[str, 
     _, dev = task_batches(tokenized, config.adapters.training)
     names = list(dict.fromkeys([config.adapters.training.metric, *config.tasks[task].metrics]))
     return evaluate(model.eval(), dev, names)
-
-
-def run_demo(config: PipelineConfig, target: str, say: Say = print) -> dict[str, dict[str, float]]:
-    """Train an ST-A adapter per task, then head-only and a fusion on the target; print a table."""
-    runs = Path(config.storage) / "demo"
-    results: dict[str, dict[str, float]] = {}
-    adapter_dirs = []
-    started = time.time()
-    for task in config.adapter_tasks:
-        say(f"[{time.time() - started:5.0f}s] ST-A adapter on {task}")
-        run = train_task(config, task, "st-a", runs / f"{task}-st-a")
-        results[f"{task} st-a"] = run.dev_metrics
-        adapter_dirs.append(run.out_dir / "adapter")
-    say(f"[{time.time() - started:5.0f}s] head-only on {target}")
-    results[f"{target} head"] = train_task(
-        config, target, "head", runs / f"{target}-head"
-    ).dev_metrics
-    say(f"[{time.time() - started:5.0f}s] fusion on {target} over {len(adapter_dirs)} adapters")
-    fusion = fuse_task(config, target, adapter_dirs, runs / f"{target}-fusion")
-    results[f"{target} fusion"] = fusion.dev_metrics
-    say(f"[{time.time() - started:5.0f}s] done; run folders under {runs}")
-    return results

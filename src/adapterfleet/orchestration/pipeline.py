@@ -1,4 +1,5 @@
-"""`adapterfleet run`: validate, prepare data once, run the adapter sweep and the fusions.
+"""`adapterfleet run`: validate, run the adapter sweep (which tokenises each task once into the
+shared cache) and the fusions.
 
 Each fusion target has a gate thread in the driver that polls the registry; as soon as every
 adapter the target needs has its `best` alias, the fusion is submitted as a Ray task with the
@@ -36,19 +37,6 @@ class PipelineSummary:
     fusions: dict[str, FusionOutcome] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
-
-
-def prepare_data(config: PipelineConfig, say: Say) -> None:
-    """Tokenise every task once into the shared cache; trials and fusions read it from there."""
-    from adapterfleet.adapters import load_tokenizer
-    from adapterfleet.orchestration.local import prepare_task
-    from adapterfleet.orchestration.validate import used_tasks
-
-    tokenizer = load_tokenizer(config.base_model)
-    for task in used_tasks(config):
-        tokenized = prepare_task(config, task, tokenizer)
-        state = "cached" if tokenized.from_cache else "tokenised"
-        say(f"data {task}: {len(tokenized.train)} train / {len(tokenized.dev)} dev ({state})")
 
 
 def _fusion_remote(config: PipelineConfig) -> Any:
@@ -125,7 +113,6 @@ def run_pipeline(
     uri = tracking_uri_of(config)
     say(f"pipeline {config.name}: validating ({len(config.tasks)} tasks, tracking {uri})")
     validate_pipeline(config, check_tracking=check_tracking_uri, tracking_uri=uri)
-    prepare_data(config, say)
     experiment_id = ensure_experiment(uri, config.name)
     ensure_ray(ray_address, num_cpus)
     import ray

@@ -33,14 +33,18 @@ def tracking_uri_of(config: PipelineConfig) -> str:
 
 
 def ensure_ray(address: str | None, num_cpus: int | None) -> None:
-    """Join the Ray cluster at `address`, or start a local one; nothing if Ray is running."""
+    """Join the Ray cluster at `address` ("auto", host:port, ray://...); with no address, the
+    cluster of RAY_ADDRESS (as inside a submitted job), else a new local Ray of this process,
+    never some other cluster that happens to run on the machine. Nothing if Ray is running."""
     import ray
 
     if ray.is_initialized():
         return
+    if address is None and os.environ.get("RAY_ADDRESS"):
+        address = os.environ["RAY_ADDRESS"]
     local = address in (None, "local")
     ray.init(
-        address=address,
+        address="local" if local else address,
         include_dashboard=False,
         num_cpus=num_cpus if local else None,
     )

@@ -112,17 +112,6 @@ def run_fusion_job(
         say(f"fusion {target}: already registered as v{existing.version} for these adapters")
         metrics = {k[4:]: float(v) for k, v in existing.tags.items() if k.startswith("dev_")}
         return FusionOutcome(target, existing, metrics, False, ready - started, 0.0)
-    work = Path(config.storage).resolve() / "fusion" / target / key[:12]
-    dirs = [
-        pull(
-            uri,
-            adapter_model_name(config.registry_prefix, t),
-            work / "adapters" / t,
-            version=versions[t].version,
-        )
-        for t in sources
-    ]
-    tokenized = prepare_task(config, target)
     trial_id = f"fusion-{target}-{key[:12]}"
     lineage = ",".join(f"{t}:v{versions[t].version}" for t in sources)
     params = {
@@ -134,10 +123,21 @@ def run_fusion_job(
     logger = open_fusion_run(
         uri, experiment_id, target, trial_id, params=params, tags={TAG_LINEAGE: lineage}
     )
-    registered_at = max(v.created_ms for v in versions.values()) / 1000.0
-    start_delay = time.time() - registered_at
-    say(f"fusion {target}: training over {lineage} ({start_delay:.1f}s after the last adapter)")
     try:
+        work = Path(config.storage).resolve() / "fusion" / target / key[:12]
+        dirs = [
+            pull(
+                uri,
+                adapter_model_name(config.registry_prefix, t),
+                work / "adapters" / t,
+                version=versions[t].version,
+            )
+            for t in sources
+        ]
+        tokenized = prepare_task(config, target)
+        registered_at = max(v.created_ms for v in versions.values()) / 1000.0
+        start_delay = time.time() - registered_at
+        say(f"fusion {target}: training over {lineage} ({start_delay:.1f}s after the last adapter)")
         run = train_fusion_run(
             tokenized,
             config.base_model,

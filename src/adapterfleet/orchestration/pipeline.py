@@ -79,7 +79,7 @@ class FusionGate(threading.Thread):
         ]
         try:
             wait_for_models(
-                self.uri, names, "best", self.timeout_s, 1.0, self._progress, max_poll_s=5.0
+                self.uri, names, "best", self.timeout_s, 1.0, self._progress, max_poll_s=2.0
             )
             remote = _fusion_remote(self.config)
             ref = remote.remote(

@@ -48,7 +48,7 @@ def run(
     metrics_table(summary_rows(cfg, summary))
     for where, error in summary.errors.items():
         typer.secho(f"error in {where}: {error}", err=True, fg=typer.colors.RED)
-    typer.echo(f"{summary.seconds:.0f}s. See the runs: adapterfleet ui {config}")
+    typer.echo(f"{summary.seconds:.0f}s. See the runs: adapterfleet ui -c {config}")
     if summary.errors:
         raise typer.Exit(1)
 

@@ -58,7 +58,9 @@ def plot_fusion_heatmap(
     from matplotlib import pyplot as plt
 
     data = weights.numpy()
-    fig, ax = plt.subplots(figsize=(1.0 + 0.9 * len(adapter_names), 0.8 + 0.45 * data.shape[0]))
+    fig, ax = plt.subplots(
+        figsize=(max(5.0, 1.6 + 0.9 * len(adapter_names)), 1.6 + 0.45 * data.shape[0])
+    )
     image = ax.imshow(data, cmap="viridis", vmin=0.0, vmax=max(float(data.max()), 1e-6))
     ax.set_xticks(range(len(adapter_names)), labels=list(adapter_names), rotation=45, ha="right")
     ax.set_yticks(range(data.shape[0]), labels=[f"layer {i + 1}" for i in range(data.shape[0])])
@@ -72,7 +74,7 @@ def plot_fusion_heatmap(
             fontsize=7,
             color="white" if value < 0.6 * data.max() else "black",
         )
-    ax.set_title(title)
+    ax.set_title(title, fontsize=10)
     fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     fig.tight_layout()
     out = Path(path)

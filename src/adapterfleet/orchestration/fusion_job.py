@@ -155,7 +155,7 @@ def run_fusion_job(
             weights,
             list(sources),
             work / "run" / "fusion_weights.png",
-            f"fusion weights for {target} (rows: layers)",
+            f"{target}: mean fusion weight per layer",
         )
         (work / "run" / "fusion_weights.json").write_text(
             json.dumps({"adapters": list(sources), "weights": weights.tolist()}, indent=1)

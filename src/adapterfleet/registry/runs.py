@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -119,6 +120,28 @@ class MlflowRunLogger:
             "log artifacts",
             lambda: self._client.log_artifacts(self._run_id, str(folder), artifact_path),
         )
+
+    @contextmanager
+    def system_metrics(self, interval_s: float = 10.0) -> Iterator[None]:
+        """Sample CPU, memory, disk, network (and GPU where available) into this run's
+        `system/*` metrics while the block runs; nothing when psutil is missing."""
+        try:
+            from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+
+            monitor = SystemMetricsMonitor(
+                self.run_id,
+                sampling_interval=interval_s,
+                resume_logging=True,
+                tracking_uri=self.uri,
+            )
+            monitor.start()
+        except Exception:  # noqa: BLE001 - system metrics are a nicety, never a failure
+            yield
+            return
+        try:
+            yield
+        finally:
+            monitor.finish()
 
     def end(self, status: str = "FINISHED") -> None:
         if status not in END_STATUSES:

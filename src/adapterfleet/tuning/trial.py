@@ -135,17 +135,18 @@ def run_trial(config: dict[str, Any], ctx: SweepContext) -> None:
         start = resume_point(workdir)
         if start is not None:
             relog_missing_epochs(logger, start[1])
-        result = train_single(
-            mode_for(ctx.config.adapters.architecture),
-            tokenized,
-            ctx.config.base_model,
-            train,
-            workdir.run_dir,
-            reduction_factor=params.reduction_factor,
-            metrics=spec.metrics,
-            callbacks=[_Reporter(workdir, logger)],
-            resume_from=start[1] if start is not None else None,
-        )
+        with logger.system_metrics():
+            result = train_single(
+                mode_for(ctx.config.adapters.architecture),
+                tokenized,
+                ctx.config.base_model,
+                train,
+                workdir.run_dir,
+                reduction_factor=params.reduction_factor,
+                metrics=spec.metrics,
+                callbacks=[_Reporter(workdir, logger)],
+                resume_from=start[1] if start is not None else None,
+            )
         final = finish_run(workdir, logger, params, result.dev_metrics, result.fit.best_epoch)
     except BaseException as error:
         stopped = isinstance(error, SystemExit | KeyboardInterrupt)

@@ -1,6 +1,9 @@
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -10,3 +13,27 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).parent))
 
 GLUE_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "glue"
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A random 2-layer BERT with the packaged MiniLM tokenizer (tests/tuning/tuning_support.py)."""
+    sys.path.insert(0, str(Path(__file__).parent / "tuning"))
+    from tuning_support import make_tiny_model
+
+    return make_tiny_model(tmp_path_factory.mktemp("tiny-bert") / "model")
+
+
+@pytest.fixture(scope="session")
+def ray_local() -> Iterator[None]:
+    """A local Ray of 2 CPUs (never one found on the machine), shut down at the end."""
+    import ray
+
+    if ray.is_initialized():
+        yield
+        return
+    ray.init(address="local", num_cpus=2, include_dashboard=False)
+    try:
+        yield
+    finally:
+        ray.shutdown()

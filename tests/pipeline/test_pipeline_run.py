@@ -32,9 +32,9 @@ def _config(tmp_path: Path, model: Path, **fusion):
 
 
 def test_run_registers_adapters_then_the_fusion_and_a_rerun_redoes_nothing(
-    tmp_path, pipeline_model, ray_cluster
+    tmp_path, tiny_model, ray_local
 ):
-    config = load_config(_config(tmp_path, pipeline_model))
+    config = load_config(_config(tmp_path, tiny_model))
     summary = run_pipeline(config, say=print)
     uri = tracking_uri_of(config)
     assert sorted(summary.adapters) == ["fruit", "water"] and not summary.errors
@@ -71,9 +71,9 @@ def test_run_registers_adapters_then_the_fusion_and_a_rerun_redoes_nothing(
 
 
 def test_fuse_wait_started_first_trains_once_another_job_registers_the_adapters(
-    tmp_path, pipeline_model, ray_cluster
+    tmp_path, tiny_model, ray_local
 ):
-    path = _config(tmp_path, pipeline_model)
+    path = _config(tmp_path, tiny_model)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "MLFLOW_DISABLE_TELEMETRY": "true"}
     waiter = subprocess.Popen(
         [

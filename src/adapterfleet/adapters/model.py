@@ -130,18 +130,24 @@ def freeze(model: nn.Module) -> None:
         parameter.requires_grad_(False)
 
 
+def train_only(model: nn.Module, params: list[nn.Parameter], head: str) -> list[nn.Parameter]:
+    """Freeze `model`, then make `params` and the head called `head` (if the model has one, which
+    also becomes the active head) trainable. Returns the trainable parameters."""
+    freeze(model)
+    trainable = list(params)
+    select_head = getattr(model, "select_head", None)
+    if select_head is not None and head in getattr(model, "heads", {}):
+        trainable += select_head(head)
+    for parameter in trainable:
+        parameter.requires_grad_(True)
+    return trainable
+
+
 def train_adapter(model: nn.Module, name: str) -> list[nn.Parameter]:
     """Activate adapter `name` and make it (and the task head of that name, if any) the only
     trainable parameters. Returns them."""
     set_active_adapter(model, name)
-    freeze(model)
-    trainable = adapter_parameters(model, name)
-    select_head = getattr(model, "select_head", None)
-    if select_head is not None and name in getattr(model, "heads", {}):
-        trainable += select_head(name)
-    for parameter in trainable:
-        parameter.requires_grad_(True)
-    return trainable
+    return train_only(model, adapter_parameters(model, name), name)
 
 
 def base_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from adapterfleet.adapters.architectures import attention_dropout, base_encoder, encoder_layers
-from adapterfleet.adapters.model import adapter_configs, freeze
+from adapterfleet.adapters.model import adapter_configs, train_only
 from adapterfleet.adapters.modules import NormSlot, OutputSlot
 from adapterfleet.fusion.config import FusionConfig
 from adapterfleet.fusion.layer import FusionLayer
@@ -101,14 +101,7 @@ def set_active_fusion(model: nn.Module, name: str) -> None:
 def train_fusion(model: nn.Module, name: str) -> list[nn.Parameter]:
     """Activate fusion `name`; only its parameters and the head of that name stay trainable."""
     set_active_fusion(model, name)
-    freeze(model)
-    trainable = fusion_parameters(model, name)
-    select_head = getattr(model, "select_head", None)
-    if select_head is not None and name in getattr(model, "heads", {}):
-        trainable += select_head(name)
-    for parameter in trainable:
-        parameter.requires_grad_(True)
-    return trainable
+    return train_only(model, fusion_parameters(model, name), name)
 
 
 def fusion_regularization_loss(model: nn.Module, name: str) -> torch.Tensor | None:

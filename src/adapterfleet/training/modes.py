@@ -26,7 +26,6 @@ from adapterfleet.adapters import (
     AdapterModel,
     HeadConfig,
     add_adapter,
-    freeze,
     load_adapter,
     load_encoder,
     save_adapter,
@@ -36,6 +35,7 @@ from adapterfleet.adapters import (
     train_adapter,
 )
 from adapterfleet.adapters.io import ADAPTER_WEIGHTS
+from adapterfleet.adapters.model import train_only
 from adapterfleet.data import TokenizedTask, make_dataloader
 from adapterfleet.fusion import (
     FusionConfig,
@@ -120,12 +120,8 @@ def train_single(
         add_adapter(model, name, adapter_config)
         trainable = train_adapter(model, name)
     else:
-        freeze(model)
-        trainable = model.select_head(name)
-        if mode == "full":
-            trainable = list(model.encoder_model.parameters()) + trainable
-        for parameter in trainable:
-            parameter.requires_grad_(True)
+        encoder = list(model.encoder_model.parameters()) if mode == "full" else []
+        trainable = train_only(model, encoder, name)
     train, dev = task_batches(tokenized, config)
     result = fit(
         model,

@@ -78,13 +78,32 @@ def test_yaml_syntax_error_names_the_line(tmp_path):
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-_KEYS = ["name", "base_model", "max_length", "adapters.reduction_factors",
-         "adapters.learning_rates", "adapters.training.max_epochs", "adapters.training.patience",
-         "adapters.training.learning_rate", "fusion.targets", "fusion.preset", "resources.cpu",
-         "resources.gpu", "adapters.tasks", "unknown_key", "adapters.training.metric"]
-_VALUES = st.one_of(st.integers(-5, 300), st.floats(allow_nan=True), st.text(max_size=8),
-                    st.lists(st.integers(-2, 70), max_size=3), st.booleans(), st.none(),
-                    st.sampled_from(["all", "[a]", "{a: all}", "1e-3", "dynamic"]))
+_KEYS = [
+    "name",
+    "base_model",
+    "max_length",
+    "adapters.reduction_factors",
+    "adapters.learning_rates",
+    "adapters.training.max_epochs",
+    "adapters.training.patience",
+    "adapters.training.learning_rate",
+    "fusion.targets",
+    "fusion.preset",
+    "resources.cpu",
+    "resources.gpu",
+    "adapters.tasks",
+    "unknown_key",
+    "adapters.training.metric",
+]
+_VALUES = st.one_of(
+    st.integers(-5, 300),
+    st.floats(allow_nan=True),
+    st.text(max_size=8),
+    st.lists(st.integers(-2, 70), max_size=3),
+    st.booleans(),
+    st.none(),
+    st.sampled_from(["all", "[a]", "{a: all}", "1e-3", "dynamic"]),
+)
 
 
 @settings(max_examples=60, deadline=None)
@@ -98,3 +117,15 @@ def test_any_override_either_loads_or_fails_with_a_config_error(tmp_path_factory
         assert "\n" not in str(error)
     else:
         assert config.name and config.tasks
+
+
+def test_cli_options_override_a_tasks_own_training_settings(tmp_path):
+    from adapterfleet.orchestration.local import adapter_training
+
+    config = load_config(
+        _write(tmp_path, BASE + "adapters: {task_training: {b: {max_epochs: 7}}}\n")
+    )
+    assert adapter_training(config, "b").max_epochs == 7
+    changed = adapter_training(config, "b", max_epochs=None, learning_rate=0.5)
+    assert (changed.max_epochs, changed.learning_rate) == (7, 0.5)
+    assert adapter_training(config, "a", max_epochs=2).max_epochs == 2

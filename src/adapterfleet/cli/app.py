@@ -76,13 +76,13 @@ def train(
     cfg = _config(config, set_)
     training = adapter_training(
         cfg,
+        task,
         learning_rate=lr,
         max_epochs=epochs,
         batch_size=batch_size,
         seed=seed,
         progress=sys.stderr.isatty(),
     )
-    training = _for_task(cfg, task, training)
     run = train_task(cfg, task, mode, out, reduction_factor=reduction_factor, train_config=training)
     _report(run)
 
@@ -167,19 +167,6 @@ def demo(
     from adapterfleet.cli.pipeline import run
 
     run(config, resume=False, address=None, num_cpus=num_cpus, set_=set_)
-
-
-def _for_task(cfg, task, training):  # noqa: ANN001, ANN202
-    from dataclasses import fields, replace
-
-    specific = cfg.adapters.training_for(task)
-    defaults = cfg.adapters.training
-    changed = {
-        f.name: getattr(specific, f.name)
-        for f in fields(specific)
-        if getattr(specific, f.name) != getattr(defaults, f.name)
-    }
-    return replace(training, **changed)
 
 
 def _report(run) -> None:  # noqa: ANN001

@@ -41,9 +41,11 @@ def prepare_task(config: PipelineConfig, task: str, tokenizer: Any = None) -> To
     return tokenize_task(data, tokenizer, config.max_length, config.tokens_dir)
 
 
-def adapter_training(config: PipelineConfig, **changes: Any) -> TrainConfig:
-    """The adapter stage's training settings with CLI changes (None values are ignored)."""
-    return replace(config.adapters.training, **{k: v for k, v in changes.items() if v is not None})
+def adapter_training(config: PipelineConfig, task: str, **changes: Any) -> TrainConfig:
+    """The training settings of `task` (with its `task_training`), then the given changes
+    (None values are ignored, as for CLI options left out)."""
+    kept = {k: v for k, v in changes.items() if v is not None}
+    return replace(config.adapters.training_for(task), **kept)
 
 
 def train_task(

@@ -6,6 +6,8 @@ import socket
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -123,11 +125,36 @@ def _check_tcp(uri: str, shown: str, timeout: float) -> None:
         ) from exc
 
 
+_READY: set[str] = set()
+
+
 def get_client(uri: str) -> MlflowClient:
     """An `MlflowClient` bound to `uri` for both tracking and registry (no global state)."""
     from mlflow import MlflowClient
 
-    return MlflowClient(tracking_uri=uri, registry_uri=uri)
+    if not uri.startswith("sqlite:///") or uri in _READY:
+        return MlflowClient(tracking_uri=uri, registry_uri=uri)
+    with _store_lock(Path(uri.removeprefix("sqlite:///"))):
+        client = MlflowClient(tracking_uri=uri, registry_uri=uri)
+        client.search_experiments(max_results=1)  # tracking tables exist from here on
+        client.search_registered_models(max_results=1)  # and registry tables
+    _READY.add(uri)
+    return client
+
+
+@contextmanager
+def _store_lock(db: Path) -> Iterator[None]:
+    """One process at a time opens a SQLite store first: two processes creating a fresh store
+    together both run the migrations and one fails with 'table ... already exists'."""
+    import fcntl
+
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with open(f"{db}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def ensure_experiment(uri: str, name: str, artifact_location: str | None = None) -> str:

@@ -1,0 +1,81 @@
+"""What both workers share: threads, seeded inputs, the timing loop, the result file.
+
+Imports only the standard library and torch, so it runs in the project's venv and in the
+reference's venv alike (neither side imports the other's library).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+def set_threads(threads: int) -> None:
+    import torch
+
+    torch.set_num_threads(threads)
+    torch.set_num_interop_threads(1)
+
+
+def rss_mb() -> float:
+    """Current resident set size of this process, MiB (Linux)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def random_batch(seed: int, batch: int, seq: int, vocab: int, num_labels: int = 2) -> dict:
+    """Seeded random token ids (CLS first, SEP last), a full attention mask, zero token types."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    ids = torch.randint(1000, vocab, (batch, seq), generator=gen)
+    ids[:, 0], ids[:, -1] = 101, 102
+    return {
+        "input_ids": ids,
+        "attention_mask": torch.ones(batch, seq, dtype=torch.long),
+        "token_type_ids": torch.zeros(batch, seq, dtype=torch.long),
+        "labels": torch.randint(0, num_labels, (batch,), generator=gen),
+    }
+
+
+def time_steps(
+    step: Callable[[], Any], warmup: int, reps: int | None, budget_s: float, min_reps: int = 3
+) -> tuple[list[float], list[float]]:
+    """Run `warmup` untimed steps, then timed ones: exactly `reps` of them when given, else at
+    least `min_reps` and more (up to 9) while the timed total stays under `budget_s`.
+
+    Returns (wall seconds, process CPU seconds) per timed step; CPU time (all threads) is less
+    sensitive than wall time to other work on a shared machine."""
+    for _ in range(warmup):
+        step()
+    times: list[float] = []
+    cpu: list[float] = []
+    while True:
+        start, start_cpu = time.perf_counter(), time.process_time()
+        step()
+        times.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
+        if reps is not None:
+            if len(times) >= reps:
+                break
+        elif len(times) >= min_reps and (
+            sum(times) * (1 + 1 / len(times)) > budget_s or len(times) >= 9
+        ):
+            break
+    return times, cpu
+
+
+def main(run: Callable[[dict], dict]) -> None:
+    """Worker entry: `python -m benchmarks.<worker> SPEC.json OUT.json`."""
+    spec = json.loads(Path(sys.argv[1]).read_text())
+    set_threads(int(spec.get("threads", 2)))
+    start = time.perf_counter()
+    result = run(spec)
+    result["worker_seconds"] = time.perf_counter() - start
+    Path(sys.argv[2]).write_text(json.dumps(result, indent=1))

@@ -1,0 +1,235 @@
+"""One benchmark configuration with adapterfleet, in a fresh process of the project's venv.
+
+`python -m benchmarks.worker_ours SPEC.json OUT.json`; see `benchmarks/run.py` for the specs.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from torch.nn import functional as F
+
+from benchmarks import common
+from benchmarks.names import FUSION_NAME, HEAD_NAME, adapter_names, to_reference
+
+
+def _versions() -> dict[str, str]:
+    import transformers
+
+    import adapterfleet
+
+    return {
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "adapterfleet": getattr(adapterfleet, "__version__", "editable"),
+    }
+
+
+def _model(base_dir: str):
+    from transformers import BertModel
+
+    from adapterfleet.adapters import AdapterModel
+
+    encoder = BertModel.from_pretrained(base_dir, add_pooling_layer=False, local_files_only=True)
+    return AdapterModel(encoder)
+
+
+def _with_adapters(spec: dict):
+    """The model of a synthetic configuration, its trainable parameters, and whether it trains."""
+    from adapterfleet.adapters import AdapterConfig, HeadConfig, add_adapter, train_adapter
+    from adapterfleet.fusion import FusionConfig, add_fusion, train_fusion
+
+    model = _model(spec["base_dir"])
+    names = adapter_names(spec["n"])
+    for name in names:
+        add_adapter(model, name, AdapterConfig("pfeiffer", spec.get("reduction_factor", 16)))
+    if spec["kind"] == "single_train":
+        model.add_head(names[0], HeadConfig(num_labels=2))
+        return model, train_adapter(model, names[0])
+    add_fusion(model, FUSION_NAME, names, FusionConfig())
+    model.add_head(FUSION_NAME, HeadConfig(num_labels=2))
+    return model, train_fusion(model, FUSION_NAME)
+
+
+def synthetic(spec: dict) -> dict:
+    from adapterfleet.fusion import fusion_regularization_loss
+
+    torch.manual_seed(spec["seed"])
+    start = time.perf_counter()
+    model, params = _with_adapters(spec)
+    vocab = int(model.config.vocab_size)
+    batch = common.random_batch(spec["seed"], spec["batch"], spec["seq"], vocab)
+    fusion = spec["kind"] != "single_train"
+    if spec["kind"] == "fusion_infer":
+        model.eval()
+
+        def step() -> None:
+            with torch.inference_mode():
+                model(batch)
+    else:
+        model.train()
+        optimizer = torch.optim.AdamW(params, lr=spec["lr"])
+
+        def step() -> None:
+            optimizer.zero_grad(set_to_none=True)
+            loss = F.cross_entropy(model(batch), batch["labels"])
+            if fusion:
+                loss = loss + fusion_regularization_loss(model, FUSION_NAME)
+            loss.backward()
+            optimizer.step()
+
+    setup_s = time.perf_counter() - start
+    rss_setup = common.rss_mb()
+    times, cpu_times = common.time_steps(step, spec["warmup"], spec.get("reps"), spec["budget_s"])
+    return {
+        "times": times,
+        "cpu_times": cpu_times,
+        "setup_s": setup_s,
+        "rss_after_setup_mb": rss_setup,
+        "trainable_params": sum(p.numel() for p in params) if spec["kind"] != "fusion_infer" else 0,
+        "attn_implementation": model.config._attn_implementation,
+        "versions": _versions(),
+    }
+
+
+def _randomize_added(model: torch.nn.Module, names: list[str], seed: int) -> None:
+    """Adapters, fusion Q/K and head at random; V = I + noise. Scales keep the fusion softmax
+    neither uniform nor one-hot on a 384-wide model."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            ref = to_reference(name, names)
+            if ref is None:
+                continue
+            noise = torch.randn(param.shape, generator=gen)
+            if ref.endswith("value.weight"):
+                param.copy_(torch.eye(param.shape[0]) + 0.02 * noise)
+            elif "adapter_fusion_layer" in ref:
+                param.copy_(0.03 * noise)
+            else:
+                param.copy_(0.05 * noise)
+
+
+def check(spec: dict) -> dict:
+    """Outputs and gradients of a single adapter and of a fusion, for the reference to match.
+
+    Every adapter, fusion and head weight is drawn at random (away from its near-identity init, so
+    that a wrong placement shows); they are saved under the reference's names.
+    """
+    from safetensors.torch import save_file
+
+    from adapterfleet.adapters import AdapterConfig, HeadConfig, add_adapter, set_active_adapter
+    from adapterfleet.fusion import (
+        FusionConfig,
+        add_fusion,
+        fusion_parameters,
+        fusion_regularization_loss,
+        set_active_fusion,
+    )
+
+    out = Path(spec["check_dir"])
+    model = _model(spec["base_dir"])
+    names = adapter_names(spec["n"])
+    for name in names:
+        add_adapter(model, name, AdapterConfig("pfeiffer", 16))
+    add_fusion(model, FUSION_NAME, names, FusionConfig())
+    model.add_head(HEAD_NAME, HeadConfig(num_labels=2))
+    _randomize_added(model, names, spec["seed"])
+    model.eval()
+
+    weights = {}
+    for name, param in model.named_parameters():
+        ref = to_reference(name, names)
+        if ref is not None:
+            weights[ref] = param.detach().clone().contiguous()
+    save_file(weights, str(out / "weights.safetensors"))
+
+    vocab = int(model.config.vocab_size)
+    inputs = common.random_batch(spec["seed"] + 1, spec["batch"], spec["seq"], vocab)
+    inputs["attention_mask"][1:, spec["seq"] // 2 :] = 0  # padding in all rows but the first
+    results = {f"input.{k}": v for k, v in inputs.items()}
+    encoder_kwargs = {k: inputs[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
+
+    set_active_adapter(model, None)
+    with torch.no_grad():
+        results["plain.hidden"] = model.encoder_model(**encoder_kwargs).last_hidden_state
+    set_active_adapter(model, names[0])
+    with torch.no_grad():
+        results["single.hidden"] = model.encoder_model(**encoder_kwargs).last_hidden_state
+        results["single.logits"] = model(inputs)
+    set_active_fusion(model, FUSION_NAME)
+    with torch.no_grad():
+        results["fusion.hidden"] = model.encoder_model(**encoder_kwargs).last_hidden_state
+        results["fusion.logits"] = model(inputs)
+    params = fusion_parameters(model, FUSION_NAME)
+    for param in params:
+        param.requires_grad_(True)
+    loss = F.cross_entropy(model(inputs), inputs["labels"])
+    (loss + fusion_regularization_loss(model, FUSION_NAME)).backward()
+    for name, param in model.named_parameters():
+        ref = to_reference(name, names)
+        if ref is not None and param.grad is not None and "adapter_fusion_layer" in ref:
+            results[f"grad.{ref}"] = param.grad.detach().clone()
+    save_file({k: v.contiguous() for k, v in results.items()}, str(out / "ours.safetensors"))
+    return {"versions": _versions(), "attn_implementation": model.config._attn_implementation}
+
+
+def real(spec: dict) -> dict:
+    """ST-A on a real task with the project's own pipeline: cached tokenisation, length-grouped
+    batches with dynamic padding, `train_single` (one `fit`); throughput of each epoch."""
+    from adapterfleet.adapters import load_tokenizer
+    from adapterfleet.data import load_task, load_tasks_config, padding_fraction, tokenize_task
+    from adapterfleet.data.batching import LengthGroupedBatchSampler
+    from adapterfleet.training import Callback, TrainConfig
+    from adapterfleet.training.modes import train_single
+
+    class Throughput(Callback):
+        def __init__(self) -> None:
+            self.per_epoch: list[float] = []
+
+        def on_epoch_end(self, report):  # noqa: ANN001 - the fit loop's EpochReport
+            self.per_epoch.append(report.examples_per_second)
+
+    start = time.perf_counter()
+    task_spec = load_tasks_config(spec["tasks_config"], spec["overrides"])[spec["task"]]
+    tokenizer = load_tokenizer("minilm-l6")
+    config = TrainConfig(
+        learning_rate=spec["lr"], max_epochs=spec["epochs"], batch_size=spec["batch"], seed=0
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        tokenized = tokenize_task(load_task(task_spec), tokenizer, spec["max_length"], tmp)
+        setup_s = time.perf_counter() - start
+        recorder = Throughput()
+        run = train_single(
+            "st-a", tokenized, "minilm-l6", config, Path(tmp) / "run", callbacks=[recorder]
+        )
+    lengths = tokenized.train.lengths
+    sampler = LengthGroupedBatchSampler(lengths, spec["batch"], shuffle=True, seed=0, epoch=1)
+    batches = sampler.batches()
+    padded = sum(len(b) * max(lengths[i] for i in b) for b in batches)
+    return {
+        "throughputs": recorder.per_epoch,
+        "examples": len(tokenized.train),
+        "setup_s": setup_s,
+        "mean_length": sum(lengths) / len(lengths),
+        "mean_padded_length": padded / len(lengths),
+        "padding_fraction": padding_fraction(lengths, batches),
+        "dev_accuracy": run.dev_metrics.get("accuracy"),
+        "trainable_params": run.trainable_parameters,
+        "versions": _versions(),
+    }
+
+
+def run(spec: dict) -> dict:
+    if spec["kind"] == "check":
+        return check(spec)
+    if spec["kind"] == "real":
+        return real(spec)
+    return synthetic(spec)
+
+
+if __name__ == "__main__":
+    common.main(run)

@@ -111,17 +111,20 @@ def _create_registered_model(client: MlflowClient, name: str) -> None:
             raise
 
 
-def _search_versions(client: MlflowClient, filter_string: str) -> list[Any]:
+def _paged(search: Any, filter_string: str, page_size: int) -> list[Any]:
+    """Every result of an MLflow search that pages with `page_token`."""
     out: list[Any] = []
     token: str | None = None
     while True:
-        page = client.search_model_versions(
-            filter_string, max_results=_SEARCH_VERSIONS_PAGE, page_token=token
-        )
+        page = search(filter_string, max_results=page_size, page_token=token)
         out.extend(page)
         token = page.token
         if not token:
             return out
+
+
+def _search_versions(client: MlflowClient, filter_string: str) -> list[Any]:
+    return _paged(client.search_model_versions, filter_string, _SEARCH_VERSIONS_PAGE)
 
 
 def _is_missing(exc: Exception) -> bool:
@@ -275,13 +278,4 @@ def list_models(
 
 
 def _search_models(client: MlflowClient, filter_string: str) -> list[Any]:
-    out: list[Any] = []
-    token: str | None = None
-    while True:
-        page = client.search_registered_models(
-            filter_string, max_results=_SEARCH_MODELS_PAGE, page_token=token
-        )
-        out.extend(page)
-        token = page.token
-        if not token:
-            return out
+    return _paged(client.search_registered_models, filter_string, _SEARCH_MODELS_PAGE)

@@ -166,6 +166,17 @@ def _get_version(
         raise
 
 
+def _check_inside(name: str, version: int, what: str, value: str, single: bool = False) -> None:
+    """Registry tags become paths under the pull's staging folder: refuse any that could point
+    outside it (absolute, `..`, or a folder where a file name is expected)."""
+    parts = Path(value).parts
+    if not value or Path(value).is_absolute() or ".." in parts or (single and len(parts) != 1):
+        raise RegistryError(
+            f"model {name} version {version}: its {what} {value!r} would leave the download "
+            "folder; refusing to pull it (re-register the version with register_version)"
+        )
+
+
 def pull(
     uri: str,
     name: str,
@@ -198,6 +209,8 @@ def pull(
             f"model {name} version {info.version} lacks the sha256/weights/run metadata "
             "adapterfleet records; re-register it with register_version"
         )
+    _check_inside(name, info.version, "artifact path", artifact_path)
+    _check_inside(name, info.version, "weights file", filename, single=True)
     dest = Path(dest).expanduser().resolve()
     dest.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.pull-", dir=dest.parent))

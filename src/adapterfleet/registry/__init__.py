@@ -25,6 +25,7 @@ from adapterfleet.registry.store import (
     default_artifact_location,
     default_tracking_uri,
     ensure_experiment,
+    experiment_tags,
 )
 from adapterfleet.registry.tags import (
     TAG_PARENT_RUN,
@@ -53,6 +54,7 @@ __all__ = [
     "default_tracking_uri",
     "ensure_experiment",
     "experiment_runs",
+    "experiment_tags",
     "fusion_model_name",
     "get_version",
     "list_models",

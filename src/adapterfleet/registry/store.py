@@ -6,7 +6,7 @@ import socket
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -104,6 +104,40 @@ def _check_http(uri: str, shown: str, timeout: float) -> None:
             f"tracking URI {shown}: {safe_uri(url)} answered HTTP {status}; "
             "check that this URL is an MLflow tracking server"
         )
+    _check_credentials(uri, shown, timeout)
+
+
+def _check_credentials(uri: str, shown: str, timeout: float) -> None:
+    """`/health` answers anyone; one small authenticated read tells whether a server started
+    with `--app-name basic-auth` accepts the credentials of MLFLOW_TRACKING_USERNAME/PASSWORD."""
+    import base64
+    import os
+
+    url = uri.rstrip("/") + "/api/2.0/mlflow/experiments/search?max_results=1"
+    request = urllib.request.Request(url)
+    user = os.environ.get("MLFLOW_TRACKING_USERNAME")
+    password = os.environ.get("MLFLOW_TRACKING_PASSWORD")
+    if user and password:
+        token = base64.b64encode(f"{user}:{password}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout):  # noqa: S310
+            return
+    except urllib.error.HTTPError as exc:
+        status = exc.code
+    except (urllib.error.URLError, OSError):
+        return  # it answered /health: let the real calls retry and report
+    if status == 401:
+        given = "were refused" if user and password else "are not set"
+        raise RegistryError(
+            f"tracking URI {shown}: the server asks for a login (HTTP 401) and the credentials "
+            f"{given}; set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD"
+        )
+    if status == 403:
+        raise RegistryError(
+            f"tracking URI {shown}: user {user!r} may not read experiments (HTTP 403); ask the "
+            "server's admin for READ/EDIT permission or use another account"
+        )
 
 
 def _check_tcp(uri: str, shown: str, timeout: float) -> None:
@@ -157,11 +191,33 @@ def _store_lock(db: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def ensure_experiment(uri: str, name: str, artifact_location: str | None = None) -> str:
-    """Id of experiment `name`: created if missing, restored if deleted."""
+def ensure_experiment(
+    uri: str,
+    name: str,
+    artifact_location: str | None = None,
+    tags: Mapping[str, str] | None = None,
+) -> str:
+    """Id of experiment `name`: created if missing, restored if deleted; `tags` set on it."""
+    client = get_client(uri)
+    experiment_id = _ensure_experiment(client, uri, name, artifact_location)
+    for key, value in (tags or {}).items():
+        client.set_experiment_tag(experiment_id, key, value)
+    return experiment_id
+
+
+def experiment_tags(uri: str, name: str) -> dict[str, str] | None:
+    """The tags of experiment `name`; None when it does not exist (or is deleted)."""
+    experiment = get_client(uri).get_experiment_by_name(name)
+    if experiment is None or experiment.lifecycle_stage == "deleted":
+        return None
+    return dict(experiment.tags)
+
+
+def _ensure_experiment(
+    client: MlflowClient, uri: str, name: str, artifact_location: str | None
+) -> str:
     from mlflow.exceptions import MlflowException
 
-    client = get_client(uri)
     experiment = client.get_experiment_by_name(name)
     if experiment is None:
         location = artifact_location or default_artifact_location(uri)

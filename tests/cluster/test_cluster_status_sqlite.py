@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -10,12 +12,13 @@ from mlflow import MlflowClient
 from mlflow.entities import Metric
 
 from adapterfleet.config import PipelineConfig, load_config
-from adapterfleet.orchestration.status import pipeline_status
+from adapterfleet.orchestration.status import StatusPlan, pipeline_status, status_by_name
 from adapterfleet.registry import (
     TAG_PARENT_RUN,
     TAG_SWEEP,
     TAG_TASK,
     TAG_TRIAL_ID,
+    RegistryError,
     adapter_model_name,
     default_tracking_uri,
     ensure_experiment,
@@ -152,3 +155,49 @@ def test_status_not_started_and_missing_store(tmp_path: Path) -> None:
     failed = store.client.create_run(store.experiment, tags={TAG_KIND: "fusion", TAG_TASK: "a"})
     store.client.set_terminated(failed.info.run_id, "FAILED")
     assert pipeline_status(config).fusions[0].state.startswith("failed (run ")
+
+
+def test_status_by_name_matches_the_config_view(
+    populated: tuple[PipelineConfig, Store], tmp_path: Path
+) -> None:
+    config, store = populated
+    ensure_experiment(store.uri, config.name, tags=StatusPlan.from_config(config).to_tags())
+    by_name = status_by_name(config.name, store.uri)
+    by_config = pipeline_status(config)
+    assert by_name.tasks == by_config.tasks and by_name.fusions == by_config.fusions
+    assert by_name.render() == by_config.render()
+
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "adapterfleet.cli.app",
+            "status",
+            config.name,
+            "--tracking-uri",
+            store.uri,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == by_config.render()
+
+
+def test_status_by_name_without_the_plan_tag_lists_the_swept_tasks(
+    populated: tuple[PipelineConfig, Store],
+) -> None:
+    config, store = populated  # the fixture's experiment carries no plan tag
+    status = status_by_name(config.name, store.uri)
+    assert [t.task for t in status.tasks] == list(TASKS)  # from the sweep runs, oldest first
+    assert {t.task: t.done for t in status.tasks} == {"a": 60, "b": 30, "c": 100, "d": 0}
+    assert status.fusions == ()
+
+
+def test_status_by_unknown_name_says_so_and_creates_nothing(tmp_path: Path) -> None:
+    uri = default_tracking_uri(tmp_path / "nowhere")
+    with pytest.raises(RegistryError, match="no pipeline 'ghost' in .*check the name"):
+        status_by_name("ghost", uri)
+    assert not (tmp_path / "nowhere").exists()

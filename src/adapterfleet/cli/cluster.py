@@ -40,16 +40,45 @@ def submit(
 
 @fail_cleanly
 def status(
-    config: Annotated[Path, typer.Option("--config", "-c", help="Pipeline YAML file.")],
+    name: Annotated[
+        str | None, typer.Argument(help="Pipeline name (its MLflow experiment); or use -c.")
+    ] = None,
+    config: Annotated[
+        Path | None, typer.Option("--config", "-c", help="Pipeline YAML file.")
+    ] = None,
+    tracking_uri: Annotated[
+        str | None,
+        typer.Option(
+            "--tracking-uri",
+            help="With NAME: the store (default $MLFLOW_TRACKING_URI, else the embedded "
+            "one, ./adapterfleet-runs/mlflow.db).",
+        ),
+    ] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", "-o", help="key.path=value")] = None,
 ) -> None:
     """Tasks, trials done/running/failed, registered versions and fusion state of a pipeline."""
-    from adapterfleet.config import load_config
-    from adapterfleet.orchestration.status import pipeline_status
+    from adapterfleet.orchestration.status import pipeline_status, status_by_name
     from adapterfleet.orchestration.sweep import tracking_uri_of
 
-    cfg = load_config(config, set_ or [])
-    typer.echo(pipeline_status(cfg, tracking_uri_of(cfg)).render())
+    if config is not None:
+        from adapterfleet.config import load_config
+
+        cfg = load_config(config, set_ or [])
+        if name is not None and name != cfg.name:
+            raise typer.BadParameter(f"{name!r} is not the name of {config} ({cfg.name!r})")
+        typer.echo(pipeline_status(cfg, tracking_uri or tracking_uri_of(cfg)).render())
+        return
+    if name is None:
+        raise typer.BadParameter("give the pipeline NAME or its config with -c CONFIG")
+    typer.echo(status_by_name(name, tracking_uri or _default_uri()).render())
+
+
+def _default_uri() -> str:
+    import os
+
+    from adapterfleet.registry import default_tracking_uri
+
+    return os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri(Path("adapterfleet-runs"))
 
 
 @fail_cleanly

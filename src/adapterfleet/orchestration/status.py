@@ -8,22 +8,84 @@ adapter; per fusion target: the registered fusion or what it waits for.
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from adapterfleet.config import PipelineConfig
 from adapterfleet.orchestration.sweep import tracking_uri_of
 from adapterfleet.registry import (
     ModelVersionInfo,
+    RegistryError,
     RunRecord,
     experiment_runs,
+    experiment_tags,
     list_models,
     safe_uri,
 )
 from adapterfleet.registry.status import FAILED, RUNNING
 
 BEST_ALIAS = "best"
+TAG_PLAN = "adapterfleet.pipeline"  # experiment tag: the StatusPlan as JSON
+_MAX_TAG_CHARS = 5000  # MLflow's limit for an experiment tag value
+
+
+@dataclass(frozen=True)
+class StatusPlan:
+    """What `status` needs to know of a pipeline: from its config, or (for `status NAME`) from
+    the tag `adapterfleet run` sets on the pipeline's experiment."""
+
+    name: str
+    prefix: str
+    metric: str
+    trials_per_task: int
+    tasks: tuple[str, ...]  # swept tasks, in config order
+    targets: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @classmethod
+    def from_config(cls, config: PipelineConfig) -> StatusPlan:
+        return cls(
+            name=config.name,
+            prefix=config.registry_prefix or config.name,
+            metric=config.adapters.training.metric,
+            trials_per_task=_grid_size(config),
+            tasks=tuple(config.adapter_tasks),
+            targets={t: tuple(s) for t, s in config.fusion.targets.items()},
+        )
+
+    def to_tags(self) -> dict[str, str]:
+        """The experiment tag; empty when the plan is too large for one (fleets of hundreds of
+        tasks): `status NAME` then lists the tasks it finds in the runs."""
+        text = json.dumps(
+            {
+                "prefix": self.prefix,
+                "metric": self.metric,
+                "trials_per_task": self.trials_per_task,
+                "tasks": list(self.tasks),
+                "targets": {t: list(s) for t, s in self.targets.items()},
+            },
+            separators=(",", ":"),
+        )
+        return {TAG_PLAN: text} if len(text) <= _MAX_TAG_CHARS else {}
+
+    @classmethod
+    def from_tags(
+        cls, name: str, tags: Mapping[str, str], records: Sequence[RunRecord]
+    ) -> StatusPlan:
+        found = tuple(dict.fromkeys(r.task for r in records if r.kind == "sweep" and r.task))
+        try:
+            plan = json.loads(tags.get(TAG_PLAN, "{}"))
+        except json.JSONDecodeError:
+            plan = {}
+        return cls(
+            name=name,
+            prefix=str(plan.get("prefix", name)),
+            metric=str(plan.get("metric", "accuracy")),
+            trials_per_task=int(plan.get("trials_per_task", 0)),
+            tasks=tuple(plan.get("tasks", found)),
+            targets={t: tuple(s) for t, s in plan.get("targets", {}).items()},
+        )
 
 
 @dataclass(frozen=True)
@@ -101,22 +163,42 @@ def _table(rows: Sequence[Sequence[str]]) -> list[str]:
 
 def pipeline_status(config: PipelineConfig, tracking_uri: str | None = None) -> PipelineStatus:
     """The status of `config`'s pipeline in its tracking store (or `tracking_uri`)."""
-    started = time.perf_counter()
     uri = tracking_uri or tracking_uri_of(config)
-    runs = experiment_runs(uri, config.name)
-    prefix = config.registry_prefix or config.name
-    adapters = _by_task(list_models(uri, prefix, "adapter")) if runs is not None else {}
-    fusions = _by_task(list_models(uri, prefix, "fusion")) if runs is not None else {}
-    records = runs or []
-    tasks = tuple(
-        _task_status(config, task, records, adapters.get(task)) for task in _tasks(config)
-    )
+    return plan_status(StatusPlan.from_config(config), uri)
+
+
+def status_by_name(name: str, tracking_uri: str) -> PipelineStatus:
+    """The status of the pipeline whose experiment is `name`, without its config file."""
+    started = time.perf_counter()
+    records = experiment_runs(tracking_uri, name)  # None, without creating a store, if absent
+    if records is None:
+        raise RegistryError(
+            f"no pipeline {name!r} in {safe_uri(tracking_uri)}: no experiment of that name; "
+            "check the name (`adapterfleet jobs`, the MLflow UI) or pass --tracking-uri"
+        )
+    tags = experiment_tags(tracking_uri, name) or {}
+    plan = StatusPlan.from_tags(name, tags, records)
+    return plan_status(plan, tracking_uri, records, started)
+
+
+def plan_status(
+    plan: StatusPlan,
+    uri: str,
+    records: Sequence[RunRecord] | None = None,
+    started: float | None = None,
+) -> PipelineStatus:
+    started = time.perf_counter() if started is None else started
+    runs = experiment_runs(uri, plan.name) if records is None else list(records)
+    adapters = _by_task(list_models(uri, plan.prefix, "adapter")) if runs is not None else {}
+    fusions = _by_task(list_models(uri, plan.prefix, "fusion")) if runs is not None else {}
+    found = runs or []
+    tasks = tuple(_task_status(plan, t, found, adapters.get(t)) for t in _tasks(plan))
     fusion_rows = tuple(
-        _fusion_status(target, sources, adapters, fusions.get(target), records)
-        for target, sources in config.fusion.targets.items()
+        _fusion_status(target, sources, adapters, fusions.get(target), found)
+        for target, sources in plan.targets.items()
     )
     return PipelineStatus(
-        name=config.name,
+        name=plan.name,
         tracking_uri=safe_uri(uri),
         experiment_found=runs is not None,
         tasks=tasks,
@@ -125,9 +207,9 @@ def pipeline_status(config: PipelineConfig, tracking_uri: str | None = None) -> 
     )
 
 
-def _tasks(config: PipelineConfig) -> tuple[str, ...]:
-    names = list(config.adapter_tasks)
-    for sources in config.fusion.targets.values():
+def _tasks(plan: StatusPlan) -> tuple[str, ...]:
+    names = list(plan.tasks)
+    for sources in plan.targets.values():
         names += [s for s in sources if s not in names]
     return tuple(names)
 
@@ -159,9 +241,9 @@ def task_trials(records: Sequence[RunRecord], task: str) -> list[RunRecord]:
 
 
 def _task_status(
-    config: PipelineConfig, task: str, records: Sequence[RunRecord], model: ModelVersionInfo | None
+    plan: StatusPlan, task: str, records: Sequence[RunRecord], model: ModelVersionInfo | None
 ) -> TaskStatus:
-    metric = config.adapters.training.metric
+    metric = plan.metric
     trials = task_trials(records, task)
     scored = [(_score(r, metric), r) for r in trials if r.status not in FAILED]
     scored = [(s, r) for s, r in scored if s is not None]
@@ -169,7 +251,7 @@ def _task_status(
     return TaskStatus(
         task=task,
         metric=metric,
-        total=_grid_size(config) if task in config.adapter_tasks else 0,
+        total=plan.trials_per_task if task in plan.tasks else 0,
         done=sum(r.status == "FINISHED" for r in trials),
         running=sum(r.status in RUNNING for r in trials),
         failed=sum(r.status in FAILED for r in trials),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -79,12 +80,34 @@ def sqlite_experiment(sqlite_uri: str) -> str:
 @pytest.fixture(scope="session")
 def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real `mlflow server` on a free loopback port; yields its http URI."""
-    root = tmp_path_factory.mktemp("mlflow-server")
+    with _server(tmp_path_factory.mktemp("mlflow-server")) as uri:
+        yield uri
+
+
+@pytest.fixture(scope="module")
+def auth_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """(uri, admin password) of a real `mlflow server --app-name basic-auth` on loopback; its
+    admin user is `admin` (the auth app's default)."""
+    password = secrets.token_urlsafe(18)
+    env = {
+        "MLFLOW_FLASK_SERVER_SECRET_KEY": secrets.token_hex(16),
+        "MLFLOW_AUTH_ADMIN_PASSWORD": password,
+    }
+    root = tmp_path_factory.mktemp("mlflow-auth")  # its basic_auth.db lands here (the cwd)
+    with _server(root, ["--app-name", "basic-auth"], env) as uri:
+        yield uri, password
+
+
+@contextlib.contextmanager
+def _server(
+    root: Path, args: list[str] | None = None, env: dict[str, str] | None = None
+) -> Iterator[str]:
     port = free_port()
     exe = Path(sys.executable).with_name("mlflow")
     command = [
         str(exe) if exe.exists() else shutil.which("mlflow") or "mlflow",
         "server",
+        *(args or []),
         "--host",
         "127.0.0.1",
         "--port",
@@ -96,15 +119,17 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         "--artifacts-destination",
         str(root / "artifacts"),
     ]
-    env = {
+    full_env = {
         **os.environ,
         "MLFLOW_DISABLE_TELEMETRY": "true",
         "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
+        **(env or {}),
     }
     log = open(root / "server.log", "wb")  # noqa: SIM115 - closed at teardown
     proc = subprocess.Popen(
-        command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=root, start_new_session=True
-    )
+        command, stdout=log, stderr=subprocess.STDOUT, env=full_env, cwd=root,
+        start_new_session=True,
+    )  # fmt: skip
     uri = f"http://127.0.0.1:{port}"
     try:
         _wait_healthy(uri, proc, root / "server.log")

@@ -11,7 +11,13 @@ from adapterfleet.registry.info import (
     parse_model_name,
     sha256_file,
 )
-from adapterfleet.registry.models import get_version, list_models, pull, register_version
+from adapterfleet.registry.models import (
+    get_version,
+    list_models,
+    pull,
+    pull_companion,
+    register_version,
+)
 from adapterfleet.registry.redact import REDACTED, redact
 from adapterfleet.registry.runs import (
     MlflowRunLogger,
@@ -63,6 +69,7 @@ __all__ = [
     "open_trial_run",
     "parse_model_name",
     "pull",
+    "pull_companion",
     "redact",
     "register_version",
     "safe_uri",

@@ -21,6 +21,7 @@ from adapterfleet.registry.redact import redact
 from adapterfleet.registry.store import get_client
 from adapterfleet.registry.tags import (
     TAG_ARTIFACT_PATH,
+    TAG_COMPANION,
     TAG_SHA256,
     TAG_TRIAL_ID,
     TAG_WEIGHTS_FILE,
@@ -43,8 +44,13 @@ def register_version(
     weights_file: str | Path,
     tags: Mapping[str, Any] | None = None,
     alias: str | None = "best",
+    companions: Mapping[str, str | Path] | None = None,
 ) -> ModelVersionInfo:
     """Register `runs:/<run_id>/<artifact_path>` as a version of `name` and point `alias` at it.
+
+    `companions` maps other artifact folders of the same run that belong with it (e.g. the
+    task head, `{"head": <local model_head.safetensors>}`) to their local weights file: their
+    file names and hashes are tagged too, so `pull_companion` can verify them.
 
     Tags: the caller's (redacted) plus `sha256` of the local `weights_file` (the file that was
     logged into that artifact folder), its file name and the artifact path. Idempotent: a
@@ -64,6 +70,7 @@ def register_version(
         TAG_SHA256: sha256_file(weights),
         TAG_WEIGHTS_FILE: weights.name,
         TAG_ARTIFACT_PATH: artifact_path,
+        **_companion_tags(name, companions or {}),
     }
     trial_id = all_tags.get(TAG_TRIAL_ID)
     client = get_client(uri)
@@ -209,9 +216,60 @@ def pull(
             f"model {name} version {info.version} lacks the sha256/weights/run metadata "
             "adapterfleet records; re-register it with register_version"
         )
+    return _fetch_verified(
+        uri, info, artifact_path, filename, expected, Path(dest), retry_timeout_s
+    )
+
+
+def pull_companion(
+    uri: str,
+    info: ModelVersionInfo,
+    folder: str,
+    dest: str | Path,
+    *,
+    retry_timeout_s: float = DEFAULT_RETRY_TIMEOUT_S,
+) -> Path:
+    """Download the artifact folder `folder` registered with version `info` (see
+    `register_version(companions=...)`, e.g. its task head) into `dest`, verified like `pull`."""
+    recorded = info.tags.get(TAG_COMPANION + folder, "")
+    filename, _, expected = recorded.rpartition(":")
+    if not filename or not expected or not info.run_id:
+        raise RegistryError(
+            f"model {info.name} version {info.version} records no hash for its {folder}/ "
+            "folder; re-register it (register_version(..., companions=...)) to pull that folder"
+        )
+    return _fetch_verified(uri, info, folder, filename, expected, Path(dest), retry_timeout_s)
+
+
+def _companion_tags(name: str, companions: Mapping[str, str | Path]) -> dict[str, str]:
+    tags = {}
+    for folder, weights_file in companions.items():
+        weights = Path(weights_file)
+        if not weights.is_file():
+            raise RegistryError(
+                f"cannot register {name}: the {folder}/ weights file {weights} does not exist"
+            )
+        _check_inside(name, 0, "companion folder", folder, single=True)
+        tags[TAG_COMPANION + folder] = f"{weights.name}:{sha256_file(weights)}"
+    return tags
+
+
+def _fetch_verified(
+    uri: str,
+    info: ModelVersionInfo,
+    artifact_path: str,
+    filename: str,
+    expected: str,
+    dest: Path,
+    retry_timeout_s: float,
+) -> Path:
+    """Download `artifact_path` of the version's run into `dest` (replaced as a whole) once the
+    sha256 of its `filename` equals `expected`; on a mismatch nothing is left at `dest`."""
+    name = info.name
+    assert info.run_id is not None
     _check_inside(name, info.version, "artifact path", artifact_path)
     _check_inside(name, info.version, "weights file", filename, single=True)
-    dest = Path(dest).expanduser().resolve()
+    dest = dest.expanduser().resolve()
     dest.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.pull-", dir=dest.parent))
     try:

@@ -8,6 +8,7 @@ TAG_PARENT_RUN = "mlflow.parentRunId"
 TAG_SHA256 = "sha256"
 TAG_WEIGHTS_FILE = "adapterfleet.weights_file"
 TAG_ARTIFACT_PATH = "adapterfleet.artifact_path"
+TAG_COMPANION = "adapterfleet.companion."  # + folder: "<file>:<sha256>" of a folder beside it
 
 
 def quote(value: str) -> str:

@@ -60,6 +60,36 @@ def test_defaults_are_the_papers_and_overrides_apply(tmp_path):
         ("", ["resources.gpu=1.5"], "resources"),
         ("", ["name=bad name"], "name"),
         ("", ["adapters.architecture=lora"], "adapters.architecture"),
+        ("", ["adapters.search=random"], r"adapters.search: 'random' is unknown; use grid or"),
+        ("", ["adapters.scheduler=pbt"], r"adapters.scheduler: 'pbt' is unknown; use fifo or"),
+        ("", ["adapters.num_samples=4"], "adapters.num_samples: only used with adapters.search"),
+        ("", ["adapters.search=optuna", "adapters.num_samples=0"], "adapters.num_samples"),
+        ("", ["adapters.asha_grace_period=2"], "only used with adapters.scheduler: asha"),
+        ("", ["adapters.scheduler=asha", "adapters.asha_reduction=1"], "adapters.asha_reduction"),
+        (
+            "",
+            ["adapters.scheduler=asha", "adapters.asha_grace_period=40"],
+            "adapters.asha_grace_period: 40 is more than the 30 max_epochs",
+        ),
+        (
+            "",
+            ["adapters.search=optuna", "adapters.learning_rate_range=[0.01, 0.001]"],
+            "adapters.learning_rate_range: expected 0 < low < high",
+        ),
+        (
+            "",
+            [
+                "adapters.search=optuna",
+                "adapters.learning_rates=[0.01]",
+                "adapters.learning_rate_range=[0.001, 0.01]",
+            ],
+            "not both",
+        ),
+        (
+            "",
+            ["adapters.scheduler=asha", "adapters.task_training.b.metric=f1"],
+            "adapters.task_training.b.metric",
+        ),
     ],
 )
 def test_bad_values_give_one_line_naming_the_field(tmp_path, extra, overrides, message):
@@ -67,6 +97,35 @@ def test_bad_values_give_one_line_naming_the_field(tmp_path, extra, overrides, m
     with pytest.raises(ConfigError, match=message) as error:
         load_config(path, overrides)
     assert "\n" not in str(error.value)
+
+
+def test_search_and_scheduler_default_to_the_grid_and_fifo(tmp_path):
+    config = load_config(_write(tmp_path, BASE))
+    assert (config.adapters.search, config.adapters.scheduler) == ("grid", "fifo")
+    tuned = load_config(
+        tmp_path / "pipe.yaml",
+        [
+            "adapters.search=optuna",
+            "adapters.num_samples=5",
+            "adapters.learning_rate_range=[1e-4, 1e-2]",
+            "adapters.scheduler=asha",
+            "adapters.asha_grace_period=2",
+            "adapters.asha_reduction=3",
+        ],
+    )
+    stage = tuned.adapters
+    assert (stage.search, stage.num_samples, stage.learning_rate_range) == (
+        "optuna",
+        5,
+        (1e-4, 1e-2),
+    )
+    assert (stage.scheduler, stage.asha_grace_period, stage.asha_reduction) == ("asha", 2, 3.0)
+
+
+def test_duplicate_task_names_are_refused_with_the_line(tmp_path):
+    text = "name: p\ntasks:\n  rte: {train: a.tsv}\n  mrpc: {train: b.tsv}\n  rte: {train: c.tsv}\n"
+    with pytest.raises(ConfigError, match="line 5, column 3: duplicate key 'rte'"):
+        load_config(_write(tmp_path, text))
 
 
 def test_yaml_syntax_error_names_the_line(tmp_path):
@@ -94,6 +153,10 @@ _KEYS = [
     "adapters.tasks",
     "unknown_key",
     "adapters.training.metric",
+    "adapters.search",
+    "adapters.scheduler",
+    "adapters.num_samples",
+    "adapters.asha_grace_period",
 ]
 _VALUES = st.one_of(
     st.integers(-5, 300),
@@ -102,7 +165,7 @@ _VALUES = st.one_of(
     st.lists(st.integers(-2, 70), max_size=3),
     st.booleans(),
     st.none(),
-    st.sampled_from(["all", "[a]", "{a: all}", "1e-3", "dynamic"]),
+    st.sampled_from(["all", "[a]", "{a: all}", "1e-3", "dynamic", "optuna", "asha"]),
 )
 
 

@@ -7,7 +7,8 @@ storage: adapterfleet-runs      # run folders, token cache, Ray results (relativ
 tracking_uri: null              # null: sqlite:///<storage>/mlflow.db with local artifacts
 registry_prefix: null           # null: the pipeline name
 tasks_file: glue.yaml           # or inline `data_root:` + `tasks:`, or `demo_tasks: true`
-adapters: {architecture, reduction_factors, learning_rates, tasks, seeds, training: {...}}
+adapters: {architecture, reduction_factors, learning_rates, tasks, seeds, training: {...},
+           search: grid|optuna, num_samples, scheduler: fifo|asha, asha_grace_period, ...}
 fusion: {targets: {rte: all}, preset: dynamic, training: {...}}
 resources: {cpu: 1, gpu: 0}     # per trial; fractional GPUs allowed
 """
@@ -15,15 +16,16 @@ resources: {cpu: 1, gpu: 0}     # per trial; fractional GPUs allowed
 from __future__ import annotations
 
 import copy
+import importlib.util
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from adapterfleet.data import TaskError, TaskSpec, tasks_from_mapping
+from adapterfleet.data import TaskError, TaskSpec, load_yaml, tasks_from_mapping
 from adapterfleet.training.config import TrainConfig
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
@@ -43,6 +45,11 @@ TOP_KEYS = (
     "resources",
 )
 ADAPTER_DEFAULTS = {"learning_rate": 1e-4, "max_epochs": 30, "patience": 3}
+SEARCHES = ("grid", "optuna")
+SCHEDULERS = ("fifo", "asha")
+# Keys that only mean something with a given search / scheduler.
+OPTUNA_KEYS = ("num_samples", "learning_rate_range")
+ASHA_KEYS = ("asha_grace_period", "asha_reduction")
 FUSION_DEFAULTS = {"learning_rate": 5e-5, "max_epochs": 10, "patience": 3}
 
 
@@ -59,6 +66,12 @@ class AdapterStage:
     seeds: tuple[int, ...] = (0,)
     training: TrainConfig = field(default_factory=lambda: TrainConfig(**ADAPTER_DEFAULTS))
     task_training: dict[str, TrainConfig] = field(default_factory=dict)
+    search: str = "grid"  # grid: every point; optuna: `num_samples` trials per task
+    num_samples: int = 8
+    learning_rate_range: tuple[float, float] | None = None  # optuna: log-uniform, else categorical
+    scheduler: str = "fifo"  # fifo: every trial runs to its end; asha: early stopping per task
+    asha_grace_period: int = 1  # epochs before ASHA may stop a trial
+    asha_reduction: float = 4.0  # ASHA keeps the best 1/asha_reduction at each rung
 
     def training_for(self, task: str) -> TrainConfig:
         """The training settings of `task`: `training`, with that task's `task_training` changes."""
@@ -108,7 +121,7 @@ def load_config(path: str | Path, overrides: Sequence[str] = ()) -> PipelineConf
     if not path.is_file():
         raise ConfigError(f"config file {path} not found; pass the path of a pipeline YAML file")
     try:
-        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+        document = load_yaml(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -207,6 +220,10 @@ def _adapter_stage(raw: Any, tasks: Mapping[str, TaskSpec]) -> AdapterStage:
         "seeds",
         "training",
         "task_training",
+        "search",
+        "scheduler",
+        *OPTUNA_KEYS,
+        *ASHA_KEYS,
     )
     _unknown(raw, allowed, "adapters")
     architecture = raw.get("architecture", "pfeiffer")
@@ -234,7 +251,82 @@ def _adapter_stage(raw: Any, tasks: Mapping[str, TaskSpec]) -> AdapterStage:
         )
         for task, changes in per_task.items()
     }
-    return AdapterStage(architecture, rfs, lrs, names, seeds, training, task_training)
+    stage = AdapterStage(architecture, rfs, lrs, names, seeds, training, task_training)
+    return _search_settings(raw, stage)
+
+
+def _search_settings(raw: Mapping[str, Any], stage: AdapterStage) -> AdapterStage:
+    """`search`, `scheduler` and their knobs; keys of an unused method are refused."""
+    search = _choice(raw.get("search", "grid"), SEARCHES, "adapters.search")
+    scheduler = _choice(raw.get("scheduler", "fifo"), SCHEDULERS, "adapters.scheduler")
+    _only_with(raw, OPTUNA_KEYS, search == "optuna", "search: optuna")
+    _only_with(raw, ASHA_KEYS, scheduler == "asha", "scheduler: asha")
+    if search == "optuna" and importlib.util.find_spec("optuna") is None:
+        raise ConfigError(
+            "adapters.search: optuna is not installed; pip install 'adapterfleet[optuna]'"
+        )
+    lr_range = None
+    if "learning_rate_range" in raw:
+        if "learning_rates" in raw:
+            raise ConfigError(
+                "adapters.learning_rate_range: give it or adapters.learning_rates, not both"
+            )
+        lr_range = _lr_range(raw["learning_rate_range"])
+    grace = _int(raw.get("asha_grace_period", 1), "adapters.asha_grace_period", 1)
+    reduction = _float(raw.get("asha_reduction", 4), "adapters.asha_reduction")
+    if reduction <= 1:
+        raise ConfigError(f"adapters.asha_reduction: expected a number > 1, got {reduction}")
+    if search != "grid" or scheduler != "fifo":
+        _same_metric(stage, f"adapters.search: {search} with scheduler: {scheduler}")
+    if scheduler == "asha":
+        _grace_fits(stage, grace)
+    return replace(
+        stage,
+        search=search,
+        num_samples=_int(raw.get("num_samples", 8), "adapters.num_samples", 1),
+        learning_rate_range=lr_range,
+        scheduler=scheduler,
+        asha_grace_period=grace,
+        asha_reduction=reduction,
+    )
+
+
+def _only_with(raw: Mapping[str, Any], keys: Sequence[str], used: bool, needs: str) -> None:
+    given = [k for k in keys if k in raw]
+    if given and not used:
+        raise ConfigError(
+            f"adapters.{given[0]}: only used with adapters.{needs}; set that or remove the key"
+        )
+
+
+def _lr_range(value: Any) -> tuple[float, float]:
+    where = "adapters.learning_rate_range"
+    if not isinstance(value, list) or len(value) != 2:
+        raise ConfigError(f"{where}: expected [low, high], got {value!r}")
+    low, high = (_float(v, where) for v in value)
+    if not 0 < low < high:
+        raise ConfigError(f"{where}: expected 0 < low < high, got [{low}, {high}]")
+    return low, high
+
+
+def _same_metric(stage: AdapterStage, why: str) -> None:
+    """One metric for every task: the scheduler and searcher compare `best_dev_<metric>`."""
+    for task, training in stage.task_training.items():
+        if training.metric != stage.training.metric:
+            raise ConfigError(
+                f"adapters.task_training.{task}.metric: {why} compares every task on "
+                f"adapters.training.metric ({stage.training.metric}); remove the per-task metric"
+            )
+
+
+def _grace_fits(stage: AdapterStage, grace: int) -> None:
+    for task in stage.tasks:
+        epochs = stage.training_for(task).max_epochs
+        if grace > epochs:
+            raise ConfigError(
+                f"adapters.asha_grace_period: {grace} is more than the {epochs} max_epochs of "
+                f"task {task!r}; lower it"
+            )
 
 
 def _fusion_stage(raw: Any, tasks: Mapping[str, TaskSpec], adapters: AdapterStage) -> FusionStage:
@@ -264,6 +356,12 @@ def _training(raw: Any, defaults: Mapping[str, Any], where: str) -> TrainConfig:
         return TrainConfig.from_dict(values)
     except (TypeError, ValueError) as error:
         raise ConfigError(f"{where}: {str(error).removeprefix('TrainConfig')}") from None
+
+
+def _choice(value: Any, allowed: Sequence[str], where: str) -> str:
+    if value not in allowed:
+        raise ConfigError(f"{where}: {value!r} is unknown; use {' or '.join(allowed)}")
+    return str(value)
 
 
 def _resources(raw: Any) -> Resources:

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
         tokenize_task,
         tokenizer_fingerprint,
     )
-    from adapterfleet.data.config_file import load_tasks_config, tasks_from_mapping
+    from adapterfleet.data.config_file import load_tasks_config, load_yaml, tasks_from_mapping
     from adapterfleet.data.demo import generate_demo_suite
     from adapterfleet.data.errors import TaskError
     from adapterfleet.data.loading import TaskData, load_task
@@ -33,6 +33,7 @@ _WHERE = {
     "SplitSource": "tasks",
     "load_tasks_config": "config_file",
     "tasks_from_mapping": "config_file",
+    "load_yaml": "config_file",
     "TaskData": "loading",
     "load_task": "loading",
     "TokenizedSplit": "cache",
@@ -57,6 +58,7 @@ __all__ = [
     "generate_demo_suite",
     "load_task",
     "load_tasks_config",
+    "load_yaml",
     "make_dataloader",
     "padding_fraction",
     "tasks_from_mapping",

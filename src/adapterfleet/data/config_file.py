@@ -15,6 +15,27 @@ from adapterfleet.data.tasks import TaskSpec
 TOP_KEYS = ("data_root", "tasks")
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.safe_load keeps the last of two equal keys; a config file that names a task (or any
+    setting) twice is a mistake to report, not to resolve silently."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}: give each key once", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_yaml(text: str) -> Any:
+    """`yaml.safe_load` that refuses duplicate keys (a `ConstructorError` with the line)."""
+    return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+
+
 def load_tasks_config(
     path: str | Path, overrides: Mapping[str, Any] | None = None
 ) -> dict[str, TaskSpec]:
@@ -30,9 +51,9 @@ def load_tasks_config(
     if not path.is_file():
         raise TaskError(None, where, "file not found", "check the path")
     try:
-        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+        document = load_yaml(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
-        raise TaskError(None, where, f"invalid YAML ({exc})") from None
+        raise TaskError(None, where, f"invalid YAML ({' '.join(str(exc).split())})") from None
     if not isinstance(document, Mapping):
         raise TaskError(None, where, "expected a mapping with data_root and tasks")
     return tasks_from_mapping(document, path.parent, overrides, where)

@@ -219,7 +219,10 @@ def _by_task(infos: Iterable[ModelVersionInfo]) -> dict[str, ModelVersionInfo]:
 
 
 def _grid_size(config: PipelineConfig) -> int:
+    """Trials per task: the grid's points, or the searcher's `num_samples`."""
     stage = config.adapters
+    if stage.search != "grid":
+        return stage.num_samples
     return len(stage.reduction_factors) * len(stage.learning_rates) * len(stage.seeds)
 
 

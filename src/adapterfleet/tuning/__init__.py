@@ -1,8 +1,9 @@
 """Ray Tune sweeps of the adapter stage: the grid, the trial function, registration, resume.
 
-One Tune experiment covers every task (task × reduction factor × learning rate × seed); each
-task's best adapter is registered as soon as all its trials have ended. Names are imported
-lazily, so ``import adapterfleet.tuning`` loads neither ray nor torch.
+One Tune experiment covers every task (task × reduction factor × learning rate × seed, or
+Optuna's picks per task), optionally stopped early by ASHA per task; each task's best adapter
+is registered as soon as all its trials have ended. Names are imported lazily, so
+``import adapterfleet.tuning`` loads neither ray nor torch.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from adapterfleet.tuning.plan import SweepPlan, experiment_path, plan_sweep
     from adapterfleet.tuning.registration import Registrar, RegistrationCallback, choose_best
+    from adapterfleet.tuning.search import PerTaskScheduler, PerTaskSearcher, tune_options
     from adapterfleet.tuning.spec import (
         SweepContext,
         SweepError,
@@ -32,6 +34,9 @@ _WHERE = {
     "RegistrationCallback": "registration",
     "Registrar": "registration",
     "choose_best": "registration",
+    "PerTaskScheduler": "search",
+    "PerTaskSearcher": "search",
+    "tune_options": "search",
     "SweepContext": "spec",
     "SweepError": "spec",
     "TrialParams": "spec",
@@ -47,6 +52,8 @@ _WHERE = {
 }
 __all__ = [
     "DEFAULT_MAX_FAILURES",
+    "PerTaskScheduler",
+    "PerTaskSearcher",
     "Registrar",
     "RegistrationCallback",
     "SweepContext",
@@ -64,6 +71,7 @@ __all__ = [
     "sweep_hash",
     "task_config_hash",
     "trial_id",
+    "tune_options",
 ]
 
 

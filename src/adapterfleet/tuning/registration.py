@@ -9,7 +9,7 @@ tasks whose last trial ended while no driver was listening.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +17,7 @@ from typing import Any
 
 import ray.tune
 
-from adapterfleet.adapters import ADAPTER_WEIGHTS, sha256_file
+from adapterfleet.adapters import ADAPTER_WEIGHTS, HEAD_WEIGHTS, sha256_file
 from adapterfleet.config import PipelineConfig
 from adapterfleet.registry import (
     TAG_SWEEP,
@@ -56,6 +56,13 @@ class TrialOutcome:
     def ok(self) -> bool:
         return self.status == "finished" and bool(self.result.get(FINAL_KEY))
 
+    @property
+    def stopped(self) -> bool:
+        """Ended by the scheduler (ASHA) before its final report: neither failed nor a
+        candidate (it saved no adapter). Tune marks the stopping result `done`; a trial cut
+        off by an interrupted driver has no such result."""
+        return self.status == "finished" and not self.ok and bool(self.result.get("done"))
+
 
 def outcome_of_trial(trial: Any, status: str | None = None) -> TrialOutcome:
     """From a Tune `Trial`; `status` overrides its own (Tune calls `on_trial_complete`
@@ -92,8 +99,22 @@ class TaskPlan:
     task: str
     model_name: str
     config_hash: str
-    trial_ids: frozenset[str]
+    trial_ids: frozenset[str]  # the grid's trials of the task; empty when a searcher picks them
     sweep_run: MlflowRunLogger | None = None
+    samples: int = 0  # how many trials a searcher picks for the task
+
+    @property
+    def size(self) -> int:
+        return self.samples or len(self.trial_ids)
+
+    def ended(self, seen: Mapping[str, TrialOutcome]) -> list[TrialOutcome] | None:
+        """The task's trials once every one of them has ended, else None. `seen`: trial id ->
+        outcome, for this task's trials that Tune knows of."""
+        ids = self.trial_ids or frozenset(seen)
+        if len(ids) < self.size or not ids <= set(seen):
+            return None
+        outcomes = [seen[t] for t in sorted(ids)]
+        return outcomes if all(o.ended for o in outcomes) else None
 
 
 @dataclass
@@ -114,32 +135,39 @@ class Registrar:
     def trial_ended(self, outcome: TrialOutcome, outcomes: list[TrialOutcome]) -> None:
         """Print a progress line for one trial, then register what became complete."""
         plan = self.tasks.get(outcome.params.task)
-        total = len(plan.trial_ids) if plan else 0
+        total = plan.size if plan else 0
         done = sum(o.ended for o in outcomes if o.params.task == outcome.params.task)
+        value = outcome.result.get(f"best_dev_{self.metric}", float("nan"))
         if outcome.ok:
-            value = outcome.result.get(f"best_dev_{self.metric}", float("nan"))
             what = f"dev {self.metric} {value:.4f} (epoch {outcome.result.get('best_epoch')})"
+        elif outcome.stopped:
+            what = f"stopped early after epoch {outcome.result.get('epoch')}, dev {self.metric} "
+            what += f"{value:.4f}"
         else:
             what = "FAILED"
         self.progress(f"trial {outcome.params.trial_id}: {what} [{done}/{total}]")
         self.observe(outcomes)
 
     def observe(self, outcomes: Iterable[TrialOutcome]) -> None:
-        """Register every task whose trials have all ended and succeeded; note the failed."""
+        """Register every task whose trials have all ended and succeeded (or were stopped
+        early by the scheduler); note the failed."""
         by_task: dict[str, dict[str, TrialOutcome]] = {}
         for outcome in outcomes:
             by_task.setdefault(outcome.params.task, {})[outcome.params.trial_id] = outcome
         for task, plan in self.tasks.items():
             if task in self.registered or task in self.failed:
                 continue
-            seen = by_task.get(task, {})
-            if not plan.trial_ids <= set(seen) or not all(seen[t].ended for t in plan.trial_ids):
+            ended = plan.ended(by_task.get(task, {}))
+            if ended is None:
                 continue
-            bad = sorted(t for t in plan.trial_ids if not seen[t].ok)
+            bad = [o.params.trial_id for o in ended if not o.ok and not o.stopped]
+            finished = [o for o in ended if o.ok]
             if bad:
                 self.fail(task, f"trial(s) {', '.join(bad)} failed")
+            elif not finished:
+                self.fail(task, "every trial was stopped early")
             else:
-                self.register(task, [seen[t] for t in plan.trial_ids])
+                self.register(task, finished)
 
     def fail(self, task: str, reason: str) -> None:
         self.failed[task] = reason
@@ -175,7 +203,11 @@ class Registrar:
             "seed": params.seed,
         }
         run_id = str(best.result["mlflow_run_id"])
-        info = register_version(self.uri, plan.model_name, run_id, "adapter", weights, tags)
+        head = weights.parent.parent / "head" / HEAD_WEIGHTS  # logged beside the adapter
+        info = register_version(
+            self.uri, plan.model_name, run_id, "adapter", weights, tags,
+            companions={"head": head} if head.is_file() else None,
+        )  # fmt: skip
         self.registered[task] = info
         self.progress(
             f"task {task}: registered {info.name} v{info.version} (@best) from trial "

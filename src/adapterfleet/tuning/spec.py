@@ -15,6 +15,7 @@ from typing import Any
 from adapterfleet.config import PipelineConfig
 
 GRID_KEYS = ("task", "reduction_factor", "learning_rate", "seed")
+SAMPLE_KEY = "sample"  # with a searcher: the trial's index among its task's trials
 TRIALS_DIR = "sweeps"  # <storage>/sweeps/<sweep name>/<trial id>/
 TOKENS_DIR = "tokens"  # <storage>/tokens/: the shared tokenisation cache
 RAY_DIR = "ray"  # <storage>/ray/<pipeline name>/: the Tune experiment
@@ -38,34 +39,46 @@ class SweepError(RuntimeError):
 
 @dataclass(frozen=True)
 class TrialParams:
-    """One point of the grid."""
+    """One point of the grid, or one trial a searcher picked (`sample` numbers those)."""
 
     task: str
     reduction_factor: int
     learning_rate: float
     seed: int
+    sample: int | None = None
 
     @property
     def trial_id(self) -> str:
-        """Stable id, e.g. `rte-rf16-lr0.001-s0`: a restored or re-run trial maps to it."""
-        return trial_id(self.task, self.reduction_factor, self.learning_rate, self.seed)
+        """Stable id, e.g. `rte-rf16-lr0.001-s0` (`rte-n3-rf16-lr0.001-s0` for a searcher's
+        fourth trial of rte): a restored or re-run trial maps to it."""
+        return trial_id(
+            self.task, self.reduction_factor, self.learning_rate, self.seed, self.sample
+        )
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> TrialParams:
-        """From a Tune trial config (the resolved grid point)."""
+        """From a Tune trial config (the resolved grid point or the searcher's suggestion)."""
+        sample = config.get(SAMPLE_KEY)
         return cls(
             task=str(config["task"]),
             reduction_factor=int(config["reduction_factor"]),
             learning_rate=float(config["learning_rate"]),
             seed=int(config["seed"]),
+            sample=None if sample is None else int(sample),
         )
 
     def to_config(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in GRID_KEYS}
+        config = {k: getattr(self, k) for k in GRID_KEYS}
+        if self.sample is not None:
+            config[SAMPLE_KEY] = self.sample
+        return config
 
 
-def trial_id(task: str, reduction_factor: int, learning_rate: float, seed: int) -> str:
-    return f"{task}-rf{int(reduction_factor)}-lr{float(learning_rate):g}-s{int(seed)}"
+def trial_id(
+    task: str, reduction_factor: int, learning_rate: float, seed: int, sample: int | None = None
+) -> str:
+    number = "" if sample is None else f"-n{int(sample)}"
+    return f"{task}{number}-rf{int(reduction_factor)}-lr{float(learning_rate):g}-s{int(seed)}"
 
 
 def grid(config: PipelineConfig, tasks: tuple[str, ...]) -> list[TrialParams]:
@@ -87,7 +100,7 @@ def _digest(payload: Any) -> str:
 
 def task_config_hash(config: PipelineConfig, task: str) -> str:
     """sha256 of what decides a task's adapter: the task's settings, the base model, max_length
-    and the adapter stage (architecture, grid, training settings)."""
+    and the adapter stage (architecture, grid, training settings, search and scheduler)."""
     stage = config.adapters
     return _digest(
         {
@@ -99,8 +112,26 @@ def task_config_hash(config: PipelineConfig, task: str) -> str:
             "learning_rates": list(stage.learning_rates),
             "seeds": list(stage.seeds),
             "training": stage.training_for(task).to_dict(),
+            **search_settings(config),
         }
     )
+
+
+def search_settings(config: PipelineConfig) -> dict[str, Any]:
+    """The search and scheduler settings that differ from the grid with FIFO (empty for those,
+    so the config hashes of grid sweeps stay what they were)."""
+    stage = config.adapters
+    settings: dict[str, Any] = {}
+    if stage.search != "grid":
+        settings["search"] = stage.search
+        settings["num_samples"] = stage.num_samples
+        if stage.learning_rate_range is not None:
+            settings["learning_rate_range"] = list(stage.learning_rate_range)
+    if stage.scheduler != "fifo":
+        settings["scheduler"] = stage.scheduler
+        settings["asha_grace_period"] = stage.asha_grace_period
+        settings["asha_reduction"] = stage.asha_reduction
+    return settings
 
 
 def sweep_hash(config_hashes: Mapping[str, str]) -> str:

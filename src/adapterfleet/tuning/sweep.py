@@ -1,5 +1,9 @@
 """One Tune experiment for the adapter stage of every pending task: build or restore, fit,
-register. Needs a running Ray (`ray.init`) and the sweep runs opened by the caller."""
+register. Needs a running Ray (`ray.init`) and the sweep runs opened by the caller.
+
+The trials are the grid of `param_space`, or with `adapters.search: optuna` the suggestions of
+a per-task searcher; `adapters.scheduler: asha` stops trials early, per task (tuning/search.py).
+"""
 
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ from adapterfleet.tuning.registration import (
     activate,
     outcome_of_result,
 )
+from adapterfleet.tuning.search import tune_options
 from adapterfleet.tuning.spec import (
     RAY_DIR,
     SweepContext,
@@ -47,13 +52,33 @@ def worker_config(config: PipelineConfig) -> PipelineConfig:
 
 
 def param_space(config: PipelineConfig, tasks: tuple[str, ...]) -> dict[str, object]:
+    """The grid; empty when a searcher suggests every trial's settings."""
     stage = config.adapters
+    if stage.search != "grid":
+        return {}
     return {
         "task": ray.tune.grid_search(list(tasks)),
         "reduction_factor": ray.tune.grid_search(list(stage.reduction_factors)),
         "learning_rate": ray.tune.grid_search(list(stage.learning_rates)),
         "seed": ray.tune.grid_search(list(stage.seeds)),
     }
+
+
+def task_plans(plan: SweepPlan, sweep_runs: Mapping[str, MlflowRunLogger]) -> dict[str, TaskPlan]:
+    """What registration waits for per task: the grid's trial ids, or the searcher's count."""
+    stage = plan.config.adapters
+    ids: dict[str, set[str]] = {task: set() for task in plan.pending}
+    if stage.search == "grid":
+        for params in grid(plan.config, plan.pending):
+            ids[params.task].add(params.trial_id)
+    samples = stage.num_samples if stage.search != "grid" else 0
+    return {
+        task: TaskPlan(
+            task, plan.model_name(task), plan.config_hashes[task], frozenset(ids[task]),
+            sweep_runs.get(task), samples,
+        )
+        for task in plan.pending
+    }  # fmt: skip
 
 
 def prepare_data(ctx: SweepContext, tasks: tuple[str, ...], progress: Progress) -> None:
@@ -79,7 +104,9 @@ def build_tuner(
     tuner = ray.tune.Tuner(
         trainable,
         param_space=param_space(plan.config, plan.pending),
-        tune_config=ray.tune.TuneConfig(num_samples=1, reuse_actors=True),
+        tune_config=ray.tune.TuneConfig(
+            reuse_actors=True, **tune_options(plan.config, plan.pending)
+        ),
         run_config=ray.tune.RunConfig(
             name=plan.config.name,
             storage_path=str(storage_root(plan.config) / RAY_DIR),
@@ -119,16 +146,7 @@ def run_sweep(
         cpu=resources.cpu,
     )
     prepare_data(ctx, plan.pending, progress)
-    ids: dict[str, set[str]] = {}
-    for params in grid(config, plan.pending):
-        ids.setdefault(params.task, set()).add(params.trial_id)
-    tasks = {
-        task: TaskPlan(
-            task, plan.model_name(task), plan.config_hashes[task], frozenset(ids[task]),
-            sweep_runs.get(task),
-        )
-        for task in plan.pending
-    }  # fmt: skip
+    tasks = task_plans(plan, sweep_runs)
     registrar = Registrar(
         plan.tracking_uri, plan.config, plan.sweep_name,
         trials_root(config, plan.sweep_name), tasks, progress,

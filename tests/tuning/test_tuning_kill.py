@@ -4,7 +4,6 @@ task, one registered version per task, and no epoch trained twice."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 from tuning_support import (
     config_document,
+    end_all,
     expected_best,
     metric_steps,
     runs_of,
@@ -30,39 +30,6 @@ DRIVER = Path(__file__).with_name("sweep_driver.py")
 EPOCHS = 3
 START_DEADLINE_S = 240
 RESUME_DEADLINE_S = 300
-
-
-def _ours(marker: str) -> list[int]:
-    """PIDs of live processes started under our driver (Ray workers included): they carry
-    the marker in their environment."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-        except OSError:
-            continue
-        if marker.encode() in environ:
-            found.append(int(entry.name))
-    return found
-
-
-def _end_all(marker: str, grace_s: float) -> None:
-    """Give the processes of a driver's run `grace_s` to exit, then SIGKILL each one left
-    (Ray's agents outlive a killed driver by a minute; a trial worker must not outlive it)."""
-    deadline = time.monotonic() + grace_s
-    while _ours(marker) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    for _ in range(50):
-        pids = _ours(marker)
-        if not pids:
-            return
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.2)
-    raise AssertionError(f"processes {_ours(marker)} of the sweep do not exit")
 
 
 def _first_checkpoint(storage: Path) -> Path | None:
@@ -91,7 +58,7 @@ def test_a_killed_driver_resumes_without_redoing_work(tiny_model: Path, tmp_path
         finally:
             driver.send_signal(signal.SIGKILL)
             driver.wait()
-            _end_all(marker, grace_s=0)
+            end_all(marker, grace_s=0)
     finished_before = sorted(p.parent.name for p in storage.glob("sweeps/*/*/run/run.json"))
 
     with open(tmp_path / "driver2.log", "w") as log:
@@ -102,7 +69,7 @@ def test_a_killed_driver_resumes_without_redoing_work(tiny_model: Path, tmp_path
             env=env,
             timeout=RESUME_DEADLINE_S,
         )
-    _end_all(marker, grace_s=10)
+    end_all(marker, grace_s=10)
     output = (tmp_path / "driver2.log").read_text()
     assert resumed.returncode == 0, output[-3000:]
     assert "resuming" in output

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import random
 import shutil
+import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -147,3 +151,36 @@ def expected_best(trial_runs: list[Any], task: str, metric: str = "accuracy") ->
         ),
     )
     return best.data.tags["adapterfleet.trial_id"]
+
+
+def processes_with(marker: str) -> list[int]:
+    """PIDs of live processes started under our driver (Ray workers included): they carry
+    the marker in their environment."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if marker.encode() in environ:
+            found.append(int(entry.name))
+    return found
+
+
+def end_all(marker: str, grace_s: float) -> None:
+    """Give the processes of a driver's run `grace_s` to exit, then SIGKILL each one left
+    (Ray's agents outlive a killed driver by a minute; a trial worker must not outlive it)."""
+    deadline = time.monotonic() + grace_s
+    while processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for _ in range(50):
+        pids = processes_with(marker)
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.2)
+    raise AssertionError(f"processes {processes_with(marker)} of the sweep do not exit")

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from adapterfleet.adapters import HEAD_WEIGHTS
 from adapterfleet.config import PipelineConfig
 from adapterfleet.fusion import FusionConfig, mean_fusion_weights, plot_fusion_heatmap
 from adapterfleet.registry import (
@@ -31,6 +32,7 @@ from adapterfleet.registry import (
     wait_for_models,
 )
 from adapterfleet.training import Callback, EpochReport
+from adapterfleet.tuning.workdir import TrialWorkdir
 
 Say = Callable[[str], None]
 TAG_LINEAGE = "adapterfleet.lineage"
@@ -48,17 +50,23 @@ class FusionOutcome:
     start_delay: float  # from the last adapter's registration until training began
 
 
-class _MlflowEpochs(Callback):
-    def __init__(self, logger: MlflowRunLogger):
-        self.logger = logger
+class _FusionReporter(Callback):
+    """Checkpoint, then MLflow, at every epoch end: a fusion whose job dies (driver killed,
+    node lost) continues after its newest finished epoch and logs each epoch once."""
+
+    def __init__(self, logger: MlflowRunLogger, workdir: TrialWorkdir):
+        self.logger, self.workdir = logger, workdir
 
     def on_epoch_end(self, report: EpochReport) -> None:
+        self.workdir.checkpoint_dir(report.epoch).parent.mkdir(parents=True, exist_ok=True)
+        report.save_checkpoint(self.workdir.checkpoint_dir(report.epoch))
         metrics = {
             "train_loss": report.train_loss,
             "learning_rate": report.learning_rate,
             **{f"dev_{k}": v for k, v in report.dev_metrics.items()},
         }
         self.logger.log_metrics(metrics, step=report.epoch)
+        self.workdir.prune_checkpoints(keep_epoch=report.epoch)
 
 
 def lineage_key(config: PipelineConfig, target: str, versions: dict[str, ModelVersionInfo]) -> str:
@@ -72,6 +80,54 @@ def lineage_key(config: PipelineConfig, target: str, versions: dict[str, ModelVe
         "adapters": {t: [v.version, v.sha256] for t, v in sorted(versions.items())},
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class FusionPlan:
+    """What a fusion for `target` is trained from, found before any training starts."""
+
+    target: str
+    versions: dict[str, ModelVersionInfo]  # task -> the registered adapter version
+    key: str  # lineage key: same key, same fusion
+    lineage: str  # "task:vN,..." in the config's order
+    existing: ModelVersionInfo | None  # the fusion already registered for this key, if any
+
+    @property
+    def trial_id(self) -> str:
+        return f"fusion-{self.target}-{self.key[:12]}"
+
+
+def plan_fusion(
+    config: PipelineConfig, target: str, uri: str, versions: dict[str, ModelVersionInfo]
+) -> FusionPlan:
+    """The lineage of a fusion over `versions`, and its registered version if it exists."""
+    key = lineage_key(config, target, versions)
+    lineage = ",".join(f"{t}:v{versions[t].version}" for t in config.fusion.targets[target])
+    existing = get_version(uri, fusion_model_name(config.registry_prefix, target), alias="best")
+    if existing is not None and existing.tags.get(TAG_LINEAGE_KEY) != key:
+        existing = None
+    return FusionPlan(target, versions, key, lineage, existing)
+
+
+def open_plan_run(
+    config: PipelineConfig, plan: FusionPlan, uri: str, experiment_id: str
+) -> MlflowRunLogger:
+    """The MLflow run of the fusion: created on the first call, reopened on later ones (the
+    pipeline's gate opens it the moment the adapters are found, the Ray task reopens it)."""
+    params = {
+        "target": plan.target,
+        "adapters": plan.lineage,
+        "preset": config.fusion.preset,
+        **{f"train.{k}": v for k, v in config.fusion.training.to_dict().items()},
+    }
+    return open_fusion_run(
+        uri,
+        experiment_id,
+        plan.target,
+        plan.trial_id,
+        params=params,
+        tags={TAG_LINEAGE: plan.lineage},
+    )
 
 
 def run_fusion_job(
@@ -88,6 +144,7 @@ def run_fusion_job(
 
     from adapterfleet.orchestration.local import prepare_task
     from adapterfleet.training.modes import task_batches, train_fusion_run
+    from adapterfleet.tuning.trial import relog_missing_epochs
 
     torch.set_num_threads(max(1, int(config.resources.cpu)))
 
@@ -104,25 +161,15 @@ def run_fusion_job(
 
     found = wait_for_models(uri, list(names), "best", timeout_s, poll_s, progress, max_poll_s=5)
     ready = time.time()
-    versions = {names[n]: info for n, info in found.items()}
-    key = lineage_key(config, target, versions)
+    plan = plan_fusion(config, target, uri, {names[n]: info for n, info in found.items()})
+    versions, key, lineage = plan.versions, plan.key, plan.lineage
     fusion_name = fusion_model_name(config.registry_prefix, target)
-    existing = get_version(uri, fusion_name, alias="best")
-    if existing is not None and existing.tags.get(TAG_LINEAGE_KEY) == key:
-        say(f"fusion {target}: already registered as v{existing.version} for these adapters")
-        metrics = {k[4:]: float(v) for k, v in existing.tags.items() if k.startswith("dev_")}
-        return FusionOutcome(target, existing, metrics, False, ready - started, 0.0)
-    trial_id = f"fusion-{target}-{key[:12]}"
-    lineage = ",".join(f"{t}:v{versions[t].version}" for t in sources)
-    params = {
-        "target": target,
-        "adapters": lineage,
-        "preset": config.fusion.preset,
-        **{f"train.{k}": v for k, v in config.fusion.training.to_dict().items()},
-    }
-    logger = open_fusion_run(
-        uri, experiment_id, target, trial_id, params=params, tags={TAG_LINEAGE: lineage}
-    )
+    if plan.existing is not None:
+        say(f"fusion {target}: already registered as v{plan.existing.version} for these adapters")
+        tags = plan.existing.tags
+        metrics = {k[4:]: float(v) for k, v in tags.items() if k.startswith("dev_")}
+        return FusionOutcome(target, plan.existing, metrics, False, ready - started, 0.0)
+    logger = open_plan_run(config, plan, uri, experiment_id)
     try:
         work = Path(config.storage).resolve() / "fusion" / target / key[:12]
         dirs = [
@@ -135,9 +182,15 @@ def run_fusion_job(
             for t in sources
         ]
         tokenized = prepare_task(config, target)
+        workdir = TrialWorkdir(work)
+        start = workdir.latest_checkpoint()
+        if start is not None:
+            relog_missing_epochs(logger, start[1])
+            say(f"fusion {target}: resuming after epoch {start[0]}")
         registered_at = max(v.created_ms for v in versions.values()) / 1000.0
         start_delay = time.time() - registered_at
         say(f"fusion {target}: training over {lineage} ({start_delay:.1f}s after the last adapter)")
+        logger.log_metrics({"training_start_delay_s": start_delay})
         run = train_fusion_run(
             tokenized,
             config.base_model,
@@ -147,7 +200,8 @@ def run_fusion_job(
             fusion_config=FusionConfig.preset(config.fusion.preset),
             adapter_sha256=[versions[t].sha256 for t in sources],
             metrics=config.tasks[target].metrics,
-            callbacks=[_MlflowEpochs(logger)],
+            callbacks=[_FusionReporter(logger, workdir)],
+            resume_from=start[1] if start is not None else None,
         )
         _, dev = task_batches(tokenized, config.fusion.training)
         weights = mean_fusion_weights(run.model, target, dev)
@@ -169,7 +223,7 @@ def run_fusion_job(
             "fusion",
             work / "run" / "fusion" / FUSION_WEIGHTS_FILE,
             tags={
-                TAG_TRIAL_ID: trial_id,
+                TAG_TRIAL_ID: plan.trial_id,
                 TAG_LINEAGE: lineage,
                 TAG_LINEAGE_KEY: key,
                 "base_model": config.base_model,
@@ -177,6 +231,7 @@ def run_fusion_job(
                 **{f"dev_{k}": v for k, v in run.dev_metrics.items()},
                 **{f"adapter.{t}": f"v{versions[t].version}" for t in sources},
             },
+            companions={"head": work / "run" / "head" / HEAD_WEIGHTS},
         )
     except BaseException:
         logger.end("FAILED")

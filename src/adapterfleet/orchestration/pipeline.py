@@ -8,6 +8,7 @@ config's per-trial resources, so it starts while other tasks' sweeps are still r
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -15,8 +16,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from adapterfleet.config import PipelineConfig
-from adapterfleet.orchestration.fusion_job import FusionOutcome, run_fusion_job
-from adapterfleet.orchestration.sweep import ensure_ray, run_adapter_stage, tracking_uri_of
+from adapterfleet.orchestration.fusion_job import (
+    FusionOutcome,
+    open_plan_run,
+    plan_fusion,
+    run_fusion_job,
+)
+from adapterfleet.orchestration.status import StatusPlan
+from adapterfleet.orchestration.sweep import (
+    check_ray_address,
+    ensure_ray,
+    ray_initialized,
+    run_adapter_stage,
+    tracking_uri_of,
+)
 from adapterfleet.orchestration.validate import check_resources, validate_pipeline
 from adapterfleet.registry import (
     ModelVersionInfo,
@@ -78,17 +91,30 @@ class FusionGate(threading.Thread):
             for t in self.config.fusion.targets[self.target]
         ]
         try:
-            wait_for_models(
+            found = wait_for_models(
                 self.uri, names, "best", self.timeout_s, 1.0, self._progress, max_poll_s=2.0
             )
+            self._open_run(found)
             remote = _fusion_remote(self.config)
             ref = remote.remote(
-                self.config, self.target, self.uri, self.experiment_id, timeout_s=60.0, say=print
+                self.config, self.target, self.uri, self.experiment_id, timeout_s=60.0
             )
             self.outcome = ray.get(ref)
             self.say(f"fusion {self.target}: done ({self._metric()})")
         except BaseException as error:  # noqa: BLE001 - reported by the driver
             self.error = error
+
+    def _open_run(self, found: dict[str, ModelVersionInfo]) -> None:
+        """Open the fusion's MLflow run now, from this warm process: the run starts when its
+        adapters are there, while Ray starts a worker for the training (seconds, more on a busy
+        node). The task reopens the same run; nothing is opened for a fusion already trained."""
+        sources = self.config.fusion.targets[self.target]
+        prefix = self.config.registry_prefix
+        versions = {t: found[adapter_model_name(prefix, t)] for t in sources}
+        plan = plan_fusion(self.config, self.target, self.uri, versions)
+        if plan.existing is None:
+            open_plan_run(self.config, plan, self.uri, self.experiment_id)
+            self.say(f"fusion {self.target}: adapters {plan.lineage} ready, starting")
 
     def _progress(self, missing: list[str]) -> None:
         if self.stop.is_set():
@@ -113,7 +139,12 @@ def run_pipeline(
     uri = tracking_uri_of(config)
     say(f"pipeline {config.name}: validating ({len(config.tasks)} tasks, tracking {uri})")
     validate_pipeline(config, check_tracking=check_tracking_uri, tracking_uri=uri)
-    experiment_id = ensure_experiment(uri, config.name)
+    address = ray_address or os.environ.get("RAY_ADDRESS")
+    if address not in (None, "local") and not ray_initialized():
+        check_ray_address(str(address))
+    experiment_id = ensure_experiment(
+        uri, config.name, tags=StatusPlan.from_config(config).to_tags()
+    )
     ensure_ray(ray_address, num_cpus)
     import ray
 

@@ -8,9 +8,10 @@ joins Ray only when there is work, opens one sweep run per task and runs the swe
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Callable
 
-from adapterfleet.config import PipelineConfig
+from adapterfleet.config import ConfigError, PipelineConfig
 from adapterfleet.registry import (
     MlflowRunLogger,
     ModelVersionInfo,
@@ -43,11 +44,42 @@ def ensure_ray(address: str | None, num_cpus: int | None) -> None:
     if address is None and os.environ.get("RAY_ADDRESS"):
         address = os.environ["RAY_ADDRESS"]
     local = address in (None, "local")
+    if not local:
+        check_ray_address(str(address))
     ray.init(
         address="local" if local else address,
         include_dashboard=False,
         num_cpus=num_cpus if local else None,
     )
+
+
+def ray_initialized() -> bool:
+    import ray
+
+    return bool(ray.is_initialized())
+
+
+def check_ray_address(address: str, timeout_s: float = 5.0) -> None:
+    """Fail in seconds, with one line, when nothing listens at a Ray address (host:port or
+    ray://host:port); `ray.init` itself retries for a long time before it gives up."""
+    if address == "auto":
+        return
+    hostport = address.split("://", 1)[-1].rstrip("/")
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigError(
+            f"ray address {address!r}: expected host:port (e.g. 10.0.0.1:6379), ray://host:10001 "
+            "or auto"
+        )
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            return
+    except OSError as error:
+        reason = error.strerror or error
+        raise ConfigError(
+            f"ray address {address!r}: nothing answers at {host}:{port} ({reason}); "
+            "start the cluster (ray start --head) or fix --address / RAY_ADDRESS"
+        ) from None
 
 
 def run_adapter_stage(

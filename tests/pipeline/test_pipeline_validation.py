@@ -1,0 +1,103 @@
+"""`adapterfleet run` refuses a bad pipeline before any trial is scheduled: one line naming the
+field and the fix, exit 2, and no tracking store or experiment created."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tuning_support import config_document, write_config
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])  # free again once the socket closes
+
+
+def run_cli(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "MLFLOW_DISABLE_TELEMETRY": "true"}
+    env.pop("RAY_ADDRESS", None)
+    env.pop("MLFLOW_TRACKING_URI", None)
+    return subprocess.run(
+        [sys.executable, "-m", "adapterfleet.cli.app", "run", str(config), *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=300,
+    )
+
+
+def _unknown_target(doc: dict[str, Any]) -> None:
+    doc["fusion"] = {"targets": {"fruit": ["fruit", "ghost"]}}
+
+
+def _unknown_adapter_task(doc: dict[str, Any]) -> None:
+    doc["adapters"]["tasks"] = ["fruit", "ghost"]
+
+
+def _zero_bottleneck(doc: dict[str, Any]) -> None:
+    doc["adapters"]["reduction_factors"] = [4, 64]  # the tiny model's hidden size is 32
+
+
+def _tracking_unreachable(doc: dict[str, Any]) -> None:
+    doc["tracking_uri"] = f"http://127.0.0.1:{closed_port()}"
+
+
+def _unknown_base_model(doc: dict[str, Any]) -> None:
+    doc["base_model"] = "no-such-org/no-such-model"
+
+
+def _missing_data_file(doc: dict[str, Any]) -> None:
+    doc["tasks"]["water"]["dev"] = "water_dev_missing.tsv"
+
+
+CASES = {
+    "fusion names an undeclared task": (_unknown_target, (), r"fusion.targets.fruit.*ghost"),
+    "adapters.tasks names an undeclared task": (
+        _unknown_adapter_task,
+        (),
+        r"adapters.tasks.*ghost",
+    ),
+    "reduction factor leaves no bottleneck": (_zero_bottleneck, (), r"adapters.reduction_factors"),
+    "tracking URI unreachable": (_tracking_unreachable, (), r"tracking URI http://127.0.0.1:\d+"),
+    "unknown base model": (_unknown_base_model, (), r"base_model: cannot load 'no-such-org"),
+    "missing data file": (_missing_data_file, (), r"water.*water_dev_missing.tsv"),
+    "ray address unreachable": (
+        lambda doc: None,
+        ("--address", f"127.0.0.1:{closed_port()}"),
+        r"ray address '127.0.0.1:\d+': nothing answers .*ray start --head",
+    ),
+    "resources no node has": (
+        lambda doc: doc.update(resources={"cpu": 64}),
+        ("--num-cpus", "2"),
+        r"resources: a trial needs cpu=64.*no node can provide",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_bad_pipeline_is_refused_before_any_trial(
+    case: str, tmp_path: Path, tiny_model: Path
+) -> None:
+    edit, args, message = CASES[case]
+    document = config_document(tmp_path, tiny_model)
+    edit(document)
+    result = run_cli(write_config(tmp_path, document), *args)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert lines and lines[-1].startswith("error: "), result.stderr
+    assert sum(line.startswith("error: ") for line in lines) == 1
+    assert re.search(message, lines[-1]), lines[-1]
+    assert "trial" not in result.stdout.lower()  # no sweep progress: nothing was scheduled
+    if case != "resources no node has":  # refused before the store is touched
+        assert not (tmp_path / "runs" / "mlflow.db").exists()

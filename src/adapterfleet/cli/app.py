@@ -157,6 +157,65 @@ def evaluate(
 
 @app.command()
 @fail_cleanly
+def predict(
+    target: Annotated[str, typer.Argument(help="Task whose registered model predicts.")],
+    config: ConfigOpt,
+    input_: Annotated[
+        Path, typer.Option("--input", help="Rows to predict: tsv, csv, jsonl, json or parquet.")
+    ],
+    out: Annotated[Path, typer.Option(help="Predictions to write: .jsonl or .csv.")],
+    adapter: Annotated[
+        bool, typer.Option("--adapter", help="Use the task's registered adapter, not its fusion.")
+    ] = False,
+    alias: Annotated[str, typer.Option(help="Registry alias of the version.")] = "best",
+    version: Annotated[
+        int | None, typer.Option(help="Version number (instead of --alias).")
+    ] = None,
+    input_format: Annotated[
+        str | None, typer.Option("--format", help="Input format when its suffix does not say.")
+    ] = None,
+    header: Annotated[bool, typer.Option(help="Whether a tsv/csv input has a header.")] = True,
+    columns: Annotated[
+        list[str] | None,
+        typer.Option("--columns", help="Column names of a tsv/csv without header (repeat)."),
+    ] = None,
+    id_field: Annotated[
+        str | None, typer.Option(help="Input column copied as `id` (default: id/idx/index/guid).")
+    ] = None,
+    batch_size: Annotated[int | None, typer.Option(help="Rows per batch.")] = None,
+    use_ray: Annotated[bool, typer.Option("--ray", help="Run on Ray Data.")] = False,
+    workers: Annotated[
+        int | None, typer.Option(help="Ray actors (default: as many as resources allow).")
+    ] = None,
+    set_: SetOpt = None,
+) -> None:
+    """Predict every row of --input with TARGET's registered fusion (or --adapter) and its head;
+    write the predicted label and a probability per label, one row per input row, in order."""
+    from adapterfleet.orchestration.predict import predict_file
+
+    predict_file(
+        _config(config, set_),
+        target,
+        input_,
+        out,
+        adapter=adapter,
+        alias=alias,
+        version=version,
+        input_format=input_format,
+        header=header,
+        columns=columns,
+        id_field=id_field,
+        batch_size=batch_size,
+        use_ray=use_ray,
+        workers=workers,
+        config_path=config,
+        show_progress=sys.stderr.isatty(),
+        say=lambda line: typer.echo(line, err=True),
+    )
+
+
+@app.command()
+@fail_cleanly
 def demo(
     config: ConfigOpt = DEMO_CONFIG,
     num_cpus: Annotated[int | None, typer.Option(help="CPUs of the local Ray.")] = None,

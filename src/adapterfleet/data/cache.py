@@ -148,7 +148,7 @@ def _split(
     table = _read_cached(path, key, len(dataset))
     from_cache = table is not None
     if table is None:
-        table = _encode(dataset, tokenizer, max_length, task.is_multiple_choice)
+        table = encode_rows(dataset, tokenizer, max_length, task.is_multiple_choice)
         meta = {"format_version": FORMAT_VERSION, "key": key, "task": task.name, "split": split}
         meta |= {"tokenizer": str(tokenizer.name_or_path), "max_length": max_length}
         table = table.replace_schema_metadata({_META_KEY: json.dumps(meta).encode()})
@@ -169,12 +169,13 @@ def _split(
     )
 
 
-def _encode(
+def encode_rows(
     dataset: datasets.Dataset,
     tokenizer: PreTrainedTokenizerBase,
     max_length: int,
     multiple_choice: bool,
 ) -> pa.Table:
+    """Token ids (and type ids) of every row, as training reads them; also used by prediction."""
     import pyarrow as pa
 
     ids: list[Any] = []

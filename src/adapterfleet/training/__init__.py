@@ -16,6 +16,7 @@ from adapterfleet.training.evaluation import evaluate
 from adapterfleet.training.loop import fit
 from adapterfleet.training.metrics import METRICS, accuracy, compute_metrics, f1
 from adapterfleet.training.optim import build_optimizer, build_scheduler, linear_schedule
+from adapterfleet.training.predict import predict_batches, predict_probabilities
 
 __all__ = [
     "BEST_FILE",
@@ -36,4 +37,6 @@ __all__ = [
     "f1",
     "fit",
     "linear_schedule",
+    "predict_batches",
+    "predict_probabilities",
 ]

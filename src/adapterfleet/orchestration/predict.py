@@ -1,0 +1,537 @@
+"""`adapterfleet predict`: a registered fusion (or single adapter) with its head over an input file.
+
+Steps: check the output suffix, read the input (any format `data/` reads; the text fields of the
+task's declaration, labels not needed), find the registered version, pull it (sha256-verified)
+into a temporary folder, load it with the adapter / fusion / head loaders, compute class
+probabilities batch by batch (`training.predict`), write one row per input row in input order:
+
+    row (0-based), id (when the input has one), prediction (label name), prob_<label>...
+
+A registered fusion is its run's `fusion/` folder; its head is the run's `head/` folder, and the
+adapters it fuses are the versions named by its `adapter.<task>=vN` tags. A registered adapter
+is its trial run's `adapter/` folder with the same run's `head/`.
+
+With `use_ray`, the rows go through Ray Data: `map_batches` with `_RayPredictor`, an actor that
+pulls and loads the model once, then the result is sorted by row and written the same way.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from adapterfleet.config import ConfigError, PipelineConfig
+from adapterfleet.data import TaskError, TaskSpec
+from adapterfleet.data.tasks import DEFAULT_ENCODING, EXTENSIONS, FORMATS, SplitSource
+from adapterfleet.registry import (
+    ModelVersionInfo,
+    RegistryError,
+    adapter_model_name,
+    fusion_model_name,
+    get_version,
+    pull,
+    pull_companion,
+    safe_uri,
+)
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+
+    from adapterfleet.adapters import AdapterModel
+    from adapterfleet.data import TokenizedSplit
+
+Say = Callable[[str], None]
+OUTPUT_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv"}
+ID_FIELDS = ("id", "idx", "index", "guid")
+HEAD_ARTIFACT = "head"
+RAY_BATCH_ROWS = 256  # rows per map_batches call; each is cut into length-grouped batches
+
+
+@dataclass(frozen=True)
+class PredictionInput:
+    """The rows of an input file: their texts (in the task's field order) and ids."""
+
+    source: str
+    fields: tuple[str, ...]
+    texts: list[tuple[str, ...]]
+    id_field: str | None = None
+    ids: list[Any] | None = None
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+
+@dataclass(frozen=True)
+class PredictionSummary:
+    out: Path
+    rows: int
+    version: ModelVersionInfo
+
+
+# -- what to write ---------------------------------------------------------------------------
+
+
+def output_format(out: Path) -> str:
+    """`jsonl` or `csv`, from the suffix of `out`."""
+    fmt = OUTPUT_FORMATS.get(Path(out).suffix.lower())
+    if fmt is None:
+        raise ConfigError(
+            f"--out: unknown suffix {Path(out).suffix or '(none)'!r} of {out}; "
+            f"use one of {', '.join(OUTPUT_FORMATS)}"
+        )
+    return fmt
+
+
+def prediction_rows(
+    data: PredictionInput, probabilities: torch.Tensor, label_names: Sequence[str]
+) -> Iterator[dict[str, Any]]:
+    """One output row per input row, in input order."""
+    predicted = probabilities.argmax(dim=-1).tolist()
+    for index, (label, probs) in enumerate(zip(predicted, probabilities.tolist(), strict=True)):
+        row: dict[str, Any] = {"row": index}
+        if data.ids is not None:
+            row["id"] = data.ids[index]
+        row["prediction"] = label_names[label]
+        row.update({f"prob_{name}": p for name, p in zip(label_names, probs, strict=True)})
+        yield row
+
+
+def write_predictions(path: Path, fmt: str, rows: Iterable[dict[str, Any]]) -> int:
+    """Write `rows` as JSON lines or CSV (header from the first row); returns the row count."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    count = 0
+    with path.open("w", encoding="utf-8", newline="") as handle:
+        writer: csv.DictWriter | None = None
+        for row in rows:
+            if fmt == "jsonl":
+                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+            else:
+                if writer is None:
+                    writer = csv.DictWriter(handle, fieldnames=list(row))
+                    writer.writeheader()
+                writer.writerow(row)
+            count += 1
+    return count
+
+
+# -- what to read ----------------------------------------------------------------------------
+
+
+def input_fields(spec: TaskSpec) -> tuple[str, ...]:
+    """The columns a prediction needs: the task's text fields (or question + choices)."""
+    if spec.is_multiple_choice:
+        assert spec.question_field is not None
+        return (spec.question_field, *spec.choice_fields)
+    return spec.text_fields
+
+
+def read_input(
+    spec: TaskSpec,
+    path: Path,
+    *,
+    fmt: str | None = None,
+    header: bool = True,
+    columns: Sequence[str] | None = None,
+    id_field: str | None = None,
+) -> PredictionInput:
+    """Read the rows of `path` (tsv, csv, jsonl, json, parquet). Columns are renamed as the
+    task's splits declare; every row needs every text field; a label column is not needed.
+
+    `header=False` takes column names from `columns`, else from the task's declaration.
+    `id_field` defaults to the first of id, idx, index, guid found in the file."""
+    from adapterfleet.data.readers import read_file
+
+    task = spec.name
+    path = Path(path)
+    if not path.is_file():
+        raise TaskError(task, "input", f"file not found: {path}", "check the --input path")
+    fmt = fmt or EXTENSIONS.get(path.suffix.lower())
+    if fmt not in FORMATS:
+        raise TaskError(
+            task,
+            "input",
+            f"unknown format {fmt!r} for {path.name}",
+            f"pass --format with one of {', '.join(FORMATS)}",
+        )
+    source = _input_source(spec, path, fmt, header, columns)
+    try:
+        raw = read_file(task, "input", source)
+    except OSError as error:
+        raise TaskError(task, "input", f"cannot read {path}: {error.strerror or error}") from None
+    except TaskError as error:
+        if error.field != "input.encoding":
+            raise
+        problem = f"{path} is not text in {DEFAULT_ENCODING}"
+        raise TaskError(task, "input", problem, "save it as UTF-8") from None
+    if raw.skipped:
+        lines = ", ".join(str(n) for n in raw.bad_lines)
+        raise TaskError(
+            task,
+            "input",
+            f"{raw.skipped} malformed rows in {path} (first at lines/records {lines})",
+            "fix or remove them (one prediction is written per input row)",
+        )
+    renames = {old: new for s in (spec.train, spec.dev) if s for old, new in s.rename.items()}
+    rows = [{renames.get(k, k): v for k, v in row.items()} for row in raw.rows]
+    present = [renames.get(c, c) for c in raw.columns]
+    fields = input_fields(spec)
+    for name in fields:
+        if name not in present:
+            raise TaskError(
+                task,
+                f"input column {name!r}",
+                f"not found in {path}",
+                f"columns there: {', '.join(present) or '(none)'}; give a file with the task's "
+                f"fields {list(fields)} (or name its columns with --columns)",
+            )
+    if not rows:
+        raise TaskError(task, "input", f"{path} holds no rows", "give at least one row")
+    texts = [_texts(task, path, number, row, fields) for number, row in enumerate(rows)]
+    id_field = id_field or next((c for c in ID_FIELDS if c in present), None)
+    if id_field is not None and id_field not in present:
+        raise TaskError(
+            task, "--id-field", f"column {id_field!r} not found in {path}", "name an existing one"
+        )
+    ids = [row.get(id_field) for row in rows] if id_field else None
+    return PredictionInput(str(path), fields, texts, id_field, ids)
+
+
+def _input_source(
+    spec: TaskSpec, path: Path, fmt: str, header: bool, columns: Sequence[str] | None
+) -> SplitSource:
+    if columns and fmt not in ("tsv", "csv"):
+        raise TaskError(spec.name, "--columns", f"only for tsv/csv files, not {fmt}")
+    header = header and not columns
+    if not header and fmt in ("tsv", "csv"):
+        declared = next((s.columns for s in (spec.train, spec.dev) if s and s.columns), None)
+        columns = columns or declared
+        if not columns:
+            raise TaskError(
+                spec.name, "--columns", "a file without header needs its column names", "name them"
+            )
+    return SplitSource(
+        path, fmt, header, tuple(columns) if columns and not header else None, DEFAULT_ENCODING
+    )
+
+
+def _texts(
+    task: str, path: Path, number: int, row: dict[str, Any], fields: Sequence[str]
+) -> tuple[str, ...]:
+    values = [row.get(name) for name in fields]
+    for name, value in zip(fields, values, strict=True):
+        if value is None:
+            raise TaskError(
+                task,
+                f"input row {number}",
+                f"no value for {name!r} in {path}",
+                "fill it in or remove the row",
+            )
+    return tuple(v if isinstance(v, str) else str(v) for v in values)
+
+
+def encode_input(
+    data: PredictionInput, spec: TaskSpec, tokenizer: Any, max_length: int
+) -> TokenizedSplit:
+    """Tokenise the rows exactly as training does (pairs as pairs, multiple choice per choice)."""
+    import datasets
+
+    from adapterfleet.data import TokenizedSplit
+    from adapterfleet.data.cache import encode_rows
+
+    if spec.is_multiple_choice:
+        columns: dict[str, list[Any]] = {
+            "question": [t[0] for t in data.texts],
+            "choices": [list(t[1:]) for t in data.texts],
+        }
+    else:
+        columns = {"text_a": [t[0] for t in data.texts]}
+        if spec.is_pair:
+            columns["text_b"] = [t[1] for t in data.texts]
+    columns["label"] = [0] * len(data)
+    table = encode_rows(
+        datasets.Dataset.from_dict(columns), tokenizer, max_length, spec.is_multiple_choice
+    )
+    names = table.column_names
+    return TokenizedSplit(
+        task=spec.name,
+        split="input",
+        path=Path(data.source),
+        key="",
+        from_cache=False,
+        input_ids=table.column("input_ids").to_pylist(),
+        token_type_ids=(
+            table.column("token_type_ids").to_pylist() if "token_type_ids" in names else None
+        ),
+        labels=table.column("label").to_pylist(),
+        lengths=table.column("length").to_pylist(),
+    )
+
+
+# -- what to load ----------------------------------------------------------------------------
+
+
+def check_target(
+    config: PipelineConfig, target: str, config_path: Path | str = "the config"
+) -> None:
+    if target not in config.tasks:
+        known = ", ".join(sorted(config.tasks)) or "(none)"
+        raise ConfigError(
+            f"predict: target {target!r} is not a task of {config_path}; tasks there: {known}"
+        )
+
+
+def find_version(
+    config: PipelineConfig,
+    target: str,
+    uri: str,
+    *,
+    adapter: bool = False,
+    alias: str | None = "best",
+    version: int | None = None,
+) -> ModelVersionInfo:
+    """The registered fusion (or, with `adapter`, the adapter) of `target` to predict with."""
+    kind = "adapter" if adapter else "fusion"
+    prefix = config.registry_prefix
+    name = (adapter_model_name if adapter else fusion_model_name)(prefix, target)
+    alias = None if version is not None else alias
+    info = get_version(uri, name, alias=alias, version=version)
+    if info is None:
+        wanted = f"version {version}" if version is not None else f"alias {alias!r}"
+        other = "a fusion (leave out --adapter)" if adapter else "its adapter (--adapter)"
+        raise RegistryError(
+            f"no registered {kind} {name} with {wanted} in {safe_uri(uri)}; train and register "
+            f"it first (adapterfleet run), choose another --alias/--version, or predict with "
+            f"{other}"
+        )
+    return info
+
+
+def pull_version(config: PipelineConfig, uri: str, info: ModelVersionInfo, dest: Path) -> Path:
+    """Download what `info` needs into `dest`, each folder sha256-verified: `adapter/` or
+    `fusion/`, the `head/` registered with it, and for a fusion the adapter versions of its
+    lineage under `adapters/`."""
+    prefix = config.registry_prefix
+    kind = info.kind or "adapter"
+    pull(uri, info.name, dest / kind, version=info.version)
+    pull_companion(uri, info, HEAD_ARTIFACT, dest / HEAD_ARTIFACT)
+    if kind == "fusion":
+        for task, number in _lineage(info).items():
+            pull(uri, adapter_model_name(prefix, task), dest / "adapters" / task, version=number)
+    return dest
+
+
+def _lineage(info: ModelVersionInfo) -> dict[str, int]:
+    """task -> adapter version, from the fusion's `adapter.<task>=vN` tags."""
+    out: dict[str, int] = {}
+    for key, value in info.tags.items():
+        if key.startswith("adapter.") and value.startswith("v") and value[1:].isdigit():
+            out[key.removeprefix("adapter.")] = int(value[1:])
+    if not out:
+        raise RegistryError(
+            f"model {info.name} version {info.version} has no adapter.<task>=vN tags naming the "
+            "adapters it fuses; re-register it with the fusion stage (adapterfleet fuse --wait)"
+        )
+    return out
+
+
+def load_model(base_model: str, target: str, folder: Path) -> AdapterModel:
+    """An `AdapterModel` with the pulled adapter or fusion of `folder` active and its head."""
+    from adapterfleet.adapters import (
+        AdapterModel,
+        load_adapter,
+        load_encoder,
+        load_head,
+        set_active_adapter,
+    )
+    from adapterfleet.fusion import load_fusion, set_active_fusion
+
+    model = AdapterModel(load_encoder(base_model))
+    model.select_head(load_head(model, folder / HEAD_ARTIFACT, name=target))
+    if (folder / "fusion").is_dir():
+        for adapter_dir in sorted((folder / "adapters").iterdir()):
+            load_adapter(model, adapter_dir)
+        set_active_fusion(model, load_fusion(model, folder / "fusion", name=target))
+    else:
+        set_active_adapter(model, load_adapter(model, folder / "adapter", name=target))
+    return model.eval()
+
+
+def label_names_of(spec: TaskSpec) -> list[str]:
+    """The names of the classes the head scores: the task's labels (or its choice fields)."""
+    return list(spec.choice_fields) if spec.is_multiple_choice else list(spec.label_names)
+
+
+def check_head(model: AdapterModel, target: str, spec: TaskSpec) -> None:
+    """The registered head must score the labels the config declares for the task."""
+    config = model.heads[target].config
+    labels = label_names_of(spec)
+    saved = list(config.label_names)
+    if (saved and saved != labels) or (
+        not spec.is_multiple_choice and config.num_labels != len(labels)
+    ):
+        raise ConfigError(
+            f"tasks.{target}.label_names: {labels} but the registered head scores "
+            f"{saved or config.num_labels}; predict with the config the model was trained with"
+        )
+
+
+# -- the command -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Setup:
+    """What a worker needs to predict: picklable, sent to every Ray actor."""
+
+    config: PipelineConfig
+    target: str
+    uri: str
+    info: ModelVersionInfo
+    batch_size: int
+    device: str
+
+
+def predict_file(
+    config: PipelineConfig,
+    target: str,
+    input_path: Path,
+    out: Path,
+    *,
+    adapter: bool = False,
+    alias: str | None = "best",
+    version: int | None = None,
+    input_format: str | None = None,
+    header: bool = True,
+    columns: Sequence[str] | None = None,
+    id_field: str | None = None,
+    batch_size: int | None = None,
+    use_ray: bool = False,
+    workers: int | None = None,
+    config_path: Path | str = "the config",
+    show_progress: bool = False,
+    say: Say = print,
+) -> PredictionSummary:
+    """Predict every row of `input_path` with the registered model of `target`; write `out`."""
+    from adapterfleet.orchestration.sweep import tracking_uri_of
+
+    fmt = output_format(out)
+    for option, value in (("--batch-size", batch_size), ("--workers", workers)):
+        if value is not None and value < 1:
+            raise ConfigError(f"{option}: expected an integer >= 1, got {value}")
+    check_target(config, target, config_path)
+    spec = config.tasks[target]
+    data = read_input(
+        spec, input_path, fmt=input_format, header=header, columns=columns, id_field=id_field
+    )
+    uri = tracking_uri_of(config)
+    info = find_version(config, target, uri, adapter=adapter, alias=alias, version=version)
+    training = config.adapters.training_for(target) if adapter else config.fusion.training
+    setup = _Setup(
+        config, target, uri, info, batch_size or training.eval_batch_size, training.device
+    )
+    say(f"predict {target}: {info.name} v{info.version}, {len(data)} rows of {data.source}")
+    if use_ray:
+        probabilities = _predict_ray(setup, data, workers)
+    else:
+        probabilities = _predict_local(setup, data, show_progress)
+    rows = prediction_rows(data, probabilities, label_names_of(spec))
+    count = write_predictions(out, fmt, rows)
+    say(f"predict {target}: wrote {count} rows to {out}")
+    return PredictionSummary(out, count, info)
+
+
+class _Worker:
+    """A pulled and loaded model with its tokenizer; `probabilities` of text rows."""
+
+    def __init__(self, setup: _Setup) -> None:
+        from adapterfleet.adapters import load_tokenizer
+        from adapterfleet.training.runtime import resolve_device
+
+        self.setup = setup
+        config = setup.config
+        with tempfile.TemporaryDirectory(prefix="adapterfleet-predict-") as folder:
+            pulled = pull_version(config, setup.uri, setup.info, Path(folder))
+            self.model = load_model(config.base_model, setup.target, pulled)
+        self.device = resolve_device(setup.device)
+        self.model.to(self.device)
+        self.tokenizer = load_tokenizer(config.base_model)
+        self.spec = config.tasks[setup.target]
+        check_head(self.model, setup.target, self.spec)
+
+    def probabilities(self, data: PredictionInput, show_progress: bool = False) -> torch.Tensor:
+        from adapterfleet.training.predict import predict_probabilities
+
+        rows = encode_input(data, self.spec, self.tokenizer, self.setup.config.max_length)
+        pad = self.tokenizer.pad_token_id or 0
+        return predict_probabilities(
+            self.model,
+            rows,
+            self.setup.batch_size,
+            int(pad),
+            device=self.device,
+            show_progress=show_progress,
+        )
+
+
+def _predict_local(setup: _Setup, data: PredictionInput, show_progress: bool) -> torch.Tensor:
+    return _Worker(setup).probabilities(data, show_progress)
+
+
+class _RayPredictor:
+    """The `map_batches` callable: loads the model once per actor, then predicts row batches."""
+
+    def __init__(self, setup: _Setup, fields: tuple[str, ...]) -> None:
+        import torch
+
+        torch.set_num_threads(max(1, int(setup.config.resources.cpu)))
+        self.worker = _Worker(setup)
+        self.fields = fields
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        columns = [batch[f"text_{i}"].tolist() for i in range(len(self.fields))]
+        texts = [tuple(str(v) for v in values) for values in zip(*columns, strict=True)]
+        data = PredictionInput("ray batch", self.fields, texts)
+        probabilities = self.worker.probabilities(data)
+        return {"row": batch["row"], "probabilities": probabilities.numpy()}
+
+
+def _predict_ray(setup: _Setup, data: PredictionInput, workers: int | None) -> torch.Tensor:
+    import numpy as np
+    import ray
+    import torch
+
+    from adapterfleet.orchestration.sweep import ensure_ray
+
+    ensure_ray(None, None)
+    resources = setup.config.resources
+    if workers is None:
+        cpus = float(ray.cluster_resources().get("CPU", 1.0))
+        pool = ray.data.ActorPoolStrategy(min_size=1, max_size=max(1, int(cpus // resources.cpu)))
+    else:
+        pool = ray.data.ActorPoolStrategy(size=workers)
+    items = [
+        {"row": index, **{f"text_{i}": text for i, text in enumerate(texts)}}
+        for index, texts in enumerate(data.texts)
+    ]
+    predicted = ray.data.from_items(items).map_batches(
+        _RayPredictor,
+        fn_constructor_args=(setup, data.fields),
+        batch_size=RAY_BATCH_ROWS,
+        compute=pool,
+        num_cpus=resources.cpu,
+        num_gpus=resources.gpu or None,
+        udf_modifying_row_count=False,
+    )
+    rows, probabilities = [], []
+    for batch in predicted.sort("row").iter_batches(batch_format="numpy"):
+        rows.append(batch["row"])
+        probabilities.append(batch["probabilities"])
+    order = np.concatenate(rows)
+    if not np.array_equal(order, np.arange(len(data))):
+        raise RuntimeError(f"Ray Data returned rows {order[:10]}...; expected 0..{len(data) - 1}")
+    return torch.from_numpy(np.concatenate(probabilities))

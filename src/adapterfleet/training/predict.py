@@ -1,0 +1,82 @@
+"""Batch prediction: class probabilities of a loaded model over a tokenised input.
+
+The model is an `AdapterModel` with its adapter or fusion active and its head selected; the input
+is any indexable of tokenised rows with `lengths` (a `TokenizedSplit`). Batches are length-grouped
+(longest first) to keep padding small; each batch comes back with the row indices it holds, and
+`predict_probabilities` puts the rows back in input order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Protocol
+
+import torch
+
+from adapterfleet.data.batching import LengthGroupedBatchSampler, PadCollator
+from adapterfleet.training.runtime import logits_of, progress, to_device
+
+
+class TokenizedRows(Protocol):
+    """What prediction reads: rows with `input_ids` (and `token_type_ids`), and their lengths."""
+
+    lengths: Sequence[int]
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, index: int) -> Mapping[str, Any]: ...
+
+
+@torch.no_grad()
+def predict_batches(
+    model: torch.nn.Module,
+    rows: TokenizedRows,
+    batch_size: int,
+    pad_token_id: int,
+    *,
+    device: torch.device | None = None,
+    show_progress: bool = False,
+) -> Iterator[tuple[list[int], torch.Tensor]]:
+    """(row indices, probabilities (batch, classes) on the CPU) per length-grouped batch.
+
+    The model is in eval mode while the batches are produced and back in its former mode after.
+    """
+    device = device or _model_device(model)
+    sampler = LengthGroupedBatchSampler(rows.lengths, batch_size, shuffle=False)
+    collate = PadCollator(pad_token_id)
+    was_training = model.training
+    model.eval()
+    try:
+        for indices in progress(sampler.batches(), "predict", show_progress):
+            batch = to_device(collate([rows[i] for i in indices]), device)
+            logits = logits_of(model(batch)).float()
+            yield indices, torch.softmax(logits, dim=-1).cpu()
+    finally:
+        model.train(was_training)
+
+
+def predict_probabilities(
+    model: torch.nn.Module,
+    rows: TokenizedRows,
+    batch_size: int,
+    pad_token_id: int,
+    *,
+    device: torch.device | None = None,
+    show_progress: bool = False,
+) -> torch.Tensor:
+    """Probabilities (rows, classes) in the order of `rows`."""
+    out: torch.Tensor | None = None
+    for indices, probabilities in predict_batches(
+        model, rows, batch_size, pad_token_id, device=device, show_progress=show_progress
+    ):
+        if out is None:
+            out = torch.empty(len(rows), probabilities.shape[-1])
+        out[indices] = probabilities
+    if out is None:
+        raise ValueError("rows is empty: nothing to predict")
+    return out
+
+
+def _model_device(model: torch.nn.Module) -> torch.device:
+    first = next(model.parameters(), None)
+    return first.device if first is not None else torch.device("cpu")

@@ -1,0 +1,273 @@
+"""`adapterfleet predict`: a registered fusion (or adapter) with its head over an input file,
+checked against the model's logits computed directly, row by row, from the run's own folders."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from adapterfleet.adapters import (
+    AdapterModel,
+    load_adapter,
+    load_encoder,
+    load_head,
+    load_tokenizer,
+    set_active_adapter,
+)
+from adapterfleet.config import ConfigError
+from adapterfleet.data import TaskError
+from adapterfleet.fusion import load_fusion, set_active_fusion
+from adapterfleet.orchestration.predict import predict_file
+from adapterfleet.registry import RegistryError
+
+ROOT = Path(__file__).resolve().parents[2]
+WORDS = [
+    "apple",
+    "banana",
+    "river",
+    "lake",
+    "car",
+    "bus",
+    "the",
+    "a",
+    "small",
+    "big",
+    "red",
+    "blue",
+    "rock",
+    "sand",
+    "plum",
+    "boat",
+]
+
+
+def _texts(count: int = 37, seed: int = 0) -> list[str]:
+    """Sentences of 1 to 20 words, so length-grouped batches reorder the rows."""
+    rng = random.Random(seed)
+    return [" ".join(rng.choices(WORDS, k=rng.randint(1, 20))) for _ in range(count)]
+
+
+def _write_tsv(path: Path, texts: list[str], labels: bool = False) -> Path:
+    header = "id\ttext" + ("\tlabel" if labels else "")
+    lines = [f"ex{i}\t{t}" + ("\tyes" if labels else "") for i, t in enumerate(texts)]
+    path.write_text("\n".join([header, *lines]) + "\n")
+    return path
+
+
+def _write_jsonl(path: Path, texts: list[str]) -> Path:
+    path.write_text("".join(json.dumps({"text": t, "note": i}) + "\n" for i, t in enumerate(texts)))
+    return path
+
+
+def _read(path: Path) -> list[dict]:
+    if path.suffix == ".csv":
+        with path.open(newline="") as handle:
+            return list(csv.DictReader(handle))
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _fusion_model(world) -> AdapterModel:
+    model = AdapterModel(load_encoder(world.config.base_model))
+    for adapter_dir in sorted((world.fusion_run / "adapters").iterdir()):
+        load_adapter(model, adapter_dir)
+    set_active_fusion(model, load_fusion(model, world.fusion_run / "run" / "fusion", name="fruit"))
+    model.select_head(load_head(model, world.fusion_run / "run" / "head", name="fruit"))
+    return model.eval()
+
+
+def _adapter_model(world, task: str) -> AdapterModel:
+    model = AdapterModel(load_encoder(world.config.base_model))
+    set_active_adapter(model, load_adapter(model, world.adapter_runs[task] / "adapter", name=task))
+    model.select_head(load_head(model, world.adapter_runs[task] / "head", name=task))
+    return model.eval()
+
+
+@torch.no_grad()
+def _direct_probabilities(world, model: AdapterModel, texts: list[str]) -> torch.Tensor:
+    """One row at a time, unpadded: softmax of the model's logits."""
+    tokenizer = load_tokenizer(world.config.base_model)
+    rows = []
+    for text in texts:
+        enc = tokenizer(text, truncation=True, max_length=world.config.max_length)
+        batch = {k: torch.tensor([v]) for k, v in enc.items()}
+        rows.append(torch.softmax(model(batch)[0], dim=-1))
+    return torch.stack(rows)
+
+
+def _check(rows: list[dict], expected: torch.Tensor, labels: list[str], ids: bool) -> None:
+    assert len(rows) == len(expected)
+    for index, (row, probs) in enumerate(zip(rows, expected, strict=True)):
+        assert int(row["row"]) == index
+        if ids:
+            assert row["id"] == f"ex{index}"
+        got = [float(row[f"prob_{name}"]) for name in labels]
+        assert math.isclose(sum(got), 1.0, abs_tol=1e-5)
+        assert got == pytest.approx(probs.tolist(), abs=1e-5)
+        assert row["prediction"] == labels[int(probs.argmax())]
+
+
+def test_fusion_over_tsv_and_jsonl_matches_the_model_row_by_row(world, tmp_path):
+    texts = _texts()
+    expected = _direct_probabilities(world, _fusion_model(world), texts)
+    labels = ["no", "yes"]
+    assert len(set(expected.argmax(-1).tolist())) == 2  # both classes occur: the check has teeth
+
+    tsv = _write_tsv(tmp_path / "in.tsv", texts)  # no label column
+    summary = predict_file(
+        world.config, "fruit", tsv, tmp_path / "out.jsonl", batch_size=4, say=print
+    )
+    assert summary.rows == len(texts) and summary.version.version == 1
+    rows = _read(tmp_path / "out.jsonl")
+    assert list(rows[0]) == ["row", "id", "prediction", "prob_no", "prob_yes"]
+    _check(rows, expected, labels, ids=True)
+
+    jsonl = _write_jsonl(tmp_path / "in.jsonl", texts)  # no id, no label
+    predict_file(world.config, "fruit", jsonl, tmp_path / "out.csv", batch_size=5, say=print)
+    rows = _read(tmp_path / "out.csv")
+    assert list(rows[0]) == ["row", "prediction", "prob_no", "prob_yes"]
+    _check(rows, expected, labels, ids=False)
+
+
+def test_labels_in_the_input_are_ignored_and_version_can_be_chosen(world, tmp_path):
+    texts = _texts(9, seed=1)
+    tsv = _write_tsv(tmp_path / "in.tsv", texts, labels=True)
+    predict_file(world.config, "fruit", tsv, tmp_path / "a.jsonl", version=1, say=print)
+    predict_file(world.config, "fruit", tsv, tmp_path / "b.jsonl", alias="best", say=print)
+    assert _read(tmp_path / "a.jsonl") == _read(tmp_path / "b.jsonl")
+
+
+def test_single_adapter_with_its_head(world, tmp_path):
+    texts = _texts(21, seed=2)
+    expected = _direct_probabilities(world, _adapter_model(world, "water"), texts)
+    tsv = _write_tsv(tmp_path / "in.tsv", texts)
+    predict_file(
+        world.config, "water", tsv, tmp_path / "out.csv", adapter=True, batch_size=3, say=print
+    )
+    _check(_read(tmp_path / "out.csv"), expected, ["no", "yes"], ids=True)
+
+
+def test_headerless_tsv_with_named_columns(world, tmp_path):
+    texts = _texts(5, seed=3)
+    path = tmp_path / "in.tsv"
+    path.write_text("".join(f"{i}\t{t}\n" for i, t in enumerate(texts)))
+    predict_file(
+        world.config,
+        "water",
+        path,
+        tmp_path / "out.jsonl",
+        adapter=True,
+        header=False,
+        columns=["idx", "text"],
+        say=print,
+    )
+    rows = _read(tmp_path / "out.jsonl")
+    assert [r["id"] for r in rows] == [str(i) for i in range(5)]
+
+
+@pytest.mark.parametrize(
+    ("case", "error", "words"),
+    [
+        ("unknown target", ConfigError, ["target 'nope'", "tasks there: fruit, water"]),
+        ("no fusion", RegistryError, ["tinysweep.fusion.water", "--adapter"]),
+        ("no version", RegistryError, ["version 7", "--alias/--version"]),
+        ("missing field", TaskError, ["input column 'text'", "columns there: id, sentence"]),
+        ("missing file", TaskError, ["file not found", "--input"]),
+        ("bad json", TaskError, ["not valid JSON"]),
+        ("bad format", TaskError, ["unknown format", "--format"]),
+        ("empty value", TaskError, ["input row 1", "no value for 'text'"]),
+        ("bad suffix", ConfigError, ["--out", "'.txt'", ".jsonl, .ndjson, .csv"]),
+    ],
+)
+def test_errors_are_one_line_naming_the_field_and_the_fix(world, tmp_path, case, error, words):
+    good = _write_tsv(tmp_path / "in.tsv", _texts(3))
+    target, path, out, options = "fruit", good, tmp_path / "out.jsonl", {}
+    if case == "unknown target":
+        target = "nope"
+    elif case == "no fusion":
+        target = "water"
+    elif case == "no version":
+        options = {"version": 7}
+    elif case == "missing field":
+        path = tmp_path / "other.tsv"
+        path.write_text("id\tsentence\n1\tapple\n")
+    elif case == "missing file":
+        path = tmp_path / "absent.tsv"
+    elif case == "bad json":
+        path = tmp_path / "bad.json"
+        path.write_text("{not json")
+    elif case == "bad format":
+        path = tmp_path / "in.txt"
+        path.write_text("text\napple\n")
+    elif case == "empty value":
+        path = tmp_path / "gap.jsonl"
+        path.write_text('{"text": "apple"}\n{"text": null}\n')
+    elif case == "bad suffix":
+        out = tmp_path / "out.txt"
+    with pytest.raises(error) as raised:
+        predict_file(world.config, target, path, out, say=print, **options)
+    message = str(raised.value)
+    assert "\n" not in message
+    for word in words:
+        assert word in message
+    assert not out.exists()
+
+
+def test_ray_data_gives_the_same_output_as_the_local_path(world, tmp_path, ray_local):
+    texts = _texts(53, seed=4)
+    tsv = _write_tsv(tmp_path / "in.tsv", texts)
+    predict_file(world.config, "fruit", tsv, tmp_path / "local.jsonl", batch_size=4, say=print)
+    predict_file(
+        world.config,
+        "fruit",
+        tsv,
+        tmp_path / "ray.jsonl",
+        batch_size=4,
+        use_ray=True,
+        workers=2,
+        say=print,
+    )
+    local, on_ray = _read(tmp_path / "local.jsonl"), _read(tmp_path / "ray.jsonl")
+    assert [(r["row"], r["id"], r["prediction"]) for r in on_ray] == [
+        (r["row"], r["id"], r["prediction"]) for r in local
+    ]
+    for a, b in zip(local, on_ray, strict=True):
+        assert [a["prob_no"], a["prob_yes"]] == pytest.approx(
+            [b["prob_no"], b["prob_yes"]], abs=1e-6
+        )
+
+
+def test_cli_predict_in_a_subprocess(world, tmp_path):
+    texts = _texts(6, seed=5)
+    tsv = _write_tsv(tmp_path / "in.tsv", texts)
+    command = [sys.executable, "-m", "adapterfleet.cli.app", "predict", "fruit"]
+    command += ["-c", str(world.config_path), "--input", str(tsv)]
+    done = subprocess.run(
+        [*command, "--out", str(tmp_path / "out.csv")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = _read(tmp_path / "out.csv")
+    assert [r["id"] for r in rows] == [f"ex{i}" for i in range(6)]
+    assert {r["prediction"] for r in rows} <= {"no", "yes"}
+
+    failed = subprocess.run(
+        [*command, "--out", str(tmp_path / "out.parquet")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert failed.returncode == 2
+    assert failed.stderr.strip().startswith("error: --out: unknown suffix '.parquet'")
+    assert "Traceback" not in failed.stderr

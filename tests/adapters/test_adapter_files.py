@@ -136,3 +136,16 @@ def test_base_model_saves_without_adapters_and_reloads(tmp_path):
     inputs = batch()
     assert torch.equal(hidden(reloaded, inputs), hidden(model, inputs))
     assert not any("adapter" in key for key in load_file(tmp_path / "base" / "model.safetensors"))
+
+
+def test_head_with_another_label_count_is_refused_and_not_added(tmp_path):
+    model = AdapterModel(tiny_encoder("bert"))
+    model.add_head("rte", HeadConfig(num_labels=2, label_names=["entailment", "not_entailment"]))
+    save_head(model, "rte", tmp_path / "head")
+    config = json.loads((tmp_path / "head" / "head_config.json").read_text())
+    config["config"].update(num_labels=3, label_names=["a", "b", "c"])
+    (tmp_path / "head" / "head_config.json").write_text(json.dumps(config))
+    other = AdapterModel(tiny_encoder("bert"))
+    with pytest.raises(WeightsFileError, match="shape"):
+        load_head(other, tmp_path / "head")
+    assert "rte" not in other.heads

@@ -2,7 +2,8 @@
 # Dev accuracies on real GLUE data (../shared/data/glue) with the MiniLM encoder, on a CPU budget:
 # ST-A adapters for five tasks (the three large source tasks subsampled), then head-only, ST-A and
 # a fusion over all five adapters on the two small targets RTE and MRPC. Prints a Markdown table.
-# Usage: scripts/glue_figures.sh [OUT_DIR]   (about an hour on 2 cores)
+# Usage: scripts/glue_figures.sh [OUT_DIR]   (about 75 min on 2 quiet cores, plus 50 min for the
+# three source adapters; runs that have a run.json are kept, so an interrupted run resumes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-adapterfleet-runs/glue-figures}
@@ -17,12 +18,12 @@ for task in mnli qqp sst2; do
   [ -f "$out/$task-st-a/run.json" ] || train --task "$task" --mode st-a --epochs 2 --out "$out/$task-st-a"
 done
 for task in rte mrpc; do
-  [ -f "$out/$task-st-a/run.json" ] || train --task "$task" --mode st-a --epochs 4 --out "$out/$task-st-a"
-  [ -f "$out/$task-head/run.json" ] || train --task "$task" --mode head --epochs 4 --out "$out/$task-head"
+  [ -f "$out/$task-st-a/run.json" ] || train --task "$task" --mode st-a --epochs 10 --out "$out/$task-st-a"
+  [ -f "$out/$task-head/run.json" ] || train --task "$task" --mode head --epochs 10 --out "$out/$task-head"
 done
 for task in rte mrpc; do
   [ -f "$out/$task-fusion/run.json" ] || "$af" fuse -c "$cfg" "${sub[@]}" --target "$task" --lr 1e-3 \
-    --epochs 4 --out "$out/$task-fusion" \
+    --epochs 6 --out "$out/$task-fusion" \
     $(for s in mnli qqp sst2 rte mrpc; do echo --adapters "$out/$s-st-a/adapter"; done)
 done
 echo "wall time: $(( $(date +%s) - start )) s"

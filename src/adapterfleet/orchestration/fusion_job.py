@@ -12,7 +12,8 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -142,10 +143,6 @@ def run_fusion_job(
 ) -> FusionOutcome:
     import torch
 
-    from adapterfleet.orchestration.local import prepare_task
-    from adapterfleet.training.modes import task_batches, train_fusion_run
-    from adapterfleet.tuning.trial import relog_missing_epochs
-
     torch.set_num_threads(max(1, int(config.resources.cpu)))
 
     sources = config.fusion.targets[target]
@@ -160,18 +157,58 @@ def run_fusion_job(
         shown[0] = set(missing)
 
     found = wait_for_models(uri, list(names), "best", timeout_s, poll_s, progress, max_poll_s=5)
-    ready = time.time()
-    plan = plan_fusion(config, target, uri, {names[n]: info for n, info in found.items()})
-    versions, key, lineage = plan.versions, plan.key, plan.lineage
+    waited = time.time() - started
+    versions = {names[n]: info for n, info in found.items()}
+    key = lineage_key(config, target, versions)
+    work = Path(config.storage).resolve() / "fusion" / target / key[:12]
+    with training_claim(work, lambda: say(f"fusion {target}: another job trains it; waiting")):
+        plan = plan_fusion(config, target, uri, versions)  # again: the other job may be done
+        if plan.existing is not None:
+            existing = plan.existing
+            say(f"fusion {target}: already registered as v{existing.version} for these adapters")
+            tags = existing.tags
+            metrics = {k[4:]: float(v) for k, v in tags.items() if k.startswith("dev_")}
+            return FusionOutcome(target, existing, metrics, False, waited, 0.0)
+        return _train_and_register(config, plan, uri, experiment_id, work, waited, say)
+
+
+@contextmanager
+def training_claim(work: Path, on_wait: Callable[[], None]) -> Iterator[None]:
+    """Hold the lock of a fusion's work folder (on the pipeline's shared storage) while it
+    trains: a second job for the same lineage waits here, then finds it registered."""
+    import fcntl
+
+    work.mkdir(parents=True, exist_ok=True)
+    with open(work / ".training.lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            on_wait()
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _train_and_register(
+    config: PipelineConfig,
+    plan: FusionPlan,
+    uri: str,
+    experiment_id: str,
+    work: Path,
+    waited: float,
+    say: Say,
+) -> FusionOutcome:
+    from adapterfleet.orchestration.local import prepare_task
+    from adapterfleet.training.modes import task_batches, train_fusion_run
+    from adapterfleet.tuning.trial import relog_missing_epochs
+
+    target, versions, key, lineage = plan.target, plan.versions, plan.key, plan.lineage
+    sources = config.fusion.targets[target]
     fusion_name = fusion_model_name(config.registry_prefix, target)
-    if plan.existing is not None:
-        say(f"fusion {target}: already registered as v{plan.existing.version} for these adapters")
-        tags = plan.existing.tags
-        metrics = {k[4:]: float(v) for k, v in tags.items() if k.startswith("dev_")}
-        return FusionOutcome(target, plan.existing, metrics, False, ready - started, 0.0)
     logger = open_plan_run(config, plan, uri, experiment_id)
     try:
-        work = Path(config.storage).resolve() / "fusion" / target / key[:12]
         dirs = [
             pull(
                 uri,
@@ -241,4 +278,4 @@ def run_fusion_job(
         f"fusion {target}: registered {fusion_name} v{version.version} "
         f"({config.fusion.training.metric} {run.dev_metrics[config.fusion.training.metric]:.4f})"
     )
-    return FusionOutcome(target, version, run.dev_metrics, True, ready - started, start_delay)
+    return FusionOutcome(target, version, run.dev_metrics, True, waited, start_delay)

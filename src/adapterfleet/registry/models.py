@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -86,8 +87,30 @@ def register_version(
             # A concurrent registration of the same trial won with a lower version.
             client.delete_model_version(name, str(created.version))
     if alias:
-        client.set_registered_model_alias(name, alias, str(existing))
+        _set_alias(client, name, alias, existing)
     return info_from_mlflow(client.get_model_version(name, str(existing)))
+
+
+def _set_alias(client: MlflowClient, name: str, alias: str, version: int) -> None:
+    """Point `alias` at `version`. Two processes setting the same alias at once can make the
+    server's insert fail on its unique key (seen with SQLite behind `mlflow server`): then the
+    alias is read back, and set again only if it points elsewhere."""
+    from mlflow.exceptions import MlflowException
+
+    for attempt in range(5):
+        try:
+            client.set_registered_model_alias(name, alias, str(version))
+            return
+        except MlflowException:
+            try:
+                current = client.get_model_version_by_alias(name, alias)
+            except MlflowException:
+                current = None
+            if current is not None and int(current.version) == version:
+                return
+            if attempt == 4:
+                raise
+            time.sleep(0.2 * (attempt + 1))
 
 
 def _find_registered(

@@ -1,0 +1,156 @@
+"""Helpers of the fault tests: the tiny sweep world of tests/tuning with longer trials, an `mlflow
+server` that can be stopped and started again on the same port and store, polling.
+
+Helpers of the other folders are imported by path, as tests/cluster does."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+TESTS = Path(__file__).resolve().parents[1]
+for folder in ("tuning", "cluster"):
+    if str(TESTS / folder) not in sys.path:
+        sys.path.insert(0, str(TESTS / folder))
+
+from cluster_support import registry_conftest  # noqa: E402
+from tuning_support import config_document, write_tasks  # noqa: E402
+
+STOP_DEADLINE_S = 30.0
+
+
+def sweep_document(
+    root: Path,
+    model: Path,
+    *,
+    tasks: tuple[str, ...] = ("fruit",),
+    reduction_factors: tuple[int, ...] = (4,),
+    epochs: int = 6,
+    train_examples: int = 400,
+) -> dict[str, Any]:
+    """The sweep tests' config with fewer tasks, more epochs and more examples, so that a trial
+    is still training for some seconds after its first epoch checkpoint."""
+    document = config_document(root, model)
+    all_tasks = write_tasks(Path(document["data_root"]), train=train_examples, dev=40)
+    document["tasks"] = {name: all_tasks[name] for name in tasks}
+    document["adapters"]["reduction_factors"] = list(reduction_factors)
+    document["adapters"]["training"]["max_epochs"] = epochs
+    document["adapters"]["training"]["patience"] = epochs  # no early stop
+    return document
+
+
+def checkpoint_epochs(storage: Path) -> dict[str, int]:
+    """Trial id -> newest finished epoch among its own loop checkpoints (0 when none yet)."""
+    newest: dict[str, int] = {}
+    for state in storage.glob("sweeps/*/*/checkpoints/epoch-*/trainer_state.json"):
+        trial, suffix = state.parents[2].name, state.parent.name.split("-", 1)[1]
+        if not suffix.isdigit():  # a staging folder (`epoch-0003.tmp`)
+            continue
+        epoch = int(suffix)
+        newest[trial] = max(newest.get(trial, 0), epoch)
+    return newest
+
+
+def wait_for(what: str, predicate: Any, timeout_s: float, poll_s: float = 0.05) -> Any:
+    """Poll `predicate` until it returns something truthy; AssertionError after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(poll_s)
+    raise AssertionError(f"timed out after {timeout_s:g}s waiting for {what}")
+
+
+class RestartableMlflowServer:
+    """`mlflow server` on a fixed loopback port with a fixed SQLite store and artifact root;
+    `stop()` ends its whole process group (the one `start()` created), `start()` starts it
+    again exactly as before."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.port = registry_conftest.free_port()
+        self.uri = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    def command(self) -> list[str]:
+        exe = Path(sys.executable).with_name("mlflow")
+        return [
+            str(exe) if exe.exists() else shutil.which("mlflow") or "mlflow",
+            "server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--workers",
+            "1",
+            "--backend-store-uri",
+            f"sqlite:///{self.root / 'server.db'}",
+            "--artifacts-destination",
+            str(self.root / "artifacts"),
+        ]
+
+    def start(self) -> None:
+        assert self.proc is None, "the server is running"
+        self.starts += 1
+        log_path = self.root / f"server-{self.starts}.log"
+        env = {
+            **os.environ,
+            "MLFLOW_DISABLE_TELEMETRY": "true",
+            "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
+        }
+        with open(log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                self.command(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=self.root,
+                start_new_session=True,
+            )
+        registry_conftest._wait_healthy(self.uri, self.proc, log_path)
+
+    def stop(self) -> None:
+        """SIGTERM to the server's group, SIGKILL after STOP_DEADLINE_S; returns once the port
+        refuses connections."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=STOP_DEADLINE_S)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+        deadline = time.monotonic() + STOP_DEADLINE_S
+        while _group_alive(proc.pid) or self.accepting():
+            if time.monotonic() > deadline + 10:
+                raise AssertionError(f"mlflow server on port {self.port} does not stop")
+            if time.monotonic() > deadline:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+            time.sleep(0.1)
+
+    def accepting(self) -> bool:
+        with socket.socket() as sock:
+            sock.settimeout(1)
+            return sock.connect_ex(("127.0.0.1", self.port)) == 0
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True

@@ -1,0 +1,105 @@
+"""Issue #6: a trial's Ray worker SIGKILLed mid-epoch. Tune retries the trial (FailureConfig
+max_failures), the trial resumes after its newest finished epoch, and MLflow and the registry end
+as if nothing happened: one run for the trial, every epoch logged once, one registered version."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+from pathlib import Path
+
+import pytest
+from fault_support import checkpoint_epochs, sweep_document, wait_for
+from tuning_support import metric_steps, runs_of, version_numbers
+
+from adapterfleet.config import parse_config
+from adapterfleet.orchestration.sweep import run_adapter_stage, tracking_uri_of
+
+pytestmark = pytest.mark.integration
+EPOCHS = 6
+FIRST_CHECKPOINT_DEADLINE_S = 300.0
+ACTOR_DEADLINE_S = 60.0
+
+
+def trial_actor_pids() -> list[int]:
+    """PIDs of the alive trial actors (Tune runs a function trainable as `ImplicitFunc`).
+
+    Read from the GCS actor table: `ray.util.state.list_actors` needs the dashboard, which the
+    shared `ray_local` fixture does not start."""
+    from ray._private.state import actors
+
+    table = actors(actor_state_name="ALIVE").values()
+    return [int(a["Pid"]) for a in table if a["ActorClassName"] == "ImplicitFunc" and a["Pid"]]
+
+
+class TrialKiller(threading.Thread):
+    """Once the first epoch checkpoint exists, SIGKILLs the trial's worker process."""
+
+    def __init__(self, storage: Path) -> None:
+        super().__init__(daemon=True)
+        self.storage = storage
+        self.killed_pid: int | None = None
+        self.epoch_at_kill: int | None = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            wait_for(
+                "a first epoch checkpoint",
+                lambda: checkpoint_epochs(self.storage),
+                FIRST_CHECKPOINT_DEADLINE_S,
+            )
+            pids = wait_for("the trial's actor", trial_actor_pids, ACTOR_DEADLINE_S, 0.2)
+            assert len(pids) == 1, f"expected one trial actor, found {pids}"
+            self.epoch_at_kill = max(checkpoint_epochs(self.storage).values())
+            os.kill(pids[0], signal.SIGKILL)
+            self.killed_pid = pids[0]
+        except BaseException as error:  # noqa: BLE001 - re-raised by the test
+            self.error = error
+
+
+def tune_reported_epochs(storage: Path) -> list[int]:
+    """The `epoch` of every per-epoch result Tune recorded for the (only) trial, in order."""
+    results = sorted(storage.glob("ray/*/*/result.json"))
+    assert len(results) == 1, results
+    rows = [json.loads(line) for line in results[0].read_text().splitlines() if line.strip()]
+    return [int(row["epoch"]) for row in rows if "epoch" in row and not row.get("final")]
+
+
+def test_a_killed_trial_worker_resumes_after_its_last_finished_epoch(
+    ray_local: None, tiny_model: Path, tmp_path: Path
+) -> None:
+    config = parse_config(sweep_document(tmp_path, tiny_model, epochs=EPOCHS), tmp_path)
+    storage = tmp_path / "runs"
+    killer = TrialKiller(storage)
+    killer.start()
+    lines: list[str] = []
+    registered = run_adapter_stage(config, max_failures=2, progress=lines.append)
+    killer.join(timeout=10)
+    print("\n".join(lines))
+    print(f"killed pid {killer.killed_pid} after epoch {killer.epoch_at_kill}")
+
+    if killer.error is not None:
+        raise killer.error
+    assert killer.killed_pid is not None
+    assert killer.epoch_at_kill is not None and killer.epoch_at_kill < EPOCHS, "killed too late"
+    assert any("failed, retrying from its last checkpoint" in line for line in lines), lines
+    assert sorted(registered) == ["fruit"]
+
+    uri = tracking_uri_of(config)
+    trial_runs = runs_of(uri, "trial")
+    assert [r.data.tags["adapterfleet.trial_id"] for r in trial_runs] == ["fruit-rf4-lr0.01-s0"]
+    run = trial_runs[0]
+    assert run.info.status == "FINISHED"
+    for key in ("train_loss", "dev_accuracy", "learning_rate"):  # each epoch trained once
+        assert metric_steps(uri, run.info.run_id, key) == list(range(1, EPOCHS + 1)), key
+    assert len(metric_steps(uri, run.info.run_id, "best_dev_accuracy")) == 1
+    reported = tune_reported_epochs(storage)  # the retry went on after the checkpoint
+    assert len(reported) == len(set(reported)) and reported == sorted(reported), reported
+    assert reported[-1] == EPOCHS
+
+    assert version_numbers(uri, "tinysweep.adapter.fruit") == [1]
+    assert registered["fruit"].tags["adapterfleet.trial_id"] == "fruit-rf4-lr0.01-s0"
+    assert registered["fruit"].run_id == run.info.run_id

@@ -36,7 +36,19 @@ def objective(config: PipelineConfig) -> str:
     return f"best_dev_{config.adapters.training.metric}"
 
 
-class PerTaskScheduler(FIFOScheduler):
+class _PickledState:
+    """`save` / `restore` as Tune calls them: the whole object state in one pickle."""
+
+    def save(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path, "wb") as file:
+            pickle.dump(self.__dict__, file)
+
+    def restore(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path, "rb") as file:
+            self.__dict__.update(pickle.load(file))
+
+
+class PerTaskScheduler(_PickledState, FIFOScheduler):
     """ASHA per task: a trial's epochs are compared with those of its own task only.
 
     `max_t` holds each task's max_epochs. Each task's `AsyncHyperBandScheduler` is made on the
@@ -95,14 +107,6 @@ class PerTaskScheduler(FIFOScheduler):
         parts = [f"{task}: {s.debug_string()}" for task, s in sorted(self._by_task.items())]
         return "\n".join(["Using ASHA per task."] + parts)
 
-    def save(self, checkpoint_path: str) -> None:
-        with open(checkpoint_path, "wb") as file:
-            pickle.dump(self.__dict__, file)
-
-    def restore(self, checkpoint_path: str) -> None:
-        with open(checkpoint_path, "rb") as file:
-            self.__dict__.update(pickle.load(file))
-
 
 @dataclass(frozen=True)
 class SearchSpace:
@@ -129,7 +133,7 @@ class SearchSpace:
         }
 
 
-class PerTaskSearcher(Searcher):
+class PerTaskSearcher(_PickledState, Searcher):
     """One Optuna study per task, `num_samples` trials each, the tasks taken in turn.
 
     A suggestion carries the task, the trial's number within its task (`sample`, part of the
@@ -211,14 +215,6 @@ class PerTaskSearcher(Searcher):
         if trial_id in self._task_of:
             study = self.study_of(self._task_of[trial_id])
             study.on_trial_complete(trial_id, result=result, error=error)
-
-    def save(self, checkpoint_path: str) -> None:
-        with open(checkpoint_path, "wb") as file:
-            pickle.dump(self.__dict__, file)
-
-    def restore(self, checkpoint_path: str) -> None:
-        with open(checkpoint_path, "rb") as file:
-            self.__dict__.update(pickle.load(file))
 
 
 def tune_options(config: PipelineConfig, tasks: Sequence[str]) -> dict[str, Any]:

@@ -1,6 +1,8 @@
-"""Tiny random encoders of every supported family, for fast tests."""
+"""Tiny random encoders of every supported family, for fast tests; where the shared GLUE data is."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import torch
 from transformers import (
@@ -15,6 +17,8 @@ from transformers import (
     XLMRobertaConfig,
     XLMRobertaModel,
 )
+
+GLUE_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "glue"
 
 TINY = {
     "hidden_size": 32,

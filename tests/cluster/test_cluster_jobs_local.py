@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import free_port
+from cluster_support import registry_conftest
 
 from adapterfleet.orchestration.jobs import (
     PASS_ENV,
@@ -35,7 +35,7 @@ def no_token(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_refused_address_fails_fast_with_one_line(no_token: Path) -> None:
-    address = f"http://127.0.0.1:{free_port()}"
+    address = f"http://127.0.0.1:{registry_conftest.free_port()}"
     started = time.monotonic()
     with pytest.raises(JobError) as info:
         list_jobs(address)

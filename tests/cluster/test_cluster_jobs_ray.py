@@ -7,9 +7,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any  # conftest's RayHead
 
 import pytest
-from conftest import RayHead
 
 from adapterfleet.orchestration.jobs import (
     JobError,
@@ -27,13 +27,13 @@ MARKER = "adapterfleet-job-marker-7f3a"
 
 
 @pytest.fixture
-def with_token(ray_head: RayHead, monkeypatch: pytest.MonkeyPatch) -> RayHead:
+def with_token(ray_head: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setenv("RAY_AUTH_TOKEN", ray_head.token)
     monkeypatch.delenv("RAY_AUTH_TOKEN_PATH", raising=False)
     return ray_head
 
 
-def test_submit_logs_and_no_token_leak(with_token: RayHead, tmp_path: Path) -> None:
+def test_submit_logs_and_no_token_leak(with_token: Any, tmp_path: Path) -> None:
     (tmp_path / "data.txt").write_text("shipped with the working dir\n")
     (tmp_path / "runs").mkdir()
     (tmp_path / "runs" / "mlflow.db").write_bytes(b"local only")
@@ -62,7 +62,7 @@ def test_submit_logs_and_no_token_leak(with_token: RayHead, tmp_path: Path) -> N
     assert listed[job_id].status == "SUCCEEDED"
 
 
-def test_stop_long_running_job(with_token: RayHead) -> None:
+def test_stop_long_running_job(with_token: Any) -> None:
     job_id = submit_job(with_token.address, f"{sys.executable} -c 'import time; time.sleep(300)'")
     deadline = time.monotonic() + 60
     while job_status(with_token.address, job_id) == "PENDING" and time.monotonic() < deadline:
@@ -72,7 +72,7 @@ def test_stop_long_running_job(with_token: RayHead) -> None:
     assert stop_job(with_token.address, job_id) is False
 
 
-def test_submit_pipeline_entrypoint(with_token: RayHead, tmp_path: Path) -> None:
+def test_submit_pipeline_entrypoint(with_token: Any, tmp_path: Path) -> None:
     config = tmp_path / "configs" / "tiny.yaml"
     config.parent.mkdir()
     config.write_text("name: tiny\ndemo_tasks: true\nstorage: runs\n")
@@ -97,14 +97,14 @@ def test_submit_pipeline_entrypoint(with_token: RayHead, tmp_path: Path) -> None
     )
 
 
-def test_wrong_token_is_refused(with_token: RayHead, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_wrong_token_is_refused(with_token: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RAY_AUTH_TOKEN", "0" * 64)
     with pytest.raises(JobError, match=r"rejected the auth token from RAY_AUTH_TOKEN") as info:
         list_jobs(with_token.address)
     assert "0" * 64 not in str(info.value)
 
 
-def test_client_without_token_gets_one_line_error(ray_head: RayHead, tmp_path: Path) -> None:
+def test_client_without_token_gets_one_line_error(ray_head: Any, tmp_path: Path) -> None:
     """A fresh process with no token anywhere (own HOME, no RAY_AUTH_* vars)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     env["HOME"] = str(tmp_path)

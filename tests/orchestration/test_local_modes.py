@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import GLUE_DIR
+from helpers import GLUE_DIR
 from safetensors.torch import load_file
 
 from adapterfleet.config import load_config

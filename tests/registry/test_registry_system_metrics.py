@@ -1,13 +1,14 @@
 import time
 
-from conftest import uid
 from mlflow import MlflowClient
 
 from adapterfleet.registry import open_trial_run
 
 
-def test_system_metrics_are_sampled_into_the_run_while_training(sqlite_uri, sqlite_experiment):
-    logger = open_trial_run(sqlite_uri, sqlite_experiment, None, uid("sysmetrics"))
+def test_system_metrics_are_sampled_into_the_run_while_training(
+    sqlite_uri, sqlite_experiment, new_name
+):
+    logger = open_trial_run(sqlite_uri, sqlite_experiment, None, new_name("sysmetrics"))
     with logger.system_metrics(interval_s=1.0):
         time.sleep(3.0)
     logger.end()

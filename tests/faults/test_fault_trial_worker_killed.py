@@ -71,7 +71,9 @@ def tune_reported_epochs(storage: Path) -> list[int]:
 def test_a_killed_trial_worker_resumes_after_its_last_finished_epoch(
     ray_local: None, tiny_model: Path, tmp_path: Path
 ) -> None:
-    config = parse_config(sweep_document(tmp_path, tiny_model, epochs=EPOCHS), tmp_path)
+    # 3,000 examples: seconds per epoch even with a warm Ray, so the kill lands mid-trial
+    document = sweep_document(tmp_path, tiny_model, epochs=EPOCHS, train_examples=3000)
+    config = parse_config(document, tmp_path)
     storage = tmp_path / "runs"
     killer = TrialKiller(storage)
     killer.start()

@@ -60,6 +60,26 @@ def test_fast_form_handles_adapters_of_different_widths_and_activations():
     assert _rel_err(layer(q, adapters), reference_fusion(layer, q, adapters)[0]) < 1e-5
 
 
+def test_frozen_adapters_share_the_stacked_copy_and_a_changed_weight_is_seen():
+    adapters = _adapters([12, 12, 6])
+    layer = _layer(3, FusionConfig())
+    q = torch.randn(2, 5, D)
+    before = {id(p): p.detach().clone() for a in adapters for p in a.parameters()}
+    layer(q, adapters)
+    stacked = layer._stacked[1]
+    owner = stacked.down_w.untyped_storage().data_ptr()
+    assert adapters[2].adapter_down.weight.untyped_storage().data_ptr() == owner
+    assert adapters[1].adapter_up.weight.untyped_storage().data_ptr() == (
+        stacked.up_w.untyped_storage().data_ptr()
+    )
+    for a in adapters:  # same values, same parameter objects
+        for p in a.parameters():
+            assert torch.equal(p, before[id(p)])
+    with torch.no_grad():
+        adapters[0].adapter_up.weight.mul_(3.0)
+    assert _rel_err(layer(q, adapters), reference_fusion(layer, q, adapters)[0]) < 1e-5
+
+
 def test_gradients_of_the_fast_form_equal_the_straightforward_ones():
     adapters = _adapters([12] * 4)
     layer = _layer(4, FusionConfig())

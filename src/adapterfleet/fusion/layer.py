@@ -33,6 +33,22 @@ class Stacked:
         self.activations = [a.non_linearity for a in adapters]
         self.uniform = len(set(self.widths)) == 1 and len(set(self.activations)) == 1
 
+    def share_storage(self, adapters: Sequence[Bottleneck]) -> None:
+        """Point the frozen adapters' parameters at their slices of the stacked tensors, so the
+        fused copy is the only copy in memory (N adapters × layers would otherwise be held twice).
+
+        The parameters stay the same objects (state dicts, saving and hashing see no change); an
+        in-place change through one of them bumps its version, and the layer restacks.
+        """
+        start = 0
+        for index, (adapter, width) in enumerate(zip(adapters, self.widths, strict=True)):
+            rows = slice(start, start + width)
+            adapter.adapter_down.weight.data = self.down_w[rows]
+            adapter.adapter_down.bias.data = self.down_b[rows]
+            adapter.adapter_up.weight.data = self.up_w[:, rows]
+            adapter.adapter_up.bias.data = self.up_b[:, index]
+            start += width
+
     def activate(self, pre: torch.Tensor, adapters: Sequence[Bottleneck]) -> torch.Tensor:
         if self.uniform:
             return adapters[0].activation(pre)
@@ -86,7 +102,9 @@ class FusionLayer(nn.Module):
         signature = _signature(adapters)
         if self._stacked is None or self._stacked[0] != signature:
             with torch.no_grad():
-                self._stacked = (signature, Stacked(adapters))
+                stacked = Stacked(adapters)
+                stacked.share_storage(adapters)
+                self._stacked = (signature, stacked)
         return self._stacked[1]
 
     def query_vector(self, q: torch.Tensor) -> torch.Tensor:

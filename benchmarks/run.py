@@ -114,6 +114,14 @@ def suite(quick: bool) -> list[Bench]:
                 quick=True,
             )
         )  # fmt: skip
+    benches.append(
+        Bench(
+            "orchestration-local-ray",
+            "adapter stage of 4 tasks × 2 configurations, then a fusion over the 4, local Ray",
+            "orchestration",
+            {"tasks": 4, "configs": 2, "examples": 300, "cpus": 2},
+        )
+    )
     benches.append(infer["bert-base"])  # last: run only if time allows
     return benches
 
@@ -197,6 +205,14 @@ def write_examples(task: str, examples: int, folder: Path) -> tuple[dict, Path]:
 
 
 def run_bench(bench: Bench, index: int, pythons: dict[str, str], args, folder: Path) -> None:
+    if bench.kind == "orchestration":  # ours only: the reference has no orchestration
+        from benchmarks import orchestration
+
+        print(f"  {OURS:9s} ...", end=" ", flush=True)
+        result = orchestration.run(**bench.spec, keep=None)
+        bench.results[OURS] = result
+        print(result.get("error") or f"makespan {result['makespan_over_ideal']}× ideal", flush=True)
+        return
     spec = dict(bench.spec, kind=bench.kind, seed=0)
     if bench.kind == "real":
         from adapterfleet.adapters.base_model import packaged_minilm_path
@@ -276,6 +292,8 @@ def _rows(benches: list[Bench]) -> tuple[list[dict], list[dict], list[dict]]:
     timed, real, checks = [], [], []
     for bench in benches:
         ours, ref = bench.results.get(OURS, {}), bench.results.get(REF, {})
+        if bench.kind == "orchestration":
+            continue  # its own section
         if bench.kind == "check":
             checks.append(
                 {"name": bench.name, "title": bench.title, "ours": ours, "reference": ref}
@@ -379,6 +397,7 @@ def write_report(benches: list[Bench], meta: dict, md_path: Path, json_path: Pat
                 f"| {_fmt(row['speedup'], 2)}× | {lengths} | {_fmt(row[f'{OURS}_rss_mb'], 0)} "
                 f"| {_fmt(row[f'{REF}_rss_mb'], 0)} | {_fmt(row['memory_ratio'], 2)}× |"
             )
+    lines += _orchestration_lines(benches)
     lines += ["", "## Agreement check", ""]
     for check in checks:
         ref = check["reference"]
@@ -424,6 +443,41 @@ def write_report(benches: list[Bench], meta: dict, md_path: Path, json_path: Pat
     text = "\n".join(lines) + "\n"
     md_path.write_text(text)
     return text
+
+
+def _orchestration_lines(benches: list[Bench]) -> list[str]:
+    found = [b for b in benches if b.kind == "orchestration" and b.results]
+    if not found:
+        return []
+    bench, r = found[0], found[0].results[OURS]
+    lines = ["", "## Orchestration on local Ray", ""]
+    if "error" in r:
+        return [*lines, f"{bench.title}: **FAILED** — {r['error']}"]
+    first = r.get("registration_to_first_step_s")
+    start = r.get("registration_to_training_start_s")
+    return [
+        *lines,
+        f"`python -m benchmarks.orchestration` ({bench.title}; generated demo tasks, "
+        f"{r['examples']} training examples each, 1 epoch, the packaged MiniLM, a SQLite "
+        f"MLflow store, `adapterfleet run --num-cpus {r['slots']}` in a fresh process). "
+        "Times from MLflow's run and model-version timestamps.",
+        "",
+        "| figure | value | target |",
+        "|---|---|---|",
+        f"| makespan of the adapter stage (first trial start → last trial end) "
+        f"| {r['makespan_s']} s | |",
+        f"| ideal: Σ trial durations / {r['slots']} slots | {r['ideal_s']} s "
+        f"(trials {', '.join(str(t) for t in r['trial_seconds'])} s) | |",
+        f"| makespan / ideal | {r['makespan_over_ideal']}× | ≤ 1.2× |",
+        f"| before it: sweep start → first trial start "
+        f"| {r['first_trial_start_after_sweep_s']} s (with it: {r['makespan_with_start_up_s']} s) "
+        "| |",
+        f"| last trial end → last adapter registered | "
+        f"{r['last_adapter_registered_after_last_trial_s']} s | |",
+        f"| last registration → fusion training code starts | {_fmt(start, 1)} s | |",
+        f"| last registration → fusion's first step | {_fmt(first, 1)} s | ≤ 5 s |",
+        f"| whole pipeline, wall | {r['pipeline_wall_s']} s | |",
+    ]
 
 
 def _kv(d: dict[str, str]) -> str:

@@ -8,13 +8,14 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from tuning_support import config_document, mlflow_client, runs_of, version_numbers, write_config
 
 from adapterfleet.config import load_config
-from adapterfleet.orchestration.pipeline import run_pipeline, summary_rows
+from adapterfleet.orchestration.pipeline import _early_target, run_pipeline, summary_rows
 from adapterfleet.orchestration.sweep import tracking_uri_of
 
 pytestmark = pytest.mark.integration
@@ -51,6 +52,9 @@ def test_run_registers_adapters_then_the_fusion_and_a_rerun_redoes_nothing(
     last_adapter = max(info.created_ms for info in adapters.values())
     assert fusion_run.info.start_time >= last_adapter
     assert fusion.start_delay < 60
+    # started warm with the pipeline: the first step is logged, after the training code started
+    delays = fusion_run.data.metrics
+    assert 0.0 <= delays["training_start_delay_s"] <= delays["first_step_delay_s"]
     artifacts = {a.path for a in client.list_artifacts(fusion.version.run_id)}
     assert {"fusion", "head", "fusion_weights.png", "fusion_weights.json", "run.json"} <= artifacts
     weights = json.loads(
@@ -110,3 +114,12 @@ def test_fuse_wait_started_first_trains_once_another_job_registers_the_adapters(
     assert "waiting for fruit, water" in output
     uri = tracking_uri_of(load_config(path))
     assert version_numbers(uri, "tinysweep.fusion.fruit") == [1]
+
+
+def test_only_a_cpu_fusion_over_every_swept_task_starts_with_the_pipeline(tmp_path, tiny_model):
+    config = load_config(_config(tmp_path, tiny_model))  # fruit over fruit and water: all
+    assert _early_target(config) == "fruit"
+    subset = replace(config, fusion=replace(config.fusion, targets={"fruit": ("fruit",)}))
+    assert _early_target(subset) is None  # its training could overlap the other task's trials
+    gpu = replace(config, resources=replace(config.resources, gpu=1.0))
+    assert _early_target(gpu) is None  # a GPU cannot be used without reserving it

@@ -76,6 +76,11 @@ class Callback:
     value (None, False) lets training continue. Callbacks may call `report.save_checkpoint(dir)`.
     """
 
+    def on_train_start(self) -> None:
+        """Called once, just before the first training step (model, data and optimizer are
+        ready; after a resume, before the first step of the next epoch)."""
+        return None
+
     def on_epoch_end(self, report: EpochReport) -> bool | None:
         """Called after every epoch's evaluation; return True to request a stop."""
         return None

@@ -105,6 +105,9 @@ class _FitRun:
 
     def run(self) -> FitResult:
         reason = self._stop_reason(requested=False)
+        if reason is None:
+            for callback in self.callbacks:
+                callback.on_train_start()
         while reason is None:
             requested = self._run_epoch(self.state.epoch + 1)
             reason = self._stop_reason(requested)

@@ -348,6 +348,7 @@ def write_report(benches: list[Bench], meta: dict, md_path: Path, json_path: Pat
         "under `torch.inference_mode()`. Peak memory = max RSS of the whole worker process "
         "(from `wait4`; includes the Python/torch baseline of a few hundred MiB).",
         "",
+        *_target_lines(benches, timed, real),
         "## Time per step",
         "",
         "Wall seconds per step, median (min–max). Speed-up = reference median / ours median "
@@ -445,6 +446,47 @@ def write_report(benches: list[Bench], meta: dict, md_path: Path, json_path: Pat
     return text
 
 
+# (configuration, what, comparison, target): the issue's targets for this machine
+TARGETS = [
+    ("fusion-train-bert-base-n16", "speedup", ">=", 3.0),
+    ("fusion-train-bert-base-n16", "memory_ratio", ">=", 2.0),
+    ("fusion-infer-minilm-n16", "speedup", ">=", 3.0),
+    ("fusion-infer-bert-base-n16", "speedup", ">=", 3.0),
+    ("single-train-bert-base", "speedup", ">=", 1.0),
+    ("single-train-minilm", "speedup", ">=", 1.0),
+    ("st-a-rte-minilm", "speedup", ">=", 2.0),
+    ("st-a-sst2-minilm", "speedup", ">=", 2.0),
+    ("orchestration-local-ray", "makespan_over_ideal", "<=", 1.2),
+    ("orchestration-local-ray", "registration_to_first_step_s", "<=", 5.0),
+]
+_WHAT = {"speedup": "speed-up", "memory_ratio": "memory ratio (reference / ours)",
+         "makespan_over_ideal": "makespan / ideal",
+         "registration_to_first_step_s": "last registration → fusion's first step, s"}  # fmt: skip
+
+
+def _target_lines(benches: list[Bench], timed: list[dict], real: list[dict]) -> list[str]:
+    rows = {row["name"]: row for row in timed + real}
+    for bench in benches:
+        if bench.kind == "orchestration" and OURS in bench.results:
+            rows[bench.name] = bench.results[OURS]
+    lines = [
+        "## Targets",
+        "",
+        "| configuration | figure | target | measured | |",
+        "|---|---|---|---|---|",
+    ]
+    for name, what, op, goal in TARGETS:
+        value = rows.get(name, {}).get(what)
+        if value is None:
+            verdict, shown = "not run", "—"
+        else:
+            met = value >= goal if op == ">=" else value <= goal
+            verdict, shown = ("met" if met else "**missed**"), f"{value:.2f}"
+        lines.append(f"| {name} | {_WHAT[what]} | {op.replace('>=', '≥').replace('<=', '≤')} "
+                     f"{goal:g} | {shown} | {verdict} |")  # fmt: skip
+    return [*lines, ""]
+
+
 def _orchestration_lines(benches: list[Bench]) -> list[str]:
     found = [b for b in benches if b.kind == "orchestration" and b.results]
     if not found:
@@ -514,7 +556,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--threads", type=int, default=2, help="torch threads per process")
     parser.add_argument("--list", action="store_true", help="list the configurations and exit")
+    parser.add_argument(
+        "--from-json", type=Path, help="only re-write the Markdown from this results.json"
+    )
     args = parser.parse_args(argv)
+    if args.from_json:
+        return rerender(args.from_json)
     if args.quick and args.reps is None:
         args.reps = 1
     benches = [b for b in suite(args.quick) if b.quick or not args.quick]
@@ -601,6 +648,20 @@ def main(argv: list[str] | None = None) -> int:
     print(f"written: {md_path.relative_to(ROOT)}, {json_path.relative_to(ROOT)}")
     failed = any("error" in r for b in benches for r in b.results.values())
     return 1 if failed else 0
+
+
+def rerender(json_path: Path) -> int:
+    """Write the Markdown next to `json_path` again from its raw results (no measuring)."""
+    payload = json.loads(json_path.read_text())
+    benches = suite(quick=False)
+    for bench in benches:
+        bench.results = payload["raw"].get(bench.name, {})
+        bench.load = next((r["load"] for r in payload["timed"] + payload["real_data"]
+                           if r["name"] == bench.name), "")  # fmt: skip
+    md_path = json_path.with_name("RESULTS.md" if json_path.name == "results.json" else
+                                  "RESULTS-partial.md")  # fmt: skip
+    print(write_report(benches, payload["meta"], md_path, json_path))
+    return 0
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ TORCH   ?= torch==2.13.0
 TORCH_LINKS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
 PYTEST_ARGS ?=
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo test lint bench ref-venv clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -26,7 +26,8 @@ demo: $(STAMP)
 # before them leave behind in the same process: they run in processes of their own.
 ISOLATED := tests/faults/test_fault_trial_worker_killed.py tests/faults/test_fault_worker_node_lost.py
 
-test: $(STAMP)
+# ref-venv first: the interoperability tests compare against the real reference in it.
+test: $(STAMP) ref-venv
 	$(PY) -m pytest $(PYTEST_ARGS) $(foreach t,$(ISOLATED),--deselect $(t))
 	for t in $(ISOLATED); do $(PY) -m pytest $(PYTEST_ARGS) $$t || exit 1; done
 
@@ -36,6 +37,11 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.run
+
+# The reference implementation (AdapterHub adapters 1.3.0, transformers 4.57) in a virtualenv of
+# its own, .bench/ref-venv: the benchmarks and tests/interop need it (those tests skip without it).
+ref-venv: $(STAMP)
+	$(PY) -c 'from benchmarks.refenv import ensure_ref_venv; ensure_ref_venv()'
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from adapterfleet.cli import cluster, pipeline
+from adapterfleet.cli import cluster, interop, pipeline
 from adapterfleet.cli.output import fail_cleanly, metrics_table
 from adapterfleet.config import ConfigError
 
@@ -246,6 +246,7 @@ def _report(run) -> None:  # noqa: ANN001
 
 pipeline.register(app)
 cluster.register(app)
+interop.register(app)
 
 
 def main() -> None:

@@ -1,0 +1,166 @@
+"""The folders on both sides: reading what the reference saved, finding what we saved, and
+writing the reference's files."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from adapterfleet.adapters import ADAPTER_CONFIG, HEAD_CONFIG
+from adapterfleet.adapters.files import read_config
+from adapterfleet.fusion import FUSION_CONFIG
+from adapterfleet.interop import reference as ref
+from adapterfleet.interop.reference import InteropError
+
+Tensors = dict[str, torch.Tensor]
+KINDS = ("adapter", "head", "fusion")
+REFERENCE_FILES = {"adapter": ref.ADAPTER_FILES, "head": ref.HEAD_FILES, "fusion": ref.FUSION_FILES}
+_OUR_CONFIGS = {"adapter": ADAPTER_CONFIG, "head": HEAD_CONFIG, "fusion": FUSION_CONFIG}
+
+
+@dataclass(frozen=True)
+class Saved:
+    """One module the reference saved: the content of its config file and its tensors."""
+
+    where: str
+    meta: dict[str, Any]
+    tensors: Tensors
+
+    @property
+    def name(self) -> str:
+        return str(self.meta.get("name", ""))
+
+
+def refuse_same(src: Path, out: Path) -> None:
+    if src.resolve() == out.resolve():
+        raise InteropError(
+            f"{out} is the source directory; write to another one (both formats use some of "
+            "the same file names)"
+        )
+
+
+def first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+# --- the reference's side --------------------------------------------------------------------
+
+
+def read_reference_dir(src: Path) -> dict[str, Saved]:
+    """The adapter, head and fusion the reference saved in `src`, by kind."""
+    if not src.is_dir():
+        raise InteropError(f"{src} is not a directory")
+    parts = {}
+    for kind in KINDS:
+        files = REFERENCE_FILES[kind]
+        if (src / files.config).is_file():
+            parts[kind] = _read_saved(src, files)
+    if not parts:
+        names = ", ".join(f.config for f in REFERENCE_FILES.values())
+        raise InteropError(
+            f"{src} holds none of {names}; is it a directory saved by AdapterHub adapters?"
+        )
+    return parts
+
+
+def _read_saved(directory: Path, files: ref.Files) -> Saved:
+    path = directory / files.config
+    meta = _json_object(path)
+    if "format_version" in meta and "base_model" in meta:
+        raise InteropError(
+            f"{path} was written by adapterfleet, not by AdapterHub adapters; load it directly"
+        )
+    return Saved(str(path), meta, _reference_tensors(directory, files))
+
+
+def _json_object(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise InteropError(f"{path} is not valid JSON ({error})") from None
+    if not isinstance(data, dict):
+        raise InteropError(f"{path} must hold a JSON object")
+    return data
+
+
+def _reference_tensors(directory: Path, files: ref.Files) -> Tensors:
+    """The safetensors file when there is one, else the torch pickle, read as tensors only."""
+    safe, pickled = directory / files.safetensors, directory / files.torch_bin
+    if not safe.is_file() and not pickled.is_file():
+        raise InteropError(
+            f"{directory} has {files.config} but neither {files.safetensors} nor {files.torch_bin}"
+        )
+    try:
+        if safe.is_file():
+            tensors = load_file(str(safe))
+        else:
+            tensors = torch.load(pickled, map_location="cpu", weights_only=True)
+    except (SafetensorError, pickle.UnpicklingError, OSError, RuntimeError, EOFError) as error:
+        raise InteropError(f"{directory}: cannot read the weights ({first_line(error)})") from None
+    if not isinstance(tensors, dict) or not all(torch.is_tensor(t) for t in tensors.values()):
+        raise InteropError(f"{directory}: the weights file does not hold a dict of tensors")
+    return {str(k): t for k, t in tensors.items()}
+
+
+def reference_base(parts: Iterable[Saved], src: Path) -> str:
+    """The base model the reference recorded (`model_name`)."""
+    for saved in parts:
+        if saved.meta.get("model_name"):
+            return str(saved.meta["model_name"])
+    raise InteropError(f"{src} records no model_name; pass the base model (--base-model)")
+
+
+def write_reference(
+    out: Path, files: ref.Files, meta: dict[str, Any], tensors: Tensors, torch_bin: bool
+) -> None:
+    """The config file, the safetensors file and (with `torch_bin`) the torch pickle."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / files.config).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    save_file(tensors, str(out / files.safetensors), metadata={"format": "pt"})
+    pickled = out / files.torch_bin
+    if torch_bin:
+        torch.save(tensors, pickled)
+    elif pickled.exists():
+        pickled.unlink()  # a stale one would be what the reference loads by default
+
+
+# --- our side --------------------------------------------------------------------------------
+
+
+def our_folders(src: Path) -> dict[str, Path]:
+    """Where our adapter, head and fusion files are: `src` itself, or its run subfolders."""
+    folders = {}
+    for kind in KINDS:
+        for folder in (src, src / kind):
+            if (folder / _OUR_CONFIGS[kind]).is_file():
+                folders[kind] = folder
+                break
+    if not folders:
+        raise InteropError(
+            f"{src} holds no adapterfleet adapter, head or fusion (nor adapter/, head/, fusion/)"
+        )
+    for kind, folder in folders.items():
+        if "format_version" not in read_config(folder, _OUR_CONFIGS[kind]):
+            raise InteropError(
+                f"{folder / _OUR_CONFIGS[kind]} was not written by adapterfleet; to convert "
+                "a reference directory use import"
+            )
+    return folders
+
+
+def our_base(folders: dict[str, Path], src: Path) -> str:
+    """The base model our files record (`base_model.name_or_path`)."""
+    for kind, folder in folders.items():
+        base = read_config(folder, _OUR_CONFIGS[kind]).get("base_model") or {}
+        if base.get("name_or_path"):
+            return str(base["name_or_path"])
+    raise InteropError(f"{src} records no base model path; pass the base model (--base-model)")

@@ -34,7 +34,7 @@ REDUCTION_FACTORS = (16, 32, 64, 8)
 TARGET = "demo_delivery"
 
 
-def write_config(folder: Path, tasks: int, configs: int, examples: int, cpus: int) -> Path:
+def write_config(folder: Path, tasks: int, configs: int, examples: int) -> Path:
     from adapterfleet.data.demo import CONFIG_NAME, generate_demo_suite
 
     data = folder / "data"
@@ -75,12 +75,14 @@ def _seconds(ms: int | None) -> float | None:
 def read_figures(uri: str, name: str, slots: int) -> dict[str, Any]:
     from mlflow import MlflowClient
 
+    from adapterfleet.registry.tags import TAG_KIND
+
     client = MlflowClient(tracking_uri=uri)
     experiment = client.get_experiment_by_name(name)
     runs = client.search_runs([experiment.experiment_id], max_results=1000)
     kinds: dict[str, list] = {}
     for run in runs:
-        kinds.setdefault(run.data.tags.get("adapterfleet.kind", "?"), []).append(run)
+        kinds.setdefault(run.data.tags.get(TAG_KIND, "?"), []).append(run)
     trials = kinds.get("trial", [])
     sweep_start = min(_seconds(r.info.start_time) for r in kinds.get("sweep", trials))
     durations = [(r.info.end_time - r.info.start_time) / 1000.0 for r in trials]
@@ -112,7 +114,7 @@ def run(tasks: int, configs: int, examples: int, cpus: int, keep: Path | None) -
     with tempfile.TemporaryDirectory(prefix="af-orch-") as tmp:
         folder = keep or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
-        config = write_config(folder, tasks, configs, examples, cpus)
+        config = write_config(folder, tasks, configs, examples)
         command = [
             str(Path(sys.executable).parent / "adapterfleet"), "run", str(config),
             "--num-cpus", str(cpus),

@@ -126,7 +126,7 @@ def adapter_from_reference(
 
 def adapter_to_reference(config: AdapterConfig) -> dict[str, Any]:
     """The full config dict the reference writes for the same adapter."""
-    preset = {v: k for k, v in ref.PLACEMENT_OF_PRESET.items()}[config.architecture]
+    preset = ref.BN_ALIASES[config.architecture]
     return {
         **ref.BN_DEFAULTS,
         **ref.BN_PRESETS[preset],

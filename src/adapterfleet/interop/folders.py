@@ -74,22 +74,12 @@ def read_reference_dir(src: Path) -> dict[str, Saved]:
 
 def _read_saved(directory: Path, files: ref.Files) -> Saved:
     path = directory / files.config
-    meta = _json_object(path)
+    meta = read_config(directory, files.config)
     if "format_version" in meta and "base_model" in meta:
         raise InteropError(
             f"{path} was written by adapterfleet, not by AdapterHub adapters; load it directly"
         )
     return Saved(str(path), meta, _reference_tensors(directory, files))
-
-
-def _json_object(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise InteropError(f"{path} is not valid JSON ({error})") from None
-    if not isinstance(data, dict):
-        raise InteropError(f"{path} must hold a JSON object")
-    return data
 
 
 def _reference_tensors(directory: Path, files: ref.Files) -> Tensors:

@@ -189,8 +189,9 @@ BN_PRESETS: dict[str, dict[str, Any]] = {
         "non_linearity": "swish",
     },
 }
-BN_ALIASES = {"pfeiffer": "seq_bn", "houlsby": "double_seq_bn"}  # the reference's old names
-PLACEMENT_OF_PRESET = {"seq_bn": "pfeiffer", "double_seq_bn": "houlsby"}
+# The reference's old names for its presets, which are also our architecture names.
+BN_ALIASES = {"pfeiffer": "seq_bn", "houlsby": "double_seq_bn"}
+PLACEMENT_OF_PRESET = {preset: ours for ours, preset in BN_ALIASES.items()}
 # Fields that only shape initialisation, or only matter when a switch we refuse is on.
 BN_IRRELEVANT = frozenset(
     {"init_weights", "init_weights_seed", "inv_adapter_reduction_factor"}

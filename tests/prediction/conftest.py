@@ -1,4 +1,4 @@
-"""A registered world for the prediction tests: the tiny keyword tasks of the sweep tests
+"""A registered world for the prediction and pruning tests: the tiny keyword tasks of the sweep tests
 (tests/tuning/tuning_support.py), one ST-A adapter per task trained on this machine and
 registered as a trial would be, and the fusion for `fruit` trained and registered by the real
 fusion stage (`run_fusion_job`), all in a SQLite MLflow store under a temporary folder."""

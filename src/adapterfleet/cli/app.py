@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from adapterfleet.cli import cluster, interop, pipeline
+from adapterfleet.cli import cluster, interop, pipeline, prune
 from adapterfleet.cli.output import fail_cleanly, metrics_table
 from adapterfleet.config import ConfigError
 
@@ -247,6 +247,7 @@ def _report(run) -> None:  # noqa: ANN001
 pipeline.register(app)
 cluster.register(app)
 interop.register(app)
+prune.register(app)
 
 
 def main() -> None:

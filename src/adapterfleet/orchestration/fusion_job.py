@@ -32,7 +32,7 @@ from adapterfleet.registry import (
     register_version,
     wait_for_models,
 )
-from adapterfleet.training import Callback, EpochReport
+from adapterfleet.training import Callback, EpochReport, TrainConfig
 from adapterfleet.tuning.workdir import TrialWorkdir
 
 Say = Callable[[str], None]
@@ -55,12 +55,15 @@ class _FusionReporter(Callback):
     """Checkpoint, then MLflow, at every epoch end: a fusion whose job dies (driver killed,
     node lost) continues after its newest finished epoch and logs each epoch once."""
 
-    def __init__(self, logger: MlflowRunLogger, workdir: TrialWorkdir, registered_at: float):
+    def __init__(
+        self, logger: MlflowRunLogger, workdir: TrialWorkdir, registered_at: float | None
+    ) -> None:
         self.logger, self.workdir, self.registered_at = logger, workdir, registered_at
 
     def on_train_start(self) -> None:
         """`first_step_delay_s`: from the last adapter's registration to the first step."""
-        self.logger.log_metrics({"first_step_delay_s": time.time() - self.registered_at})
+        if self.registered_at is not None:
+            self.logger.log_metrics({"first_step_delay_s": time.time() - self.registered_at})
 
     def on_epoch_end(self, report: EpochReport) -> None:
         self.workdir.checkpoint_dir(report.epoch).parent.mkdir(parents=True, exist_ok=True)
@@ -81,10 +84,15 @@ def lineage_key(config: PipelineConfig, target: str, versions: dict[str, ModelVe
         "task": config.tasks[target].to_mapping(),
         "base_model": config.base_model,
         "preset": config.fusion.preset,
-        "training": config.fusion.training.to_dict(),
+        "training": _result_settings(config.fusion.training),
         "adapters": {t: [v.version, v.sha256] for t, v in sorted(versions.items())},
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _result_settings(training: TrainConfig) -> dict[str, object]:
+    """The training settings that change the trained fusion (not how progress is shown)."""
+    return {k: v for k, v in training.to_dict().items() if k != "progress"}
 
 
 @dataclass(frozen=True)
@@ -227,7 +235,15 @@ def _train_and_register(
     work: Path,
     waited: float,
     say: Say,
+    *,
+    alias: str = "best",
+    tags: dict[str, str] | None = None,
+    gated: bool = True,
 ) -> FusionOutcome:
+    """Pull the plan's adapters, train (resuming from the newest checkpoint in `work`), log the
+    weights heatmap and register the fusion under `alias` with lineage tags and `tags`.
+    `gated`: the job waited for the adapters, so the delays since their registration are
+    logged."""
     from adapterfleet.orchestration.local import prepare_task
     from adapterfleet.training.modes import task_batches, train_fusion_run
     from adapterfleet.tuning.trial import relog_missing_epochs
@@ -236,6 +252,8 @@ def _train_and_register(
     sources = config.fusion.targets[target]
     fusion_name = fusion_model_name(config.registry_prefix, target)
     logger = open_plan_run(config, plan, uri, experiment_id)
+    if tags:
+        logger.set_tags(tags)
     try:
         dirs = [
             pull(
@@ -254,8 +272,12 @@ def _train_and_register(
             say(f"fusion {target}: resuming after epoch {start[0]}")
         registered_at = max(v.created_ms for v in versions.values()) / 1000.0
         start_delay = time.time() - registered_at
-        say(f"fusion {target}: training over {lineage} ({start_delay:.1f}s after the last adapter)")
-        logger.log_metrics({"training_start_delay_s": start_delay})
+        if gated:
+            after = f"{start_delay:.1f}s after the last adapter"
+            say(f"fusion {target}: training over {lineage} ({after})")
+            logger.log_metrics({"training_start_delay_s": start_delay})
+        else:
+            say(f"fusion {target}: training over {lineage}")
         run = train_fusion_run(
             tokenized,
             config.base_model,
@@ -265,7 +287,7 @@ def _train_and_register(
             fusion_config=FusionConfig.preset(config.fusion.preset),
             adapter_sha256=[versions[t].sha256 for t in sources],
             metrics=config.tasks[target].metrics,
-            callbacks=[_FusionReporter(logger, workdir, registered_at)],
+            callbacks=[_FusionReporter(logger, workdir, registered_at if gated else None)],
             resume_from=start[1] if start is not None else None,
         )
         _, dev = task_batches(tokenized, config.fusion.training)
@@ -295,7 +317,9 @@ def _train_and_register(
                 "metric": config.fusion.training.metric,
                 **{f"dev_{k}": v for k, v in run.dev_metrics.items()},
                 **{f"adapter.{t}": f"v{versions[t].version}" for t in sources},
+                **(tags or {}),
             },
+            alias=alias,
             companions={"head": work / "run" / "head" / HEAD_WEIGHTS},
         )
     except BaseException:

@@ -321,12 +321,12 @@ def pull_version(config: PipelineConfig, uri: str, info: ModelVersionInfo, dest:
     pull(uri, info.name, dest / kind, version=info.version)
     pull_companion(uri, info, HEAD_ARTIFACT, dest / HEAD_ARTIFACT)
     if kind == "fusion":
-        for task, number in _lineage(info).items():
+        for task, number in fusion_lineage(info).items():
             pull(uri, adapter_model_name(prefix, task), dest / "adapters" / task, version=number)
     return dest
 
 
-def _lineage(info: ModelVersionInfo) -> dict[str, int]:
+def fusion_lineage(info: ModelVersionInfo) -> dict[str, int]:
     """task -> adapter version, from the fusion's `adapter.<task>=vN` tags."""
     out: dict[str, int] = {}
     for key, value in info.tags.items():

@@ -12,16 +12,19 @@ from adapterfleet.registry.info import (
     sha256_file,
 )
 from adapterfleet.registry.models import (
+    find_version_by_tag,
     get_version,
     list_models,
     pull,
     pull_companion,
     register_version,
+    set_alias,
 )
 from adapterfleet.registry.redact import REDACTED, redact
 from adapterfleet.registry.runs import (
     MlflowRunLogger,
     open_fusion_run,
+    open_prune_run,
     open_sweep_run,
     open_trial_run,
 )
@@ -61,10 +64,12 @@ __all__ = [
     "ensure_experiment",
     "experiment_runs",
     "experiment_tags",
+    "find_version_by_tag",
     "fusion_model_name",
     "get_version",
     "list_models",
     "open_fusion_run",
+    "open_prune_run",
     "open_sweep_run",
     "open_trial_run",
     "parse_model_name",
@@ -73,6 +78,7 @@ __all__ = [
     "redact",
     "register_version",
     "safe_uri",
+    "set_alias",
     "sha256_file",
     "wait_for_models",
 ]

@@ -196,6 +196,26 @@ def _get_version(
         raise
 
 
+def find_version_by_tag(uri: str, name: str, tag: str, value: str) -> ModelVersionInfo | None:
+    """The lowest version of `name` whose tag `tag` equals `value`, or None."""
+    client = get_client(uri)
+    try:
+        found = _search_versions(client, f"name = {quote(name)} AND tags.`{tag}` = {quote(value)}")
+    except Exception as exc:
+        if _is_missing(exc):
+            return None
+        raise
+    if not found:
+        return None
+    lowest = min(found, key=lambda mv: int(mv.version))
+    return info_from_mlflow(client.get_model_version(name, str(lowest.version)))
+
+
+def set_alias(uri: str, name: str, alias: str, version: int) -> None:
+    """Point `alias` of `name` at `version` (safe against a concurrent setter)."""
+    _set_alias(get_client(uri), name, alias, int(version))
+
+
 def _check_inside(name: str, version: int, what: str, value: str, single: bool = False) -> None:
     """Registry tags become paths under the pull's staging folder: refuse any that could point
     outside it (absolute, `..`, or a folder where a file name is expected)."""

@@ -15,6 +15,7 @@ from adapterfleet.registry.store import get_client
 from adapterfleet.registry.tags import (
     TAG_KIND,
     TAG_PARENT_RUN,
+    TAG_PRUNED_FROM,
     TAG_SWEEP,
     TAG_TASK,
     TAG_TRIAL_ID,
@@ -267,3 +268,18 @@ def open_fusion_run(
     if params:
         logger.log_params(params)
     return logger
+
+
+def open_prune_run(
+    uri: str,
+    experiment_id: str,
+    target: str,
+    source: str,
+    tags: Mapping[str, Any] | None = None,
+    *,
+    retry_timeout_s: float = DEFAULT_RETRY_TIMEOUT_S,
+) -> MlflowRunLogger:
+    """The run of one pruning of `target`'s fusion version `source` ("vN", kind `prune`):
+    reused when the same pruning runs again."""
+    match = {TAG_KIND: "prune", TAG_TASK: target, TAG_PRUNED_FROM: source}
+    return _open_run(uri, experiment_id, match, f"prune-{target}-{source}", tags, retry_timeout_s)

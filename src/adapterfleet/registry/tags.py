@@ -1,6 +1,6 @@
 """Tag keys written by adapterfleet on MLflow runs and model versions."""
 
-TAG_KIND = "adapterfleet.kind"  # "sweep" | "trial" on runs
+TAG_KIND = "adapterfleet.kind"  # "sweep" | "trial" | "fusion" | "prune" on runs
 TAG_SWEEP = "adapterfleet.sweep"
 TAG_TASK = "adapterfleet.task"
 TAG_TRIAL_ID = "adapterfleet.trial_id"
@@ -8,6 +8,7 @@ TAG_PARENT_RUN = "mlflow.parentRunId"
 TAG_SHA256 = "sha256"
 TAG_WEIGHTS_FILE = "adapterfleet.weights_file"
 TAG_ARTIFACT_PATH = "adapterfleet.artifact_path"
+TAG_PRUNED_FROM = "adapterfleet.pruned_from"  # "vN": the fusion version a pruned one came from
 TAG_COMPANION = "adapterfleet.companion."  # + folder: "<file>:<sha256>" of a folder beside it
 
 

@@ -1,0 +1,391 @@
+"""`adapterfleet prune TARGET`: drop the adapters a trained fusion hardly uses (the paper's 8.2).
+
+The registered fusion of TARGET is pulled, its adapters are ranked by their mean fusion weight on
+the target's dev set (over layers and real tokens), and for each size k the fusion over the top k
+is trained like a pipeline fusion (checkpointed, resumable, its own MLflow run and heatmap) and
+registered as a version of the same model under the alias `pruned-<k>`, tagged with the adapters
+it kept and the version it was pruned from; `best` is left where it is. Every pruned version
+(and the source) is then pulled back and timed on the same dev batches in this process, so the
+speed-up is a ratio measured in one run. The table (Markdown and JSON) and a plot of accuracy and
+speed against the number of adapters kept go to a folder and to an MLflow run of kind `prune`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from adapterfleet.config import ConfigError, PipelineConfig
+from adapterfleet.registry import (
+    ModelVersionInfo,
+    adapter_model_name,
+    find_version_by_tag,
+    fusion_model_name,
+    get_version,
+    open_prune_run,
+    set_alias,
+)
+from adapterfleet.registry.tags import TAG_PRUNED_FROM
+
+Say = Callable[[str], None]
+TAG_KEPT = "adapterfleet.kept"
+SPEED_EXAMPLES = 512  # dev examples timed per model (the first ones, in the dev order)
+
+
+@dataclass(frozen=True)
+class PrunePoint:
+    """One fusion of the report: the source (all adapters) or a pruned one."""
+
+    kept: tuple[str, ...]  # adapter tasks, in the order of the config
+    version: int
+    alias: str
+    dev_metrics: dict[str, float]
+    examples_per_second: float
+    trained: bool  # False: the source, or a pruned fusion registered before for these adapters
+
+
+@dataclass(frozen=True)
+class PruneReport:
+    target: str
+    source_version: int
+    metric: str
+    ranking: tuple[tuple[str, float], ...]  # (adapter task, mean fusion weight), best first
+    points: tuple[PrunePoint, ...]  # the source first, then by decreasing size
+    folder: Path
+
+    def rows(self) -> list[dict[str, Any]]:
+        base = self.points[0].examples_per_second
+        return [
+            {
+                "adapters": len(p.kept),
+                "kept": ", ".join(p.kept),
+                "version": f"v{p.version} ({p.alias})",
+                **{f"dev {k}": round(v, 4) for k, v in p.dev_metrics.items()},
+                "examples/s": round(p.examples_per_second, 1),
+                "speed-up": round(p.examples_per_second / base, 2) if base else float("nan"),
+            }
+            for p in self.points
+        ]
+
+    def markdown(self) -> str:
+        rows = self.rows()
+        header = list(rows[0])
+        lines = [
+            f"# Pruning the fusion of {self.target} (from v{self.source_version})",
+            "",
+            "Mean fusion weight on the dev set (over layers and tokens), best first: "
+            + ", ".join(f"{task} {weight:.3f}" for task, weight in self.ranking)
+            + ".",
+            "",
+            "| " + " | ".join(header) + " |",
+            "|" + "---|" * len(header),
+            *("| " + " | ".join(str(row[k]) for k in header) + " |" for row in rows),
+            "",
+            f"Speed: examples per second of inference over the first {SPEED_EXAMPLES} dev "
+            "examples (best of 3 passes), every model timed in the same process.",
+        ]
+        return "\n".join(lines) + "\n"
+
+
+def rank_adapters(weights: Any, tasks: Sequence[str]) -> list[tuple[str, float]]:
+    """(task, mean weight over layers) from a (layers, adapters) weight tensor, largest first;
+    ties keep the given order."""
+    means = [float(x) for x in weights.float().mean(0)]
+    if len(means) != len(tasks):
+        raise ValueError(f"{len(means)} weight columns for {len(tasks)} adapters")
+    order = sorted(range(len(tasks)), key=lambda i: -means[i])
+    return [(tasks[i], means[i]) for i in order]
+
+
+def sizes_to_keep(
+    ranking: Sequence[tuple[str, float]],
+    keep: Sequence[int] | None = None,
+    threshold: float | None = None,
+) -> list[int]:
+    """How many adapters each pruned fusion keeps, largest first. `keep`: those sizes; `threshold`:
+    as many as have a mean weight of at least it; neither: halving, ⌈n/2⌉, ⌈n/4⌉, … 1."""
+    n = len(ranking)
+    if n < 2:
+        raise ConfigError(f"prune: the fusion has {n} adapter; there is nothing to prune")
+    if keep and threshold is not None:
+        raise ConfigError("prune: give --keep or --threshold, not both")
+    if threshold is not None:
+        if not 0.0 < threshold < 1.0:
+            raise ConfigError(f"prune --threshold: {threshold} is not between 0 and 1")
+        k = sum(weight >= threshold for _, weight in ranking)
+        if k == 0:
+            raise ConfigError(
+                f"prune --threshold: no adapter has a mean weight of {threshold} or more "
+                f"(the largest is {ranking[0][1]:.3f}); lower it"
+            )
+        if k == n:
+            raise ConfigError(
+                f"prune --threshold: every adapter has a mean weight of {threshold} or more "
+                f"(the smallest is {ranking[-1][1]:.3f}); raise it to drop some"
+            )
+        return [k]
+    if keep:
+        bad = [k for k in keep if not 1 <= k < n]
+        if bad:
+            raise ConfigError(
+                f"prune --keep: {bad[0]} is not between 1 and {n - 1} (the fusion has {n} adapters)"
+            )
+        return sorted(set(keep), reverse=True)
+    sizes = {math.ceil(n / 2**i) for i in range(1, n.bit_length() + 1)}
+    return sorted((k for k in sizes if 1 <= k < n), reverse=True)
+
+
+def inference_speed(model: Any, batches: Sequence[dict[str, Any]], passes: int = 3) -> float:
+    """Examples per second of `model` over `batches` (one warm-up batch, best of `passes`)."""
+    import torch
+
+    model.eval()
+    examples = sum(int(b["input_ids"].shape[0]) for b in batches)
+    best = math.inf
+    with torch.inference_mode():
+        model(batches[0])
+        for _ in range(passes):
+            start = time.perf_counter()
+            for batch in batches:
+                model(batch)
+            best = min(best, time.perf_counter() - start)
+    return examples / best
+
+
+def prune_fusion(
+    config: PipelineConfig,
+    target: str,
+    uri: str,
+    experiment_id: str,
+    *,
+    keep: Sequence[int] | None = None,
+    threshold: float | None = None,
+    alias: str = "best",
+    version: int | None = None,
+    say: Say = print,
+) -> PruneReport:
+    """Rank the adapters of `target`'s registered fusion, train and register the pruned fusions,
+    time them all, and write the report (see the module's docstring)."""
+    from adapterfleet.fusion import mean_fusion_weights
+    from adapterfleet.fusion.analysis import fused_adapter_names
+    from adapterfleet.orchestration.local import prepare_task
+    from adapterfleet.orchestration.predict import check_target, find_version
+    from adapterfleet.training import evaluate
+    from adapterfleet.training.modes import metric_names, task_batches
+
+    check_target(config, target)
+    source = find_version(config, target, uri, alias=alias, version=version)
+    folder = Path(config.storage).resolve() / "prune" / target / f"v{source.version}"
+    tokenized = prepare_task(config, target)
+    _, dev = task_batches(tokenized, config.fusion.training)
+    dev_batches = list(dev)
+    timed = _first_examples(dev_batches, SPEED_EXAMPLES)
+    metrics = metric_names(config.tasks[target].metrics, config.fusion.training)
+
+    say(f"prune {target}: ranking the adapters of v{source.version} on {len(tokenized.dev)} dev")
+    model, tasks = _pulled_model(config, uri, source, folder / "source")
+    weights = mean_fusion_weights(model, target, dev_batches)
+    names = fused_adapter_names(model, target)
+    ranking = rank_adapters(weights, [tasks[name] for name in names])
+    sizes = sizes_to_keep(ranking, keep, threshold)
+    say("prune " + target + ": " + ", ".join(f"{t} {w:.3f}" for t, w in ranking))
+    points = [
+        PrunePoint(
+            tuple(t for t in _order(config, target) if t in tasks.values()),
+            source.version,
+            ",".join(source.aliases) or "source",
+            evaluate(model, dev_batches, metrics),
+            inference_speed(model, timed),
+            False,
+        )
+    ]
+    del model
+
+    versions = _adapter_versions(config, uri, source)
+    summary = open_prune_run(
+        uri,
+        experiment_id,
+        target,
+        f"v{source.version}",
+        tags={"adapterfleet.prune_sizes": ",".join(map(str, sizes))},
+    )
+    try:
+        for k in sizes:
+            kept = [t for t in _order(config, target) if t in {t for t, _ in ranking[:k]}]
+            info, trained = _pruned_fusion(
+                config, target, uri, experiment_id, kept, versions, source, say
+            )
+            model, _ = _pulled_model(config, uri, info, folder / f"keep-{k}")
+            point = PrunePoint(
+                tuple(kept),
+                info.version,
+                f"pruned-{k}",
+                evaluate(model, dev_batches, metrics),
+                inference_speed(model, timed),
+                trained,
+            )
+            del model
+            points.append(point)
+            say(
+                f"prune {target}: {k} adapters ({', '.join(kept)}) v{info.version}: "
+                f"{config.fusion.training.metric} {point.dev_metrics[metrics[0]]:.4f}, "
+                f"{point.examples_per_second:.0f} examples/s"
+            )
+            summary.log_metrics(
+                {
+                    **{f"dev_{m}": v for m, v in point.dev_metrics.items()},
+                    "examples_per_second": point.examples_per_second,
+                },
+                step=k,
+            )
+        report = PruneReport(
+            target, source.version, metrics[0], tuple(ranking), tuple(points), folder
+        )
+        write_report(report)
+        summary.log_metrics(
+            {"source_examples_per_second": points[0].examples_per_second}, step=len(ranking)
+        )
+        summary.log_artifacts(folder / "report", "prune")
+    except BaseException:
+        summary.end("FAILED")
+        raise
+    summary.end("FINISHED")
+    return report
+
+
+def write_report(report: PruneReport) -> Path:
+    """prune.md, prune.json and prune.png under `report.folder / "report"`."""
+    out = report.folder / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "prune.md").write_text(report.markdown())
+    payload = {
+        "target": report.target,
+        "source_version": report.source_version,
+        "metric": report.metric,
+        "ranking": [list(item) for item in report.ranking],
+        "points": [asdict(p) for p in report.points],
+    }
+    (out / "prune.json").write_text(json.dumps(payload, indent=1) + "\n")
+    plot_pruning(report, out / "prune.png")
+    return out
+
+
+def plot_pruning(report: PruneReport, path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    points = sorted(report.points, key=lambda p: len(p.kept))
+    sizes = [len(p.kept) for p in points]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.4))
+    left.plot(sizes, [p.dev_metrics[report.metric] for p in points], marker="o")
+    left.set_xlabel("adapters kept")
+    left.set_ylabel(f"dev {report.metric}")
+    right.plot(sizes, [p.examples_per_second for p in points], marker="o", color="tab:orange")
+    right.set_xlabel("adapters kept")
+    right.set_ylabel("inference examples/s")
+    for axis in (left, right):
+        axis.set_xticks(sizes)
+        axis.grid(alpha=0.3)
+    fig.suptitle(f"{report.target}: pruning the fusion of v{report.source_version}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+# -- steps ------------------------------------------------------------------------------------
+
+
+def _order(config: PipelineConfig, target: str) -> list[str]:
+    return list(config.fusion.targets.get(target) or config.adapter_tasks)
+
+
+def _first_examples(batches: Sequence[dict[str, Any]], count: int) -> list[dict[str, Any]]:
+    out, seen = [], 0
+    for batch in batches:
+        if seen >= count:
+            break
+        out.append(batch)
+        seen += int(batch["input_ids"].shape[0])
+    return out
+
+
+def _pulled_model(
+    config: PipelineConfig, uri: str, info: ModelVersionInfo, dest: Path
+) -> tuple[Any, dict[str, str]]:
+    """The fusion `info` pulled into `dest` (sha256-verified) and loaded, and its adapters'
+    names -> their tasks (the folders `pull_version` writes them to)."""
+    import shutil
+
+    from adapterfleet.adapters import read_adapter_config
+    from adapterfleet.orchestration.predict import load_model, pull_version
+
+    shutil.rmtree(dest, ignore_errors=True)
+    pull_version(config, uri, info, dest)
+    tasks = {read_adapter_config(d)[0]: d.name for d in (dest / "adapters").iterdir()}
+    return load_model(config.base_model, info.task or "", dest), tasks
+
+
+def _adapter_versions(
+    config: PipelineConfig, uri: str, source: ModelVersionInfo
+) -> dict[str, ModelVersionInfo]:
+    from adapterfleet.orchestration.predict import fusion_lineage
+
+    out = {}
+    for task, number in fusion_lineage(source).items():
+        info = get_version(uri, adapter_model_name(config.registry_prefix, task), version=number)
+        if info is None:
+            raise ConfigError(
+                f"prune: adapter {task} v{number} named by the fusion v{source.version} is no "
+                "longer registered"
+            )
+        out[task] = info
+    return out
+
+
+def _pruned_fusion(
+    config: PipelineConfig,
+    target: str,
+    uri: str,
+    experiment_id: str,
+    kept: list[str],
+    versions: dict[str, ModelVersionInfo],
+    source: ModelVersionInfo,
+    say: Say,
+) -> tuple[ModelVersionInfo, bool]:
+    """The registered fusion over `kept` (trained now unless one with the same lineage is
+    registered), with the alias `pruned-<k>`; and whether it was trained now."""
+    from adapterfleet.orchestration.fusion_job import (
+        TAG_LINEAGE_KEY,
+        FusionPlan,
+        _train_and_register,
+        lineage_key,
+        training_claim,
+    )
+
+    pruned = replace(config, fusion=replace(config.fusion, targets={target: kept}))
+    chosen = {t: versions[t] for t in kept}
+    key = lineage_key(pruned, target, chosen)
+    name = fusion_model_name(config.registry_prefix, target)
+    alias = f"pruned-{len(kept)}"
+    work = Path(config.storage).resolve() / "fusion" / target / key[:12]
+    with training_claim(work, lambda: say(f"prune {target}: another job trains it; waiting")):
+        existing = find_version_by_tag(uri, name, TAG_LINEAGE_KEY, key)
+        if existing is not None:
+            say(f"prune {target}: {', '.join(kept)} registered before as v{existing.version}")
+            set_alias(uri, name, alias, existing.version)
+            return existing, False
+        lineage = ",".join(f"{t}:v{chosen[t].version}" for t in kept)
+        plan = FusionPlan(target, chosen, key, lineage, None)
+        tags = {TAG_PRUNED_FROM: f"v{source.version}", TAG_KEPT: ",".join(kept)}
+        outcome = _train_and_register(
+            pruned, plan, uri, experiment_id, work, 0.0, say, alias=alias, tags=tags, gated=False
+        )
+    return outcome.version, True

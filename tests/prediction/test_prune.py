@@ -1,0 +1,143 @@
+"""`adapterfleet prune`: rank a registered fusion's adapters by their mean fusion weight, train and
+register the smaller fusion with its lineage, and report accuracy and speed per size."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from adapterfleet.config import ConfigError
+from adapterfleet.orchestration.predict import predict_file
+from adapterfleet.orchestration.prune import prune_fusion, rank_adapters, sizes_to_keep
+from adapterfleet.registry import ensure_experiment, fusion_model_name, get_version
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_ranking_is_the_mean_weight_over_layers_largest_first():
+    weights = torch.tensor([[0.1, 0.6, 0.3], [0.3, 0.2, 0.5]])  # mean: 0.2, 0.4, 0.4
+    ranking = rank_adapters(weights, ["a", "b", "c"])
+    assert [t for t, _ in ranking] == ["b", "c", "a"]  # the tie keeps the given order
+    assert [w for _, w in ranking] == pytest.approx([0.4, 0.4, 0.2])
+    with pytest.raises(ValueError, match="3 weight columns for 2 adapters"):
+        rank_adapters(weights, ["a", "b"])
+
+
+def test_sizes_halve_by_default_or_follow_keep_or_threshold():
+    ranking = [(f"t{i}", w) for i, w in enumerate([0.4, 0.25, 0.15, 0.1, 0.1])]
+    assert sizes_to_keep(ranking) == [3, 2, 1]
+    assert sizes_to_keep([(f"t{i}", 1 / 16) for i in range(16)]) == [8, 4, 2, 1]
+    assert sizes_to_keep(ranking, keep=[1, 4, 1]) == [4, 1]
+    assert sizes_to_keep(ranking, threshold=0.15) == [3]
+
+
+@pytest.mark.parametrize(
+    ("keep", "threshold", "message"),
+    [
+        ([5], None, "prune --keep: 5 is not between 1 and 3"),
+        ([0], None, "prune --keep: 0 is not between 1 and 3"),
+        ([2], 0.2, "give --keep or --threshold, not both"),
+        (None, 1.5, "prune --threshold: 1.5 is not between 0 and 1"),
+        (None, 0.5, "no adapter has a mean weight of 0.5 or more (the largest is 0.400)"),
+        (None, 0.05, "every adapter has a mean weight of 0.05 or more"),
+    ],
+)
+def test_bad_sizes_are_refused_naming_the_option(keep, threshold, message):
+    ranking = [(f"t{i}", w) for i, w in enumerate([0.4, 0.3, 0.2, 0.1])]
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        sizes_to_keep(ranking, keep=keep, threshold=threshold)
+
+
+def test_prune_trains_registers_with_lineage_and_reports(world, tmp_path):
+    config, uri = world.config, world.uri
+    name = fusion_model_name(config.registry_prefix, "fruit")
+    source = get_version(uri, name, alias="best")
+    experiment = ensure_experiment(uri, config.name)
+    said: list[str] = []
+    report = prune_fusion(config, "fruit", uri, experiment, say=said.append)
+
+    # The ranking is the fusion stage's own heatmap data, averaged over layers.
+    logged = json.loads((world.fusion_run / "run" / "fusion_weights.json").read_text())
+    means = torch.tensor(logged["weights"]).mean(0).tolist()
+    expected = dict(zip(logged["adapters"], means, strict=True))
+    assert dict(report.ranking) == pytest.approx(expected, abs=1e-4)
+    assert report.ranking[0][1] >= report.ranking[1][1]
+    top = report.ranking[0][0]
+
+    source_point, pruned_point = report.points
+    assert set(source_point.kept) == {"fruit", "water"} and not source_point.trained
+    assert pruned_point.kept == (top,) and pruned_point.trained
+    assert pruned_point.examples_per_second > 0
+    assert pruned_point.dev_metrics["accuracy"] >= 0.75  # one keyword task: the fusion learns it
+
+    # Registered beside the source under pruned-1, naming what it kept and where it came from;
+    # `best` did not move.
+    pruned = get_version(uri, name, alias="pruned-1")
+    assert pruned.version == pruned_point.version != source.version
+    assert get_version(uri, name, alias="best").version == source.version
+    adapters = {k: v for k, v in pruned.tags.items() if k.startswith("adapter.")}
+    assert adapters == {f"adapter.{top}": source.tags[f"adapter.{top}"]}
+    assert pruned.tags["adapterfleet.pruned_from"] == f"v{source.version}"
+    assert pruned.tags["adapterfleet.kept"] == top
+    assert float(pruned.tags["dev_accuracy"]) == pytest.approx(
+        pruned_point.dev_metrics["accuracy"], abs=1e-6
+    )
+
+    # It predicts like any registered fusion (only its kept adapter is pulled): over the dev
+    # file, its predictions score the accuracy the report gives.
+    dev = config.tasks["fruit"].dev.path
+    predict_file(config, "fruit", dev, tmp_path / "out.jsonl", version=pruned.version, say=print)
+    predicted = [json.loads(line)["prediction"] for line in (tmp_path / "out.jsonl").open()]
+    labels = [line.split("\t")[1].strip() for line in dev.read_text().splitlines()[1:]]
+    hits = sum(p == y for p, y in zip(predicted, labels, strict=True))
+    assert hits / len(labels) == pytest.approx(pruned_point.dev_metrics["accuracy"], abs=1e-9)
+
+    # The report: table, raw figures and plot on disk and in the MLflow run of kind `prune`.
+    folder = report.folder / "report"
+    table = (folder / "prune.md").read_text()
+    assert f"| 1 | {top} | v{pruned.version} (pruned-1) |" in table
+    assert json.loads((folder / "prune.json").read_text())["points"][1]["kept"] == [top]
+    assert (folder / "prune.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    (run,) = client.search_runs([experiment], "tags.`adapterfleet.kind` = 'prune'")
+    assert run.info.status == "FINISHED"
+    steps = client.get_metric_history(run.info.run_id, "examples_per_second")
+    assert [m.step for m in steps] == [1]
+    assert {a.path for a in client.list_artifacts(run.info.run_id, "prune")} == {
+        "prune/prune.md",
+        "prune/prune.json",
+        "prune/prune.png",
+    }
+
+    # Again: the pruned fusion is found by its lineage, not trained twice.
+    again = prune_fusion(config, "fruit", uri, experiment, say=said.append)
+    assert again.points[1].version == pruned.version and not again.points[1].trained
+    assert get_version(uri, name).version == pruned.version  # no newer version appeared
+
+
+def test_cli_prune_reports_and_refuses_a_bad_keep(world):
+    command = [sys.executable, "-m", "adapterfleet.cli.app", "prune", "fruit"]
+    command += ["-c", str(world.config_path)]
+    done = subprocess.run(
+        [*command, "--keep", "1"], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert "prune.md, prune.json, prune.png" in done.stdout
+    assert "examples/s" in done.stdout
+
+    failed = subprocess.run(
+        [*command, "--keep", "2"], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert failed.returncode == 2
+    assert failed.stderr.strip().splitlines()[-1] == (
+        "error: prune --keep: 2 is not between 1 and 1 (the fusion has 2 adapters)"
+    )
+    assert "Traceback" not in failed.stderr

@@ -1,5 +1,5 @@
-"""A registered world for the prediction and pruning tests: the tiny keyword tasks of the sweep tests
-(tests/tuning/tuning_support.py), one ST-A adapter per task trained on this machine and
+"""A registered world for the prediction and pruning tests: the tiny keyword tasks of the sweep
+tests (tests/tuning/tuning_support.py), one ST-A adapter per task trained on this machine and
 registered as a trial would be, and the fusion for `fruit` trained and registered by the real
 fusion stage (`run_fusion_job`), all in a SQLite MLflow store under a temporary folder."""
 

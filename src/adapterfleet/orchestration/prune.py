@@ -87,7 +87,7 @@ class PruneReport:
             *("| " + " | ".join(str(row[k]) for k in header) + " |" for row in rows),
             "",
             f"Speed: examples per second of inference over the first {SPEED_EXAMPLES} dev "
-            "examples (best of 3 passes), every model timed in the same process.",
+            "examples, every model timed in the same process, in turn, best of 3 rounds.",
         ]
         return "\n".join(lines) + "\n"
 
@@ -140,21 +140,27 @@ def sizes_to_keep(
     return sorted((k for k in sizes if 1 <= k < n), reverse=True)
 
 
-def inference_speed(model: Any, batches: Sequence[dict[str, Any]], passes: int = 3) -> float:
-    """Examples per second of `model` over `batches` (one warm-up batch, best of `passes`)."""
+def inference_speeds(
+    models: Sequence[Any], batches: Sequence[dict[str, Any]], rounds: int = 3
+) -> list[float]:
+    """Examples per second of each model over `batches`: one warm-up batch each, then `rounds`
+    rounds that time every model in turn (so a busy moment of the machine hits them alike);
+    each model's best pass counts."""
     import torch
 
-    model.eval()
     examples = sum(int(b["input_ids"].shape[0]) for b in batches)
-    best = math.inf
+    best = [math.inf] * len(models)
     with torch.inference_mode():
-        model(batches[0])
-        for _ in range(passes):
-            start = time.perf_counter()
-            for batch in batches:
-                model(batch)
-            best = min(best, time.perf_counter() - start)
-    return examples / best
+        for model in models:
+            model.eval()
+            model(batches[0])
+        for _ in range(rounds):
+            for index, model in enumerate(models):
+                start = time.perf_counter()
+                for batch in batches:
+                    model(batch)
+                best[index] = min(best[index], time.perf_counter() - start)
+    return [examples / seconds for seconds in best]
 
 
 def prune_fusion(
@@ -188,22 +194,12 @@ def prune_fusion(
     metrics = metric_names(config.tasks[target].metrics, config.fusion.training)
 
     say(f"prune {target}: ranking the adapters of v{source.version} on {len(tokenized.dev)} dev")
-    model, tasks = _pulled_model(config, uri, source, folder / "source")
+    model, tasks = _pulled_model(config, uri, source, folder / f"v{source.version}")
     weights = mean_fusion_weights(model, target, dev_batches)
     names = fused_adapter_names(model, target)
     ranking = rank_adapters(weights, [tasks[name] for name in names])
     sizes = sizes_to_keep(ranking, keep, threshold)
     say("prune " + target + ": " + ", ".join(f"{t} {w:.3f}" for t, w in ranking))
-    points = [
-        PrunePoint(
-            tuple(t for t in _order(config, target) if t in tasks.values()),
-            source.version,
-            ",".join(source.aliases) or "source",
-            evaluate(model, dev_batches, metrics),
-            inference_speed(model, timed),
-            False,
-        )
-    ]
     del model
 
     versions = _adapter_versions(config, uri, source)
@@ -215,41 +211,35 @@ def prune_fusion(
         tags={"adapterfleet.prune_sizes": ",".join(map(str, sizes))},
     )
     try:
+        fusions = [(source, ",".join(source.aliases) or "source", False)]
         for k in sizes:
             kept = [t for t in _order(config, target) if t in {t for t, _ in ranking[:k]}]
             info, trained = _pruned_fusion(
                 config, target, uri, experiment_id, kept, versions, source, say
             )
-            model, _ = _pulled_model(config, uri, info, folder / f"keep-{k}")
+            fusions.append((info, f"pruned-{k}", trained))
+        say(f"prune {target}: evaluating and timing {len(fusions)} fusions")
+        models = [_pulled_model(config, uri, i, folder / f"v{i.version}")[0] for i, _, _ in fusions]
+        speeds = inference_speeds(models, timed)
+        points = []
+        for (info, alias, trained), model, speed in zip(fusions, models, speeds, strict=True):
+            kept = tuple(t for t in _order(config, target) if f"adapter.{t}" in info.tags)
             point = PrunePoint(
-                tuple(kept),
-                info.version,
-                f"pruned-{k}",
-                evaluate(model, dev_batches, metrics),
-                inference_speed(model, timed),
-                trained,
+                kept, info.version, alias, evaluate(model, dev_batches, metrics), speed, trained
             )
-            del model
             points.append(point)
-            say(
-                f"prune {target}: {k} adapters ({', '.join(kept)}) v{info.version}: "
-                f"{config.fusion.training.metric} {point.dev_metrics[metrics[0]]:.4f}, "
-                f"{point.examples_per_second:.0f} examples/s"
-            )
             summary.log_metrics(
                 {
                     **{f"dev_{m}": v for m, v in point.dev_metrics.items()},
                     "examples_per_second": point.examples_per_second,
                 },
-                step=k,
+                step=len(kept),
             )
+        del models
         report = PruneReport(
             target, source.version, metrics[0], tuple(ranking), tuple(points), folder
         )
         write_report(report)
-        summary.log_metrics(
-            {"source_examples_per_second": points[0].examples_per_second}, step=len(ranking)
-        )
         summary.log_artifacts(folder / "report", "prune")
     except BaseException:
         summary.end("FAILED")

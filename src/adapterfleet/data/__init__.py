@@ -5,8 +5,9 @@ Names are imported lazily, so ``import adapterfleet.data`` itself loads no heavy
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from adapterfleet._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from adapterfleet.data.batching import (
@@ -66,14 +67,4 @@ __all__ = [
     "tokenizer_fingerprint",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_WHERE))
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _WHERE)

@@ -6,8 +6,9 @@ neither ray nor mlflow.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from adapterfleet._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from adapterfleet.orchestration.sweep import resume_sweep, run_adapter_stage
@@ -15,10 +16,4 @@ if TYPE_CHECKING:
 _WHERE = {"run_adapter_stage": "sweep", "resume_sweep": "sweep"}
 __all__ = ["resume_sweep", "run_adapter_stage"]
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _WHERE)

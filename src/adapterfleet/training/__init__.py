@@ -1,23 +1,53 @@
 """The fit loop: train the given parameters of a frozen-base model, evaluate, stop early, resume.
 
-Imports torch, safetensors and tqdm only; tuning and tracking plug in through `Callback`.
+Imports torch, safetensors and tqdm only; tuning and tracking plug in through `Callback`. Names
+are imported lazily, so ``import adapterfleet.training.config`` (the settings) loads no torch.
 """
 
-from adapterfleet.training.callbacks import Callback, EpochReport, FitResult
-from adapterfleet.training.checkpoint import (
-    BEST_FILE,
-    OPTIMIZER_FILE,
-    RNG_FILE,
-    STATE_FILE,
-    TRAINABLE_FILE,
-)
-from adapterfleet.training.config import TrainConfig
-from adapterfleet.training.evaluation import evaluate
-from adapterfleet.training.loop import fit
-from adapterfleet.training.metrics import METRICS, accuracy, compute_metrics, f1
-from adapterfleet.training.optim import build_optimizer, build_scheduler, linear_schedule
-from adapterfleet.training.predict import predict_batches, predict_probabilities
+from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from adapterfleet._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from adapterfleet.training.callbacks import Callback, EpochReport, FitResult
+    from adapterfleet.training.checkpoint import (
+        BEST_FILE,
+        OPTIMIZER_FILE,
+        RNG_FILE,
+        STATE_FILE,
+        TRAINABLE_FILE,
+    )
+    from adapterfleet.training.config import TrainConfig
+    from adapterfleet.training.evaluation import evaluate
+    from adapterfleet.training.loop import fit
+    from adapterfleet.training.metrics import METRICS, accuracy, compute_metrics, f1
+    from adapterfleet.training.optim import build_optimizer, build_scheduler, linear_schedule
+    from adapterfleet.training.predict import predict_batches, predict_probabilities
+
+_WHERE = {
+    "Callback": "callbacks",
+    "EpochReport": "callbacks",
+    "FitResult": "callbacks",
+    "BEST_FILE": "checkpoint",
+    "OPTIMIZER_FILE": "checkpoint",
+    "RNG_FILE": "checkpoint",
+    "STATE_FILE": "checkpoint",
+    "TRAINABLE_FILE": "checkpoint",
+    "TrainConfig": "config",
+    "evaluate": "evaluation",
+    "fit": "loop",
+    "METRICS": "metrics",
+    "accuracy": "metrics",
+    "compute_metrics": "metrics",
+    "f1": "metrics",
+    "build_optimizer": "optim",
+    "build_scheduler": "optim",
+    "linear_schedule": "optim",
+    "predict_batches": "predict",
+    "predict_probabilities": "predict",
+}
 __all__ = [
     "BEST_FILE",
     "METRICS",
@@ -40,3 +70,5 @@ __all__ = [
     "predict_batches",
     "predict_probabilities",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _WHERE)

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
-Labels = torch.Tensor | Sequence[int]
+Labels = Any  # a tensor or a sequence of ints; torch is imported where metrics are computed
 
 
 def _as_pair(preds: Labels, labels: Labels) -> tuple[torch.Tensor, torch.Tensor]:
+    import torch
+
     p = torch.as_tensor(preds).detach().reshape(-1).cpu().long()
     y = torch.as_tensor(labels).detach().reshape(-1).cpu().long()
     if p.shape != y.shape:

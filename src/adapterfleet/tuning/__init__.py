@@ -8,8 +8,9 @@ is registered as soon as all its trials have ended. Names are imported lazily, s
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from adapterfleet._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from adapterfleet.tuning.plan import SweepPlan, experiment_path, plan_sweep
@@ -74,14 +75,4 @@ __all__ = [
     "tune_options",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_WHERE))
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _WHERE)

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from adapterfleet.registry import sqlite_read
 from adapterfleet.registry.errors import RegistryError, call_with_retry, safe_uri
 from adapterfleet.registry.info import (
     KINDS,
@@ -19,7 +20,7 @@ from adapterfleet.registry.info import (
     sha256_file,
 )
 from adapterfleet.registry.redact import redact
-from adapterfleet.registry.store import get_client
+from adapterfleet.registry.store import get_client, sqlite_path
 from adapterfleet.registry.tags import (
     TAG_ARTIFACT_PATH,
     TAG_COMPANION,
@@ -365,8 +366,14 @@ def list_models(
     whatever the number of models."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
-    client = get_client(uri)
     head = f"{prefix}.{kind}."
+    db = sqlite_path(uri)
+    if db is not None and db.is_file():
+        try:
+            return _pick_versions(sqlite_read.model_versions(db, head), alias)
+        except sqlite_read.Unreadable:
+            pass  # not the schema the direct queries know: ask MLflow
+    client = get_client(uri)
     pattern = quote(head + "%")  # '_' in the prefix is a LIKE wildcard: filtered exactly below
     models = {
         rm.name: rm
@@ -388,6 +395,21 @@ def list_models(
             chosen = max(by_number)
         names = [a for a, v in model_aliases.items() if v == chosen]
         out.append(info_from_mlflow(by_number[chosen], aliases=names))
+    return out
+
+
+def _pick_versions(
+    found: Mapping[str, tuple[list[ModelVersionInfo], dict[str, int]]], alias: str
+) -> list[ModelVersionInfo]:
+    """`list_models`' choice over what `sqlite_read.model_versions` found."""
+    out = []
+    for name in sorted(found):
+        versions, aliases = found[name]
+        if not versions or parse_model_name(name) is None:
+            continue
+        by_number = {info.version: info for info in versions}
+        chosen = aliases.get(alias)
+        out.append(by_number[chosen if chosen in by_number else max(by_number)])
     return out
 
 

@@ -1,16 +1,20 @@
 """Read-only view of a pipeline's MLflow runs, for `adapterfleet status`.
 
 One paged `search_runs` over the pipeline's experiment returns every sweep, trial and fusion
-run with its tags, status and latest metrics; nothing is created or modified (a SQLite store
-whose file does not exist yet reads as empty instead of being created).
+run with its tags, status and latest metrics (on a SQLite store: three direct read-only queries,
+see `sqlite_read`); nothing is created or modified (a SQLite store whose file does not exist yet
+reads as empty instead of being created).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from adapterfleet.registry import sqlite_read
 from adapterfleet.registry.errors import RegistryError, safe_uri
+from adapterfleet.registry.sqlite_read import Unreadable
 from adapterfleet.registry.store import check_tracking_uri, get_client, sqlite_path
 from adapterfleet.registry.tags import TAG_KIND, TAG_PARENT_RUN, TAG_SWEEP, TAG_TASK, TAG_TRIAL_ID
 
@@ -62,6 +66,11 @@ def experiment_runs(uri: str, experiment_name: str) -> list[RunRecord] | None:
     db = sqlite_path(uri)
     if db is not None and not db.is_file():
         return None
+    if db is not None:
+        try:
+            return _sqlite_runs(db, experiment_name)
+        except Unreadable:
+            pass  # not the schema the direct queries know: ask MLflow
     if db is None and not uri.startswith("file:"):
         check_tracking_uri(uri)
     try:
@@ -78,6 +87,16 @@ def experiment_runs(uri: str, experiment_name: str) -> list[RunRecord] | None:
             f"reading runs of experiment {experiment_name!r} from {safe_uri(uri)} failed: "
             f"{first}; check the tracking URI and the server"
         ) from exc
+
+
+def _sqlite_runs(db: Path, experiment_name: str) -> list[RunRecord] | None:
+    experiment = sqlite_read.experiment_id(db, experiment_name)
+    if experiment is None:
+        return None
+    return [
+        RunRecord(run_id=run, status=status, start_time=start, tags=tags, metrics=metrics)
+        for run, status, start, tags, metrics in sqlite_read.active_runs(db, experiment, _KEPT_TAGS)
+    ]
 
 
 def _search_all(client: MlflowClient, experiment_id: str) -> list[RunRecord]:

@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import shutil
 import statistics
 import subprocess
@@ -441,9 +442,18 @@ def write_report(benches: list[Bench], meta: dict, md_path: Path, json_path: Pat
         lines += ["", "## Failures", "", *failures]
     if m.get("notes"):
         lines += ["", "## Notes", "", *[f"- {n}" for n in m["notes"]]]
-    text = "\n".join(lines) + "\n"
+    text = "\n".join(lines) + "\n" + _kept_blocks(md_path)
     md_path.write_text(text)
     return text
+
+
+def _kept_blocks(md_path: Path) -> str:
+    """The blocks other scripts keep in the report (between `<!-- NAME:begin -->` and
+    `<!-- NAME:end -->`, e.g. benchmarks/fleet.py's), carried over when it is rewritten."""
+    if not md_path.is_file():
+        return ""
+    blocks = re.finditer(r"<!-- (\w+):begin -->.*?<!-- \1:end -->", md_path.read_text(), re.S)
+    return "".join("\n" + block.group(0) + "\n" for block in blocks)
 
 
 # (configuration, what, comparison, target): the issue's targets for this machine

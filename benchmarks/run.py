@@ -452,7 +452,7 @@ def _kept_blocks(md_path: Path) -> str:
     `<!-- NAME:end -->`, e.g. benchmarks/fleet.py's), carried over when it is rewritten."""
     if not md_path.is_file():
         return ""
-    blocks = re.finditer(r"<!-- (\w+):begin -->.*?<!-- \1:end -->", md_path.read_text(), re.S)
+    blocks = re.finditer(r"<!-- ([\w-]+):begin -->.*?<!-- \1:end -->", md_path.read_text(), re.S)
     return "".join("\n" + block.group(0) + "\n" for block in blocks)
 
 

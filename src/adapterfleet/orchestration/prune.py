@@ -41,7 +41,7 @@ SPEED_EXAMPLES = 512  # dev examples timed per model (the first ones, in the dev
 class PrunePoint:
     """One fusion of the report: the source (all adapters) or a pruned one."""
 
-    kept: tuple[str, ...]  # adapter tasks, in the order of the config
+    kept: tuple[str, ...]  # adapter tasks, in the order the source fusion has them
     version: int
     alias: str
     dev_metrics: dict[str, float]
@@ -197,7 +197,8 @@ def prune_fusion(
     model, tasks = _pulled_model(config, uri, source, folder / f"v{source.version}")
     weights = mean_fusion_weights(model, target, dev_batches)
     names = fused_adapter_names(model, target)
-    ranking = rank_adapters(weights, [tasks[name] for name in names])
+    order = [tasks[name] for name in names]  # the source fusion's own order of its adapters
+    ranking = rank_adapters(weights, order)
     sizes = sizes_to_keep(ranking, keep, threshold)
     say("prune " + target + ": " + ", ".join(f"{t} {w:.3f}" for t, w in ranking))
     del model
@@ -213,7 +214,8 @@ def prune_fusion(
     try:
         fusions = [(source, ",".join(source.aliases) or "source", False)]
         for k in sizes:
-            kept = [t for t in _order(config, target) if t in {t for t, _ in ranking[:k]}]
+            top = {t for t, _ in ranking[:k]}
+            kept = [t for t in order if t in top]
             info, trained = _pruned_fusion(
                 config, target, uri, experiment_id, kept, versions, source, say
             )
@@ -223,7 +225,7 @@ def prune_fusion(
         speeds = inference_speeds(models, timed)
         points = []
         for (info, alias, trained), model, speed in zip(fusions, models, speeds, strict=True):
-            kept = tuple(t for t in _order(config, target) if f"adapter.{t}" in info.tags)
+            kept = tuple(t for t in order if f"adapter.{t}" in info.tags)
             point = PrunePoint(
                 kept, info.version, alias, evaluate(model, dev_batches, metrics), speed, trained
             )
@@ -291,10 +293,6 @@ def plot_pruning(report: PruneReport, path: Path) -> Path:
 
 
 # -- steps ------------------------------------------------------------------------------------
-
-
-def _order(config: PipelineConfig, target: str) -> list[str]:
-    return list(config.fusion.targets.get(target) or config.adapter_tasks)
 
 
 def _first_examples(batches: Sequence[dict[str, Any]], count: int) -> list[dict[str, Any]]:

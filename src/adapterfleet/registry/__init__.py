@@ -23,8 +23,10 @@ from adapterfleet.registry.models import (
 from adapterfleet.registry.redact import REDACTED, redact
 from adapterfleet.registry.runs import (
     MlflowRunLogger,
+    open_baseline_run,
     open_fusion_run,
     open_prune_run,
+    open_report_run,
     open_sweep_run,
     open_trial_run,
 )
@@ -37,9 +39,12 @@ from adapterfleet.registry.store import (
     experiment_tags,
 )
 from adapterfleet.registry.tags import (
+    TAG_KIND,
     TAG_PARENT_RUN,
+    TAG_SEED,
     TAG_SHA256,
     TAG_SWEEP,
+    TAG_SYSTEM,
     TAG_TASK,
     TAG_TRIAL_ID,
 )
@@ -47,9 +52,12 @@ from adapterfleet.registry.wait import wait_for_models
 
 __all__ = [
     "REDACTED",
+    "TAG_KIND",
     "TAG_PARENT_RUN",
+    "TAG_SEED",
     "TAG_SHA256",
     "TAG_SWEEP",
+    "TAG_SYSTEM",
     "TAG_TASK",
     "TAG_TRIAL_ID",
     "MlflowRunLogger",
@@ -68,8 +76,10 @@ __all__ = [
     "fusion_model_name",
     "get_version",
     "list_models",
+    "open_baseline_run",
     "open_fusion_run",
     "open_prune_run",
+    "open_report_run",
     "open_sweep_run",
     "open_trial_run",
     "parse_model_name",

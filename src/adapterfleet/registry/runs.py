@@ -16,7 +16,9 @@ from adapterfleet.registry.tags import (
     TAG_KIND,
     TAG_PARENT_RUN,
     TAG_PRUNED_FROM,
+    TAG_SEED,
     TAG_SWEEP,
+    TAG_SYSTEM,
     TAG_TASK,
     TAG_TRIAL_ID,
     quote,
@@ -283,3 +285,36 @@ def open_prune_run(
     reused when the same pruning runs again."""
     match = {TAG_KIND: "prune", TAG_TASK: target, TAG_PRUNED_FROM: source}
     return _open_run(uri, experiment_id, match, f"prune-{target}-{source}", tags, retry_timeout_s)
+
+
+def open_baseline_run(
+    uri: str,
+    experiment_id: str,
+    system: str,
+    task: str,
+    seed: int,
+    params: Mapping[str, Any] | None = None,
+    tags: Mapping[str, Any] | None = None,
+    *,
+    kind: str = "baseline",
+    retry_timeout_s: float = DEFAULT_RETRY_TIMEOUT_S,
+) -> MlflowRunLogger:
+    """The run of one baseline of the paper's Table 1 (`system` such as "head" or "mt-a") on
+    `task` with `seed`: reused when the same one runs again. A baseline run holds the task's
+    `best_dev_<metric>` results; `kind="mt-a"` is the joint training run MT-A's per-task
+    baseline runs hang under."""
+    match = {TAG_KIND: kind, TAG_SYSTEM: system, TAG_TASK: task, TAG_SEED: str(int(seed))}
+    name = f"{system}-{task}-s{int(seed)}"
+    logger = _open_run(uri, experiment_id, match, name, tags, retry_timeout_s)
+    if params:
+        logger.log_params(params)
+    return logger
+
+
+def open_report_run(
+    uri: str, experiment_id: str, *, retry_timeout_s: float = DEFAULT_RETRY_TIMEOUT_S
+) -> MlflowRunLogger:
+    """The run `adapterfleet report` logs its table and figure to (kind `report`), reused by
+    every later report of the same experiment."""
+    match = {TAG_KIND: "report"}
+    return _open_run(uri, experiment_id, match, "report", None, retry_timeout_s)

@@ -1,9 +1,12 @@
 """Tag keys written by adapterfleet on MLflow runs and model versions."""
 
-TAG_KIND = "adapterfleet.kind"  # "sweep" | "trial" | "fusion" | "prune" on runs
+TAG_KIND = "adapterfleet.kind"  # "sweep" | "trial" | "fusion" | "baseline" | "mt-a" | "prune" |
+# "report" on runs
 TAG_SWEEP = "adapterfleet.sweep"
 TAG_TASK = "adapterfleet.task"
 TAG_TRIAL_ID = "adapterfleet.trial_id"
+TAG_SYSTEM = "adapterfleet.system"  # a column of the paper's Table 1: "fusion-st-a", "head", ...
+TAG_SEED = "seed"
 TAG_PARENT_RUN = "mlflow.parentRunId"
 TAG_SHA256 = "sha256"
 TAG_WEIGHTS_FILE = "adapterfleet.weights_file"

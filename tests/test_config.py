@@ -26,6 +26,16 @@ def test_shipped_configs_load():
     glue = load_config(ROOT / "configs" / "glue.yaml")
     assert glue.name == "glue" and sorted(glue.tasks) == ["mnli", "mrpc", "qqp", "rte", "sst2"]
     assert glue.adapters.reduction_factors == (2, 16, 64)
+    paper = load_config(ROOT / "configs" / "glue-fusion.yaml")
+    assert paper.tasks.keys() == glue.tasks.keys()
+    assert paper.fusion.targets == {"rte": paper.adapter_tasks, "mrpc": paper.adapter_tasks}
+    assert paper.fusion.fusion_seeds == paper.adapters.seeds == paper.baselines.seeds == (0, 1, 2)
+    cpu = load_config(ROOT / "configs" / "glue-fusion.yaml", ["budget=cpu"])
+    assert cpu.name == "glue-fusion-cpu" and cpu.baselines.seeds == (0,)
+    assert cpu.fusion.fusion_seeds == cpu.adapters.seeds == (0, 1, 2)  # kept for the targets
+    assert "tasks.rte.max_train_examples" not in cpu.budget_changes  # targets kept whole
+    full = load_config(ROOT / "configs" / "glue-fusion.yaml", ["budget=full"])
+    assert full.name == "glue-fusion-full" and full.adapters == paper.adapters
 
 
 def test_defaults_are_the_papers_and_overrides_apply(tmp_path):
@@ -90,6 +100,42 @@ def test_defaults_are_the_papers_and_overrides_apply(tmp_path):
             ["adapters.scheduler=asha", "adapters.task_training.b.metric=f1"],
             "adapters.task_training.b.metric",
         ),
+        ("", ["fusion.seeds=[1, 1]"], r"fusion.seeds: a seed is listed twice in \[1, 1\]"),
+        ("", ["fusion.seeds=[]"], "fusion.seeds: needs at least one seed"),
+        (
+            "",
+            ["baselines.systems=[head, lora]"],
+            r"baselines.systems: unknown system\(s\) \['lora'\]",
+        ),
+        ("", ["baselines.tasks=[c]"], r"baselines.tasks: unknown task\(s\) \['c'\]"),
+        ("", ["baselines.systems=[fusion-mt-a]"], "fusion-mt-a needs mt-a in the list too"),
+        (
+            "fusion: {targets: {a: all}}\n",
+            ["baselines.systems=[mt-a, fusion-mt-a]", "baselines.tasks=[a, b]"],
+            r"fusion-mt-a fuses the adapters of fusion.targets.<task>, and \['b'\] have none",
+        ),
+        (
+            "",
+            ["adapters.tasks=[a]", "baselines.systems=[mt-a]", "baselines.tasks=[b]"],
+            r"baselines.tasks: \['b'\] are not adapter tasks",
+        ),
+        (
+            "",
+            ["baselines.systems=[head]", "baselines.system_training.full.max_epochs=2"],
+            r"baselines.system_training: \['full'\] not in baselines.systems",
+        ),
+        (
+            "",
+            ["baselines.systems=[head]", "baselines.training.max_epochs=0"],
+            "baselines.training: .max_epochs must be an integer >= 1",
+        ),
+        ("", ["budget=cpu"], "budget: 'cpu' is not declared in budgets; declared: none"),
+        (
+            "budgets: {small: {adapters: {seeds: [0, 0]}}}\n",
+            ["budget=small"],
+            "adapters.seeds: a seed is listed twice",
+        ),
+        ("budgets: {small: {budget: big}}\n", ["budget=small"], "cannot set budget or budgets"),
     ],
 )
 def test_bad_values_give_one_line_naming_the_field(tmp_path, extra, overrides, message):
@@ -97,6 +143,47 @@ def test_bad_values_give_one_line_naming_the_field(tmp_path, extra, overrides, m
     with pytest.raises(ConfigError, match=message) as error:
         load_config(path, overrides)
     assert "\n" not in str(error.value)
+
+
+def test_a_budget_merges_its_changes_and_the_command_line_still_wins(tmp_path):
+    budgets = (
+        "adapters: {training: {max_epochs: 9, warmup_ratio: 0.1}}\n"
+        "budgets:\n"
+        "  small: {name: p-small, adapters: {training: {max_epochs: 2}, reduction_factors: [8]}}\n"
+        "  big: {}\n"
+    )
+    path = _write(tmp_path, BASE + budgets)
+    plain = load_config(path)
+    assert (plain.name, plain.budget, plain.budget_changes) == ("p", None, {})
+    small = load_config(path, ["budget=small"])
+    assert small.name == "p-small" and small.budget == "small"
+    assert small.adapters.training.max_epochs == 2  # the budget's
+    assert small.adapters.training.warmup_ratio == 0.1  # kept: mappings merge key by key
+    assert small.adapters.reduction_factors == (8,)
+    assert small.budget_changes == {
+        "name": "p-small",
+        "adapters.training.max_epochs": 2,
+        "adapters.reduction_factors": [8],
+    }
+    wins = load_config(path, ["budget=small", "adapters.training.max_epochs=4"])
+    assert wins.adapters.training.max_epochs == 4
+    assert load_config(path, ["budget=big"]).name == "p"
+
+
+def test_baselines_default_to_the_fusion_targets_and_every_system(tmp_path):
+    path = _write(tmp_path, BASE + "fusion: {targets: {b: all}, seeds: [3, 4]}\n")
+    assert load_config(path).baselines.systems == ()  # no section: no baselines
+    config = load_config(
+        path, ["baselines.seeds=[0, 1]", "baselines.system_training.full.learning_rate=3e-5"]
+    )
+    stage = config.baselines
+    assert stage.systems == ("head", "full", "st-a-houlsby", "mt-a", "fusion-mt-a")
+    assert stage.tasks == ("b",) and stage.seeds == (0, 1) and stage.reduction_factor == 16
+    assert stage.training_for("head").learning_rate == 1e-4
+    assert stage.training_for("full").learning_rate == 3e-5
+    assert stage.training_for("full").max_epochs == stage.training.max_epochs == 30
+    assert config.fusion.fusion_seeds == (3, 4)
+    assert load_config(path, ["fusion.seeds=null"]).fusion.fusion_seeds == (0,)
 
 
 def test_search_and_scheduler_default_to_the_grid_and_fifo(tmp_path):

@@ -9,8 +9,11 @@ registry_prefix: null           # null: the pipeline name
 tasks_file: glue.yaml           # or inline `data_root:` + `tasks:`, or `demo_tasks: true`
 adapters: {architecture, reduction_factors, learning_rates, tasks, seeds, training: {...},
            search: grid|optuna, num_samples, scheduler: fifo|asha, asha_grace_period, ...}
-fusion: {targets: {rte: all}, preset: dynamic, training: {...}}
+fusion: {targets: {rte: all}, preset: dynamic, seeds: [0], training: {...}}
+baselines: {systems: [head, full, st-a-houlsby, mt-a, fusion-mt-a], tasks, seeds,
+            reduction_factor, training: {...}, system_training: {full: {...}}}
 resources: {cpu: 1, gpu: 0}     # per trial; fractional GPUs allowed
+budgets: {cpu: {...}, full: {...}}  # named changes to this document, chosen with budget: NAME
 """
 
 from __future__ import annotations
@@ -42,7 +45,10 @@ TOP_KEYS = (
     "demo_tasks",
     "adapters",
     "fusion",
+    "baselines",
     "resources",
+    "budget",
+    "budgets",
 )
 ADAPTER_DEFAULTS = {"learning_rate": 1e-4, "max_epochs": 30, "patience": 3}
 SEARCHES = ("grid", "optuna")
@@ -51,6 +57,9 @@ SCHEDULERS = ("fifo", "asha")
 OPTUNA_KEYS = ("num_samples", "learning_rate_range")
 ASHA_KEYS = ("asha_grace_period", "asha_reduction")
 FUSION_DEFAULTS = {"learning_rate": 5e-5, "max_epochs": 10, "patience": 3}
+# The columns of the paper's Table 1 besides ST-A and Fusion w/ ST-A (the pipeline's own stages).
+BASELINE_SYSTEMS = ("head", "full", "st-a-houlsby", "mt-a", "fusion-mt-a")
+BASELINE_DEFAULTS = {"learning_rate": 1e-4, "max_epochs": 30, "patience": 3}
 
 
 class ConfigError(ValueError):
@@ -83,6 +92,29 @@ class FusionStage:
     targets: dict[str, tuple[str, ...]] = field(default_factory=dict)
     preset: str = "dynamic"
     training: TrainConfig = field(default_factory=lambda: TrainConfig(**FUSION_DEFAULTS))
+    seeds: tuple[int, ...] = ()  # one fusion per seed, `best` the best of them; () = training.seed
+
+    @property
+    def fusion_seeds(self) -> tuple[int, ...]:
+        return self.seeds or (self.training.seed,)
+
+
+@dataclass(frozen=True)
+class BaselineStage:
+    """The other systems of the paper's Table 1, trained per task and seed for comparison.
+
+    `mt-a` trains the adapters of every adapter task jointly with the base model (one job per
+    seed); `fusion-mt-a` fuses those adapters on top of that base for each of `tasks`."""
+
+    systems: tuple[str, ...] = ()
+    tasks: tuple[str, ...] = ()
+    seeds: tuple[int, ...] = (0,)
+    reduction_factor: int = 16
+    training: TrainConfig = field(default_factory=lambda: TrainConfig(**BASELINE_DEFAULTS))
+    system_training: dict[str, TrainConfig] = field(default_factory=dict)
+
+    def training_for(self, system: str) -> TrainConfig:
+        return self.system_training.get(system, self.training)
 
 
 @dataclass(frozen=True)
@@ -102,7 +134,10 @@ class PipelineConfig:
     registry_prefix: str = ""
     adapters: AdapterStage = field(default_factory=AdapterStage)
     fusion: FusionStage = field(default_factory=FusionStage)
+    baselines: BaselineStage = field(default_factory=BaselineStage)
     resources: Resources = field(default_factory=Resources)
+    budget: str | None = None  # the budget chosen from `budgets`, if any
+    budget_changes: dict[str, Any] = field(default_factory=dict)  # flat key -> value it set
     source: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -130,8 +165,48 @@ def load_config(path: str | Path, overrides: Sequence[str] = ()) -> PipelineConf
     if not isinstance(document, Mapping):
         raise ConfigError(f"{path}: expected a mapping of settings at the top level")
     document = apply_overrides(dict(document), overrides)
+    document = apply_budget(document, overrides)
     document.setdefault("name", re.sub(r"[^A-Za-z0-9_-]", "-", path.stem))
     return parse_config(document, path.parent)
+
+
+def apply_budget(document: dict[str, Any], overrides: Sequence[str] = ()) -> dict[str, Any]:
+    """Merge the changes of the budget named by `budget` (from `budgets`) into the document;
+    the command line's overrides are applied again after it, so they win."""
+    name = document.get("budget")
+    if name is None:
+        return document
+    budgets = _mapping(document.get("budgets") or {}, "budgets")
+    if name not in budgets:
+        known = ", ".join(map(str, budgets)) or "none (add a budgets: section)"
+        raise ConfigError(f"budget: {name!r} is not declared in budgets; declared: {known}")
+    changes = _mapping(budgets[name] or {}, f"budgets.{name}")
+    if "budget" in changes or "budgets" in changes:
+        raise ConfigError(f"budgets.{name}: a budget cannot set budget or budgets")
+    return apply_overrides(_merged(document, changes), overrides)
+
+
+def _merged(document: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
+    """`document` with `changes` merged in: mappings key by key, anything else replaced."""
+    out = copy.deepcopy(dict(document))
+    for key, value in changes.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = _merged(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def flat_changes(changes: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """`{"a": {"b": 1}}` -> `{"a.b": 1}`: what a budget changes, one key path per value."""
+    out: dict[str, Any] = {}
+    for key, value in changes.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            out.update(flat_changes(value, path + "."))
+        else:
+            out[path] = value
+    return out
 
 
 def apply_overrides(document: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
@@ -171,8 +246,11 @@ def parse_config(document: Mapping[str, Any], base_dir: Path) -> PipelineConfig:
         tasks = _tasks(document, base_dir)
         adapters = _adapter_stage(document.get("adapters") or {}, tasks)
         fusion = _fusion_stage(document.get("fusion") or {}, tasks, adapters)
+        baselines = _baseline_stage(document.get("baselines") or {}, tasks, adapters, fusion)
     except TaskError as error:
         raise ConfigError(str(error)) from None
+    budget = document.get("budget")
+    changes = (document.get("budgets") or {}).get(budget) or {} if budget is not None else {}
     # Absolute from here on: Ray workers and submitted jobs do not share the driver's cwd.
     storage = Path(str(document.get("storage") or "adapterfleet-runs")).expanduser().resolve()
     return PipelineConfig(
@@ -185,7 +263,10 @@ def parse_config(document: Mapping[str, Any], base_dir: Path) -> PipelineConfig:
         registry_prefix=_string(document, "registry_prefix", name),
         adapters=adapters,
         fusion=fusion,
+        baselines=baselines,
         resources=_resources(document.get("resources") or {}),
+        budget=None if budget is None else str(budget),
+        budget_changes=flat_changes(changes),
         source=dict(document),
     )
 
@@ -236,7 +317,7 @@ def _adapter_stage(raw: Any, tasks: Mapping[str, TaskSpec]) -> AdapterStage:
         for v in _list(raw, "reduction_factors", [2, 16, 64])
     )
     lrs = tuple(_float(v, "adapters.learning_rates") for v in _list(raw, "learning_rates", [1e-4]))
-    seeds = tuple(_int(v, "adapters.seeds", 0) for v in _list(raw, "seeds", [0]))
+    seeds = _seeds(raw, "adapters.seeds")
     names = tuple(str(t) for t in _list(raw, "tasks", list(tasks)))
     _known_tasks(names, tasks, "adapters.tasks")
     base = {**ADAPTER_DEFAULTS, **_mapping(raw.get("training") or {}, "adapters.training")}
@@ -331,7 +412,7 @@ def _grace_fits(stage: AdapterStage, grace: int) -> None:
 
 def _fusion_stage(raw: Any, tasks: Mapping[str, TaskSpec], adapters: AdapterStage) -> FusionStage:
     raw = _mapping(raw, "fusion")
-    _unknown(raw, ("targets", "preset", "training"), "fusion")
+    _unknown(raw, ("targets", "preset", "training", "seeds"), "fusion")
     preset = raw.get("preset", "dynamic")
     if preset not in ("dynamic", "static"):
         raise ConfigError(f"fusion.preset: {preset!r} is unknown; use dynamic or static")
@@ -344,7 +425,74 @@ def _fusion_stage(raw: Any, tasks: Mapping[str, TaskSpec], adapters: AdapterStag
         _known_tasks(names, {t: None for t in adapters.tasks}, f"fusion.targets.{target}")
         targets[str(target)] = names
     training = _training(raw.get("training"), FUSION_DEFAULTS, "fusion.training")
-    return FusionStage(targets, preset, training)
+    seeds = _seeds(raw, "fusion.seeds") if raw.get("seeds") is not None else ()
+    return FusionStage(targets, preset, training, seeds)
+
+
+def _baseline_stage(
+    raw: Any, tasks: Mapping[str, TaskSpec], adapters: AdapterStage, fusion: FusionStage
+) -> BaselineStage:
+    raw = _mapping(raw, "baselines")
+    allowed = ("systems", "tasks", "seeds", "reduction_factor", "training", "system_training")
+    _unknown(raw, allowed, "baselines")
+    if not raw:
+        return BaselineStage()
+    systems = tuple(str(s) for s in _list(raw, "systems", list(BASELINE_SYSTEMS)))
+    unknown = [s for s in systems if s not in BASELINE_SYSTEMS]
+    if unknown:
+        raise ConfigError(
+            f"baselines.systems: unknown system(s) {unknown}; use {', '.join(BASELINE_SYSTEMS)}"
+        )
+    names = tuple(str(t) for t in _list(raw, "tasks", list(fusion.targets) or list(tasks)))
+    _known_tasks(names, tasks, "baselines.tasks")
+    if "mt-a" in systems or "fusion-mt-a" in systems:
+        outside = [t for t in names if t not in adapters.tasks]
+        if outside:
+            raise ConfigError(
+                f"baselines.tasks: {outside} are not adapter tasks, so MT-A (trained over "
+                "adapters.tasks) has no adapter for them; add them to adapters.tasks"
+            )
+    if "fusion-mt-a" in systems:
+        if "mt-a" not in systems:
+            raise ConfigError("baselines.systems: fusion-mt-a needs mt-a in the list too")
+        untargeted = [t for t in names if t not in fusion.targets]
+        if untargeted:
+            raise ConfigError(
+                f"baselines.tasks: fusion-mt-a fuses the adapters of fusion.targets.<task>, "
+                f"and {untargeted} have none; add them to fusion.targets"
+            )
+    base = {**BASELINE_DEFAULTS, **_mapping(raw.get("training") or {}, "baselines.training")}
+    per_system = _mapping(raw.get("system_training") or {}, "baselines.system_training")
+    extra = [s for s in per_system if s not in systems]
+    if extra:
+        raise ConfigError(
+            f"baselines.system_training: {extra} not in baselines.systems {list(systems)}"
+        )
+    return BaselineStage(
+        systems=systems,
+        tasks=names,
+        seeds=_seeds(raw, "baselines.seeds"),
+        reduction_factor=_int(raw.get("reduction_factor", 16), "baselines.reduction_factor", 1),
+        training=_training(base, {}, "baselines.training"),
+        system_training={
+            str(system): _training(
+                {**base, **_mapping(changes, f"baselines.system_training.{system}")},
+                {},
+                f"baselines.system_training.{system}",
+            )
+            for system, changes in per_system.items()
+        },
+    )
+
+
+def _seeds(raw: Mapping[str, Any], where: str) -> tuple[int, ...]:
+    value = raw.get("seeds", [0])
+    if value == []:
+        raise ConfigError(f"{where}: needs at least one seed")
+    seeds = tuple(_int(v, where, 0) for v in (value if isinstance(value, list) else [value]))
+    if len(set(seeds)) != len(seeds):
+        raise ConfigError(f"{where}: a seed is listed twice in {list(seeds)}")
+    return seeds
 
 
 def _training(raw: Any, defaults: Mapping[str, Any], where: str) -> TrainConfig:

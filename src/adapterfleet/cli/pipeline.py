@@ -21,13 +21,18 @@ AddressOpt = Annotated[
     typer.Option("--address", help="Ray cluster to join ('auto', host:port); default: local."),
 ]
 CpusOpt = Annotated[int | None, typer.Option(help="CPUs of the local Ray started for this run.")]
+BudgetOpt = Annotated[
+    str | None,
+    typer.Option(help="A budget from the config's budgets: section (= --set budget=NAME)."),
+]
 sweep_app = typer.Typer(help="Adapter sweeps.", no_args_is_help=True)
 
 
-def _config(path: Path, overrides: list[str] | None):  # noqa: ANN202
+def _config(path: Path, overrides: list[str] | None, budget: str | None = None):  # noqa: ANN202
     from adapterfleet.config import load_config
 
-    return load_config(path, overrides or [])
+    chosen = [f"budget={budget}"] if budget else []
+    return load_config(path, [*chosen, *(overrides or [])])
 
 
 @fail_cleanly
@@ -36,12 +41,14 @@ def run(
     resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted run.")] = False,
     address: AddressOpt = None,
     num_cpus: CpusOpt = None,
+    budget: BudgetOpt = None,
     set_: SetOpt = None,
 ) -> None:
-    """Run the pipeline: validate, prepare data, sweep adapters, register the best, fuse."""
+    """Run the pipeline: validate, prepare data, sweep adapters, register the best, fuse,
+    train the baselines it declares."""
     from adapterfleet.orchestration.pipeline import run_pipeline, summary_rows
 
-    cfg = _config(config, set_)
+    cfg = _config(config, set_, budget)
     summary = run_pipeline(
         cfg, resume=True if resume else None, ray_address=address, num_cpus=num_cpus, say=typer.echo
     )
@@ -56,12 +63,16 @@ def run(
 @sweep_app.command("resume")
 @fail_cleanly
 def sweep_resume(
-    config: ConfigArg, address: AddressOpt = None, num_cpus: CpusOpt = None, set_: SetOpt = None
+    config: ConfigArg,
+    address: AddressOpt = None,
+    num_cpus: CpusOpt = None,
+    budget: BudgetOpt = None,
+    set_: SetOpt = None,
 ) -> None:
     """Continue the adapter sweep of CONFIG whose driver died; finished trials are not re-run."""
     from adapterfleet.orchestration.sweep import resume_sweep
 
-    cfg = _config(config, set_)
+    cfg = _config(config, set_, budget)
     registered = resume_sweep(cfg, ray_address=address, num_cpus=num_cpus, progress=typer.echo)
     metrics_table(
         [{"task": t, "model": i.name, "version": i.version} for t, i in registered.items()]

@@ -5,6 +5,10 @@ other job), pulls those exact versions and verifies their sha256, trains the fus
 fusion-weight heatmap (the paper's Figure 4 for this target) and registers
 `<prefix>.fusion.<target>` with lineage tags naming the adapter versions. A fusion already
 registered for the same adapter versions and settings is not trained again.
+
+With several `fusion.seeds`, one fusion per seed is trained and registered (tagged `seed`),
+and `best` points at the one with the best dev metric; each is found again by its lineage key,
+so a re-run trains only the seeds that are missing.
 """
 
 from __future__ import annotations
@@ -14,25 +18,30 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from adapterfleet.adapters import HEAD_WEIGHTS
 from adapterfleet.config import PipelineConfig
 from adapterfleet.fusion import FusionConfig, mean_fusion_weights, plot_fusion_heatmap
+from adapterfleet.orchestration.epochs import CheckpointLogger
 from adapterfleet.registry import (
+    TAG_SEED,
+    TAG_SYSTEM,
     TAG_TRIAL_ID,
     MlflowRunLogger,
     ModelVersionInfo,
     adapter_model_name,
+    find_version_by_tag,
     fusion_model_name,
-    get_version,
     open_fusion_run,
     pull,
     register_version,
+    set_alias,
     wait_for_models,
 )
-from adapterfleet.training import Callback, EpochReport, TrainConfig
+from adapterfleet.training import TrainConfig
 from adapterfleet.tuning.workdir import TrialWorkdir
 
 Say = Callable[[str], None]
@@ -51,30 +60,19 @@ class FusionOutcome:
     start_delay: float  # from the last adapter's registration until training began
 
 
-class _FusionReporter(Callback):
-    """Checkpoint, then MLflow, at every epoch end: a fusion whose job dies (driver killed,
-    node lost) continues after its newest finished epoch and logs each epoch once."""
+class _FusionReporter(CheckpointLogger):
+    """The epoch logger, plus how long after the last adapter's registration the first step
+    came (`first_step_delay_s`)."""
 
     def __init__(
         self, logger: MlflowRunLogger, workdir: TrialWorkdir, registered_at: float | None
     ) -> None:
-        self.logger, self.workdir, self.registered_at = logger, workdir, registered_at
+        super().__init__(logger, workdir)
+        self.registered_at = registered_at
 
     def on_train_start(self) -> None:
-        """`first_step_delay_s`: from the last adapter's registration to the first step."""
         if self.registered_at is not None:
             self.logger.log_metrics({"first_step_delay_s": time.time() - self.registered_at})
-
-    def on_epoch_end(self, report: EpochReport) -> None:
-        self.workdir.checkpoint_dir(report.epoch).parent.mkdir(parents=True, exist_ok=True)
-        report.save_checkpoint(self.workdir.checkpoint_dir(report.epoch))
-        metrics = {
-            "train_loss": report.train_loss,
-            "learning_rate": report.learning_rate,
-            **{f"dev_{k}": v for k, v in report.dev_metrics.items()},
-        }
-        self.logger.log_metrics(metrics, step=report.epoch)
-        self.workdir.prune_checkpoints(keep_epoch=report.epoch)
 
 
 def lineage_key(config: PipelineConfig, target: str, versions: dict[str, ModelVersionInfo]) -> str:
@@ -113,13 +111,22 @@ class FusionPlan:
 def plan_fusion(
     config: PipelineConfig, target: str, uri: str, versions: dict[str, ModelVersionInfo]
 ) -> FusionPlan:
-    """The lineage of a fusion over `versions`, and its registered version if it exists."""
+    """The lineage of a fusion over `versions` (with `config.fusion.training`'s seed), and its
+    registered version if it exists."""
     key = lineage_key(config, target, versions)
     lineage = ",".join(f"{t}:v{versions[t].version}" for t in config.fusion.targets[target])
-    existing = get_version(uri, fusion_model_name(config.registry_prefix, target), alias="best")
-    if existing is not None and existing.tags.get(TAG_LINEAGE_KEY) != key:
-        existing = None
+    name = fusion_model_name(config.registry_prefix, target)
+    existing = find_version_by_tag(uri, name, TAG_LINEAGE_KEY, key)
     return FusionPlan(target, versions, key, lineage, existing)
+
+
+def seed_configs(config: PipelineConfig) -> list[PipelineConfig]:
+    """The config of each fusion seed: `fusion.training` with that seed."""
+    stage = config.fusion
+    return [
+        replace(config, fusion=replace(stage, training=replace(stage.training, seed=seed)))
+        for seed in stage.fusion_seeds
+    ]
 
 
 def open_plan_run(
@@ -139,7 +146,11 @@ def open_plan_run(
         plan.target,
         plan.trial_id,
         params=params,
-        tags={TAG_LINEAGE: plan.lineage},
+        tags={
+            TAG_LINEAGE: plan.lineage,
+            TAG_SYSTEM: "fusion-st-a",
+            TAG_SEED: config.fusion.training.seed,
+        },
     )
 
 
@@ -183,6 +194,34 @@ def run_fusion_job(
     )
     waited = time.time() - started
     versions = {names[n]: info for n, info in found.items()}
+    seeds = seed_configs(config)
+    if len(seeds) == 1:
+        return _fusion_for_seed(config, target, uri, experiment_id, versions, waited, say, "best")
+    outcomes = [
+        _fusion_for_seed(seeded, target, uri, experiment_id, versions, waited, say, None)
+        for seeded in seeds
+    ]
+    metric = config.fusion.training.metric
+    best = max(outcomes, key=lambda o: o.dev_metrics.get(metric, float("-inf")))
+    set_alias(uri, best.version.name, "best", best.version.version)
+    say(
+        f"fusion {target}: best of {len(outcomes)} seeds is v{best.version.version} "
+        f"(seed {best.version.tags.get(TAG_SEED)}, {metric} {best.dev_metrics.get(metric, 0):.4f})"
+    )
+    return best
+
+
+def _fusion_for_seed(
+    config: PipelineConfig,
+    target: str,
+    uri: str,
+    experiment_id: str,
+    versions: dict[str, ModelVersionInfo],
+    waited: float,
+    say: Say,
+    alias: str | None,
+) -> FusionOutcome:
+    """The fusion over `versions` with `config`'s seed: found registered, or trained now."""
     key = lineage_key(config, target, versions)
     work = Path(config.storage).resolve() / "fusion" / target / key[:12]
     with training_claim(work, lambda: say(f"fusion {target}: another job trains it; waiting")):
@@ -190,10 +229,12 @@ def run_fusion_job(
         if plan.existing is not None:
             existing = plan.existing
             say(f"fusion {target}: already registered as v{existing.version} for these adapters")
+            if alias:
+                set_alias(uri, existing.name, alias, existing.version)
             tags = existing.tags
             metrics = {k[4:]: float(v) for k, v in tags.items() if k.startswith("dev_")}
             return FusionOutcome(target, existing, metrics, False, waited, 0.0)
-        return _train_and_register(config, plan, uri, experiment_id, work, waited, say)
+        return _train_and_register(config, plan, uri, experiment_id, work, waited, say, alias=alias)
 
 
 def _warm_up(config: PipelineConfig, target: str) -> None:
@@ -206,6 +247,19 @@ def _warm_up(config: PipelineConfig, target: str) -> None:
 
     prepare_task(config, target)
     load_encoder(config.base_model)
+
+
+def write_fusion_weights(
+    model: Any, target: str, sources: list[str], dev: Any, folder: Path
+) -> None:
+    """The mean fusion weight per layer and adapter on the dev set (the paper's Figure 4 for
+    `target`): `fusion_weights.json` (`adapters`, `weights[layer][adapter]`) and a heatmap."""
+    weights = mean_fusion_weights(model, target, dev)
+    title = f"{target}: mean fusion weight per layer"
+    plot_fusion_heatmap(weights, sources, folder / "fusion_weights.png", title)
+    (folder / "fusion_weights.json").write_text(
+        json.dumps({"adapters": sources, "weights": weights.tolist()}, indent=1)
+    )
 
 
 @contextmanager
@@ -236,12 +290,13 @@ def _train_and_register(
     waited: float,
     say: Say,
     *,
-    alias: str = "best",
+    alias: str | None = "best",
     tags: dict[str, str] | None = None,
     gated: bool = True,
 ) -> FusionOutcome:
     """Pull the plan's adapters, train (resuming from the newest checkpoint in `work`), log the
-    weights heatmap and register the fusion under `alias` with lineage tags and `tags`.
+    weights heatmap and register the fusion under `alias` (None: no alias) with lineage tags
+    and `tags`.
     `gated`: the job waited for the adapters, so the delays since their registration are
     logged."""
     from adapterfleet.orchestration.local import prepare_task
@@ -291,16 +346,7 @@ def _train_and_register(
             resume_from=start[1] if start is not None else None,
         )
         _, dev = task_batches(tokenized, config.fusion.training)
-        weights = mean_fusion_weights(run.model, target, dev)
-        plot_fusion_heatmap(
-            weights,
-            list(sources),
-            work / "run" / "fusion_weights.png",
-            f"{target}: mean fusion weight per layer",
-        )
-        (work / "run" / "fusion_weights.json").write_text(
-            json.dumps({"adapters": list(sources), "weights": weights.tolist()}, indent=1)
-        )
+        write_fusion_weights(run.model, target, list(sources), dev, work / "run")
         logger.log_metrics({f"best_dev_{k}": v for k, v in run.dev_metrics.items()})
         logger.log_artifacts(work / "run", "")
         version = register_version(
@@ -315,6 +361,7 @@ def _train_and_register(
                 TAG_LINEAGE_KEY: key,
                 "base_model": config.base_model,
                 "metric": config.fusion.training.metric,
+                TAG_SEED: config.fusion.training.seed,
                 **{f"dev_{k}": v for k, v in run.dev_metrics.items()},
                 **{f"adapter.{t}": f"v{versions[t].version}" for t in sources},
                 **(tags or {}),

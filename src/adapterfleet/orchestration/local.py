@@ -68,6 +68,7 @@ def train_task(
             train_config,
             out_dir,
             reduction_factor=reduction_factor or config.adapters.reduction_factors[0],
+            metrics={name: config.tasks[name].metrics for name in tasks},
         )
     return train_single(
         mode,

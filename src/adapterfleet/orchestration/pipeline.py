@@ -17,6 +17,7 @@ instead of after a worker's start, imports and model load (about 12 s on 2 cores
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -25,11 +26,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from adapterfleet.config import PipelineConfig
+from adapterfleet.orchestration.baselines import (
+    BaselineSummary,
+    collect_baselines,
+    submit_baselines,
+)
 from adapterfleet.orchestration.fusion_job import (
     FusionOutcome,
     open_plan_run,
     plan_fusion,
     run_fusion_job,
+    seed_configs,
 )
 from adapterfleet.orchestration.status import StatusPlan, pipeline_status
 from adapterfleet.orchestration.sweep import (
@@ -49,6 +56,8 @@ from adapterfleet.registry import (
 )
 
 Say = Callable[[str], None]
+TAG_BUDGET = "adapterfleet.budget"  # experiment tags: the budget and what it changed (JSON)
+TAG_BUDGET_TRIMMED = "adapterfleet.budget_trimmed"
 
 
 @dataclass
@@ -57,6 +66,7 @@ class PipelineSummary:
     tracking_uri: str
     adapters: dict[str, ModelVersionInfo] = field(default_factory=dict)
     fusions: dict[str, FusionOutcome] = field(default_factory=dict)
+    baselines: BaselineSummary = field(default_factory=BaselineSummary)
     errors: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
 
@@ -136,9 +146,10 @@ class FusionGate(threading.Thread):
         sources = self.config.fusion.targets[self.target]
         prefix = self.config.registry_prefix
         versions = {t: found[adapter_model_name(prefix, t)] for t in sources}
-        plan = plan_fusion(self.config, self.target, self.uri, versions)
+        first = seed_configs(self.config)[0]  # the job trains the seeds in this order
+        plan = plan_fusion(first, self.target, self.uri, versions)
         if plan.existing is None:
-            open_plan_run(self.config, plan, self.uri, self.experiment_id)
+            open_plan_run(first, plan, self.uri, self.experiment_id)
             self.say(f"fusion {self.target}: adapters {plan.lineage} ready, starting")
 
     def _progress(self, missing: list[str]) -> None:
@@ -171,9 +182,7 @@ def run_pipeline(
     address = ray_address or os.environ.get("RAY_ADDRESS")
     if address not in (None, "local") and not ray_initialized():
         check_ray_address(str(address))
-    experiment_id = ensure_experiment(
-        uri, config.name, tags=StatusPlan.from_config(config).to_tags()
-    )
+    experiment_id = ensure_experiment(uri, config.name, tags=experiment_tags(config))
     ensure_ray(ray_address, num_cpus)
     import ray
 
@@ -188,6 +197,7 @@ def run_pipeline(
     ]
     for gate in gates:
         gate.start()
+    baseline_refs = submit_baselines(config, uri, experiment_id, say)
     try:
         summary.adapters = run_adapter_stage(
             config, resume=resume, ray_address=ray_address, num_cpus=num_cpus, progress=say
@@ -204,8 +214,22 @@ def run_pipeline(
                 summary.fusions[gate.target] = gate.outcome
             elif gate.error is not None and not isinstance(gate.error, InterruptedError):
                 summary.errors[f"fusion {gate.target}"] = str(gate.error)
+    summary.baselines = collect_baselines(config, baseline_refs, say)
+    for label, error in summary.baselines.errors.items():
+        summary.errors[f"baseline {label}"] = error
     summary.seconds = time.time() - started
     return summary
+
+
+def experiment_tags(config: PipelineConfig) -> dict[str, str]:
+    """What `status NAME` and `report NAME` read of the pipeline: its plan, and the budget
+    chosen with what it changed."""
+    tags = StatusPlan.from_config(config).to_tags()
+    if config.budget is not None:
+        trimmed = json.dumps(config.budget_changes, default=str, separators=(",", ":"))
+        tags[TAG_BUDGET] = config.budget
+        tags[TAG_BUDGET_TRIMMED] = trimmed if len(trimmed) <= 5000 else trimmed[:4990] + "…"
+    return tags
 
 
 def _early_target(config: PipelineConfig) -> str | None:
@@ -248,6 +272,18 @@ def summary_rows(config: PipelineConfig, summary: PipelineSummary) -> list[dict[
                 f"st-a {metric}": _float(st_a.tags.get("metric_value")) if st_a else "",
             }
         )
+    for outcome in summary.baselines.outcomes:
+        for task, values in outcome.dev_metrics.items():
+            rows.append(
+                {
+                    "task": task,
+                    "kind": f"{outcome.job.system} s{outcome.job.seed}",
+                    "version": "",
+                    "rf": "",
+                    "lr": "",
+                    f"dev {metric}": values.get(metric),
+                }
+            )
     return rows
 
 

@@ -23,6 +23,7 @@ from adapterfleet.registry.models import (
 from adapterfleet.registry.redact import REDACTED, redact
 from adapterfleet.registry.runs import (
     MlflowRunLogger,
+    finished_run_metrics,
     open_baseline_run,
     open_fusion_run,
     open_prune_run,
@@ -73,6 +74,7 @@ __all__ = [
     "experiment_runs",
     "experiment_tags",
     "find_version_by_tag",
+    "finished_run_metrics",
     "fusion_model_name",
     "get_version",
     "list_models",

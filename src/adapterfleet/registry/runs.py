@@ -290,25 +290,41 @@ def open_prune_run(
 def open_baseline_run(
     uri: str,
     experiment_id: str,
+    job_id: str,
     system: str,
     task: str,
     seed: int,
     params: Mapping[str, Any] | None = None,
-    tags: Mapping[str, Any] | None = None,
     *,
     kind: str = "baseline",
     retry_timeout_s: float = DEFAULT_RETRY_TIMEOUT_S,
 ) -> MlflowRunLogger:
     """The run of one baseline of the paper's Table 1 (`system` such as "head" or "mt-a") on
-    `task` with `seed`: reused when the same one runs again. A baseline run holds the task's
-    `best_dev_<metric>` results; `kind="mt-a"` is the joint training run MT-A's per-task
-    baseline runs hang under."""
-    match = {TAG_KIND: kind, TAG_SYSTEM: system, TAG_TASK: task, TAG_SEED: str(int(seed))}
-    name = f"{system}-{task}-s{int(seed)}"
-    logger = _open_run(uri, experiment_id, match, name, tags, retry_timeout_s)
+    `task` with `seed`, tagged with all three; reused when a run of the same `job_id` (which
+    names the settings) exists. A baseline run holds the task's `best_dev_<metric>`;
+    `kind="mt-a"` is the joint training run that MT-A's per-task baseline runs hang under."""
+    match = {TAG_KIND: kind, TAG_TRIAL_ID: job_id}
+    tags = {TAG_SYSTEM: system, TAG_TASK: task, TAG_SEED: str(int(seed))}
+    logger = _open_run(uri, experiment_id, match, job_id, tags, retry_timeout_s)
     if params:
         logger.log_params(params)
     return logger
+
+
+def finished_run_metrics(
+    uri: str, experiment_id: str, kind: str, job_id: str
+) -> dict[str, float] | None:
+    """The latest metrics of the FINISHED run of `kind` tagged with `job_id`, or None."""
+    client = get_client(uri)
+    match = {TAG_KIND: kind, TAG_TRIAL_ID: job_id}
+    clauses = " AND ".join(f"tags.`{key}` = {quote(value)}" for key, value in match.items())
+    runs = call_with_retry(
+        lambda: client.search_runs([experiment_id], filter_string=clauses),
+        what=f"search runs of {job_id!r}",
+        timeout_s=DEFAULT_RETRY_TIMEOUT_S,
+    )
+    finished = [r for r in runs if r.info.status == "FINISHED"]
+    return dict(finished[0].data.metrics) if finished else None
 
 
 def open_report_run(

@@ -28,10 +28,12 @@ from adapterfleet.adapters.io import ADAPTER_WEIGHTS
 from adapterfleet.data import TokenizedTask
 from adapterfleet.training.callbacks import Callback
 from adapterfleet.training.config import TrainConfig
+from adapterfleet.training.evaluation import evaluate
 from adapterfleet.training.loop import fit
 from adapterfleet.training.modes import (
     RunResult,
     head_for,
+    metric_names,
     new_model,
     task_batches,
     write_run_file,
@@ -75,10 +77,14 @@ def train_mt_a(
     out_dir: str | Path,
     *,
     reduction_factor: int = 16,
+    metrics: dict[str, Sequence[str]] | None = None,
     callbacks: Sequence[Callback] = (),
     resume_from: str | Path | None = None,
 ) -> RunResult:
-    """Train MT-A over `tasks`; writes `adapters/<task>/`, `heads/<task>/` and `model/`."""
+    """Train MT-A over `tasks`; writes `adapters/<task>/`, `heads/<task>/` and `model/`.
+
+    Model selection uses the metric over every task's dev set pooled; afterwards each task's
+    own dev metrics (`metrics[task]`, default accuracy) go into `lineage["task_metrics"]`."""
     model = new_model(base_model)
     for name, tokenized in tasks.items():
         add_adapter(model, name, AdapterConfig("pfeiffer", reduction_factor))
@@ -101,6 +107,14 @@ def train_mt_a(
         callbacks=callbacks,
         resume_from=resume_from,
     )
+    task_metrics = {
+        name: evaluate(
+            wrapped,
+            _Tagged({name: loaders[name][1]}, None),
+            metric_names((metrics or {}).get(name, ("accuracy",)), config),
+        )
+        for name in tasks
+    }
     out = Path(out_dir)
     hashes = {}
     for name in tasks:
@@ -109,6 +123,7 @@ def train_mt_a(
         hashes[name] = sha256_file(out / "adapters" / name / ADAPTER_WEIGHTS)
     save_base_model(model, out / "model")
     trainable = sum(p.numel() for p in model.parameters())
-    run = RunResult("mt-a", ",".join(tasks), out, result, trainable, {"adapter_sha256": hashes})
+    lineage = {"adapter_sha256": hashes, "task_metrics": task_metrics}
+    run = RunResult("mt-a", ",".join(tasks), out, result, trainable, lineage)
     write_run_file(run, base_model, config)
     return run

@@ -1,0 +1,320 @@
+"""Stage 3 of the pipeline: the other systems of the paper's Table 1, for comparison.
+
+`baselines.systems` of the config, per task of `baselines.tasks` and per seed, each a Ray task
+with the per-trial resources and an MLflow run of kind `baseline` tagged with its system, task
+and seed (the runs `adapterfleet report` reads):
+
+- `head`, `full`, `st-a-houlsby`: one task each, the modes of `training.modes`;
+- `mt-a`: one job per seed over every adapter task jointly (base model fine-tuned); its run has
+  kind `mt-a`, and one `baseline` run per task holds that task's dev metrics;
+- `fusion-mt-a`: per task, a fusion over the MT-A adapters of `fusion.targets.<task>` on top of
+  MT-A's base model; it waits for its seed's MT-A job (Ray passes that job's result).
+
+A job checkpoints every epoch under `<storage>/baselines/<job id>/` and logs each epoch once; a
+re-run skips every job whose run finished for the same settings (the job id names them) and
+resumes the others after their newest finished epoch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from adapterfleet.config import PipelineConfig
+from adapterfleet.orchestration.epochs import CheckpointLogger
+from adapterfleet.registry import finished_run_metrics, open_baseline_run
+from adapterfleet.tuning.workdir import TrialWorkdir
+
+Say = Callable[[str], None]
+MT_A_KIND = "mt-a"  # the joint training run of MT-A; its per-task results are `baseline` runs
+ALL_TASKS = "all"  # the task of an MT-A job: every adapter task
+
+
+@dataclass(frozen=True)
+class BaselineJob:
+    system: str
+    task: str  # ALL_TASKS for mt-a
+    seed: int
+    key: str  # sha256 of everything that decides the result
+
+    @property
+    def job_id(self) -> str:
+        return f"{self.system}-{self.task}-s{self.seed}-{self.key[:12]}"
+
+    @property
+    def label(self) -> str:
+        return f"{self.system} {self.task} seed {self.seed}"
+
+
+@dataclass(frozen=True)
+class BaselineOutcome:
+    job: BaselineJob
+    dev_metrics: dict[str, dict[str, float]]  # task -> its dev metrics (one task but for mt-a)
+    trained: bool  # False: its run had finished before
+    run_dir: str = ""  # where the job's output lies (MT-A: the model fusion-mt-a builds on)
+    seconds: float = 0.0
+
+
+@dataclass
+class BaselineSummary:
+    outcomes: list[BaselineOutcome] = field(default_factory=list)
+    errors: dict[str, str] = field(default_factory=dict)  # job label -> error
+
+
+def _digest(payload: Any) -> str:
+    text = json.dumps(payload, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def plan_baselines(config: PipelineConfig) -> list[BaselineJob]:
+    """Every job of the stage, MT-A jobs first (fusion-mt-a waits on them)."""
+    stage = config.baselines
+    common = {"base_model": config.base_model, "max_length": config.max_length}
+    mt_tasks = config.adapter_tasks
+    mt_keys = {
+        seed: _digest(
+            {
+                **common,
+                "system": "mt-a",
+                "seed": seed,
+                "tasks": {t: config.tasks[t].to_mapping() for t in mt_tasks},
+                "reduction_factor": stage.reduction_factor,
+                "training": _settings(stage.training_for("mt-a")),
+            }
+        )
+        for seed in stage.seeds
+    }
+    jobs = [BaselineJob("mt-a", ALL_TASKS, s, mt_keys[s]) for s in stage.seeds]
+    jobs = jobs if "mt-a" in stage.systems else []
+    for system in stage.systems:
+        if system == "mt-a":
+            continue
+        for task in stage.tasks:
+            for seed in stage.seeds:
+                payload: dict[str, Any] = {
+                    **common,
+                    "system": system,
+                    "seed": seed,
+                    "task": config.tasks[task].to_mapping(),
+                    "training": _settings(stage.training_for(system)),
+                }
+                if system == "st-a-houlsby":
+                    payload["reduction_factor"] = stage.reduction_factor
+                if system == "fusion-mt-a":
+                    payload["mt_a"] = mt_keys[seed]
+                    payload["adapters"] = list(config.fusion.targets[task])
+                    payload["preset"] = config.fusion.preset
+                jobs.append(BaselineJob(system, task, seed, _digest(payload)))
+    return jobs
+
+
+def _settings(training: Any) -> dict[str, Any]:
+    return {k: v for k, v in training.to_dict().items() if k != "progress"}
+
+
+def run_baseline_job(
+    config: PipelineConfig,
+    job: BaselineJob,
+    uri: str,
+    experiment_id: str,
+    mt_a: BaselineOutcome | None = None,
+) -> BaselineOutcome:
+    """Train one job (or find its run finished) and log it; see the module docstring.
+    `mt_a`: for fusion-mt-a, the outcome of its seed's MT-A job."""
+    import torch
+
+    torch.set_num_threads(max(1, int(config.resources.cpu)))
+    started = time.time()
+    work = TrialWorkdir(Path(config.storage).resolve() / "baselines" / job.job_id)
+    kind = MT_A_KIND if job.system == "mt-a" else "baseline"
+    done = finished_run_metrics(uri, experiment_id, kind, job.job_id)
+    if done is not None and (work.run_dir / "run.json").is_file():
+        print(f"baseline {job.label}: finished before, not trained again")
+        return BaselineOutcome(job, _saved_metrics(work.run_dir, job), False, str(work.run_dir))
+    training = replace(config.baselines.training_for(job.system), seed=job.seed)
+    tasks = ",".join(config.adapter_tasks) if job.system == "mt-a" else job.task
+    params = {"tasks": tasks, **{f"train.{k}": v for k, v in training.to_dict().items()}}
+    logger = open_baseline_run(
+        uri, experiment_id, job.job_id, job.system, job.task, job.seed, params, kind=kind
+    )
+    try:
+        start = work.latest_checkpoint()
+        if start is not None:
+            from adapterfleet.tuning.trial import relog_missing_epochs
+
+            relog_missing_epochs(logger, start[1])
+            print(f"baseline {job.label}: resuming after epoch {start[0]}")
+        callbacks = [CheckpointLogger(logger, work)]
+        resume = start[1] if start is not None else None
+        with logger.system_metrics():
+            metrics = _train(config, job, training, work.run_dir, callbacks, resume, mt_a)
+        for task, values in metrics.items():
+            result = {f"best_dev_{k}": v for k, v in values.items()}
+            if job.system == "mt-a":
+                _log_task_run(uri, experiment_id, job, task, result, logger.run_id)
+            else:
+                logger.log_metrics(result)
+        if job.system != "mt-a":  # MT-A's folder holds a whole model: it stays on storage
+            logger.log_artifacts(work.run_dir, "")
+    except BaseException:
+        logger.end("FAILED")
+        raise
+    logger.end("FINISHED")
+    return BaselineOutcome(job, metrics, True, str(work.run_dir), time.time() - started)
+
+
+def _train(
+    config: PipelineConfig,
+    job: BaselineJob,
+    training: Any,
+    out: Path,
+    callbacks: list[Any],
+    resume: Path | None,
+    mt_a: BaselineOutcome | None,
+) -> dict[str, dict[str, float]]:
+    """Train `job` into `out`; its dev metrics per task."""
+    from adapterfleet.orchestration.local import prepare_task
+    from adapterfleet.training.modes import train_fusion_run, train_single
+    from adapterfleet.training.multitask import train_mt_a
+
+    stage = config.baselines
+    if job.system == "mt-a":
+        tasks = {t: prepare_task(config, t) for t in config.adapter_tasks}
+        run = train_mt_a(
+            tasks,
+            config.base_model,
+            training,
+            out,
+            reduction_factor=stage.reduction_factor,
+            metrics={t: config.tasks[t].metrics for t in tasks},
+            callbacks=callbacks,
+            resume_from=resume,
+        )
+        return dict(run.lineage["task_metrics"])
+    tokenized = prepare_task(config, job.task)
+    metrics = config.tasks[job.task].metrics
+    if job.system == "fusion-mt-a":
+        if mt_a is None:
+            raise ValueError(f"baseline {job.label}: needs the outcome of its MT-A job")
+        from adapterfleet.fusion import FusionConfig
+        from adapterfleet.orchestration.fusion_job import write_fusion_weights
+        from adapterfleet.training.modes import task_batches
+
+        base = Path(mt_a.run_dir)
+        sources = config.fusion.targets[job.task]
+        run = train_fusion_run(
+            tokenized,
+            str(base / "model"),
+            [base / "adapters" / t for t in sources],
+            training,
+            out,
+            fusion_config=FusionConfig.preset(config.fusion.preset),
+            metrics=metrics,
+            callbacks=callbacks,
+            resume_from=resume,
+        )
+        _, dev = task_batches(tokenized, training)
+        write_fusion_weights(run.model, job.task, list(sources), dev, out)
+        return {job.task: dict(run.dev_metrics)}
+    run = train_single(
+        job.system,
+        tokenized,
+        config.base_model,
+        training,
+        out,
+        reduction_factor=stage.reduction_factor,
+        metrics=metrics,
+        callbacks=callbacks,
+        resume_from=resume,
+    )
+    return {job.task: dict(run.dev_metrics)}
+
+
+def _log_task_run(
+    uri: str,
+    experiment_id: str,
+    job: BaselineJob,
+    task: str,
+    result: dict[str, float],
+    parent: str,
+) -> None:
+    """MT-A's result on one task, as a `baseline` run under the joint training run."""
+    from adapterfleet.registry import TAG_PARENT_RUN
+
+    logger = open_baseline_run(
+        uri, experiment_id, f"{job.job_id}-{task}", job.system, task, job.seed, {"task": task}
+    )
+    logger.set_tags({TAG_PARENT_RUN: parent})
+    logger.log_metrics(result)
+    logger.end("FINISHED")
+
+
+def _saved_metrics(run_dir: Path, job: BaselineJob) -> dict[str, dict[str, float]]:
+    info = json.loads((run_dir / "run.json").read_text())
+    if job.system == "mt-a":
+        return dict(info["lineage"]["task_metrics"])
+    return {job.task: dict(info["dev_metrics"])}
+
+
+def submit_baselines(
+    config: PipelineConfig, uri: str, experiment_id: str, say: Say = print
+) -> dict[Any, BaselineJob]:
+    """Submit every job of the stage to Ray (fusion-mt-a behind its seed's MT-A job); the
+    refs, for `collect_baselines`."""
+    import ray
+
+    jobs = plan_baselines(config)
+    if not jobs:
+        return {}
+    remote = ray.remote(
+        num_cpus=config.resources.cpu,
+        num_gpus=config.resources.gpu,
+        max_retries=2,
+        retry_exceptions=False,
+    )(run_baseline_job)
+    say(f"baselines: {len(jobs)} jobs ({', '.join(config.baselines.systems)})")
+    refs: dict[Any, BaselineJob] = {}
+    mt_refs: dict[int, Any] = {}
+    for job in jobs:
+        depends = (mt_refs[job.seed],) if job.system == "fusion-mt-a" else ()
+        ref = remote.remote(config, job, uri, experiment_id, *depends)
+        if job.system == "mt-a":
+            mt_refs[job.seed] = ref
+        refs[ref] = job
+    return refs
+
+
+def collect_baselines(
+    config: PipelineConfig, refs: dict[Any, BaselineJob], say: Say = print
+) -> BaselineSummary:
+    """Wait for the submitted jobs, reporting each as it ends; a failed job is recorded and
+    does not stop the others."""
+    import ray
+
+    summary = BaselineSummary()
+    pending = list(refs)
+    while pending:
+        ready, pending = ray.wait(pending, num_returns=1)
+        job = refs[ready[0]]
+        try:
+            outcome = ray.get(ready[0])
+        except Exception as error:  # noqa: BLE001 - reported with the job, the rest go on
+            summary.errors[job.label] = " ".join(str(error).split())[:300]
+            say(f"baseline {job.label}: failed: {summary.errors[job.label]}")
+            continue
+        summary.outcomes.append(outcome)
+        say(f"baseline {job.label}: {_metric_text(config, outcome)}")
+    return summary
+
+
+def _metric_text(config: PipelineConfig, outcome: BaselineOutcome) -> str:
+    metric = config.baselines.training_for(outcome.job.system).metric
+    values = ", ".join(
+        f"{t} {m.get(metric, float('nan')):.4f}" for t, m in outcome.dev_metrics.items()
+    )
+    return f"{metric} {values}" + ("" if outcome.trained else " (finished before)")

@@ -21,6 +21,13 @@ from adapterfleet.registry.models import (
     set_alias,
 )
 from adapterfleet.registry.redact import REDACTED, redact
+from adapterfleet.registry.results import (
+    ExperimentData,
+    RunData,
+    download_run_file,
+    find_experiment,
+    finished_runs,
+)
 from adapterfleet.registry.runs import (
     MlflowRunLogger,
     finished_run_metrics,
@@ -65,6 +72,11 @@ __all__ = [
     "ModelVersionInfo",
     "RegistryError",
     "RegistryTimeout",
+    "ExperimentData",
+    "RunData",
+    "download_run_file",
+    "find_experiment",
+    "finished_runs",
     "RunRecord",
     "adapter_model_name",
     "check_tracking_uri",

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from adapterfleet.cli import cluster, interop, pipeline, prune
+from adapterfleet.cli import cluster, interop, pipeline, prune, report
 from adapterfleet.cli.output import fail_cleanly, metrics_table
 from adapterfleet.config import ConfigError
 
@@ -248,6 +248,7 @@ pipeline.register(app)
 cluster.register(app)
 interop.register(app)
 prune.register(app)
+report.register(app)
 
 
 def main() -> None:

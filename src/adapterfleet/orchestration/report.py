@@ -1,0 +1,251 @@
+"""`adapterfleet report NAME`: the paper's Table 1 and Figure 4 from what is in MLflow.
+
+Reads every finished trial, fusion and baseline run of the pipeline's experiment, makes the
+Table 1 cells (`report_data`), averages the fusion runs' `fusion_weights.json` into Figure 4
+(`report_figure`), and writes `table1.md`, `figure4.png`, `figure4.json` and `report.json` to a
+folder; the same files are logged to the experiment's report run (reused by every report).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from adapterfleet.orchestration.paper_table1 import PAPER_URL, paper_number
+from adapterfleet.orchestration.report_data import (
+    COLUMNS,
+    FUSION_SYSTEMS,
+    KINDS,
+    TITLES,
+    Cell,
+    Collected,
+    Summary,
+    collect_cells,
+)
+from adapterfleet.orchestration.report_figure import (
+    WEIGHTS_FILE,
+    Weights,
+    WeightsRow,
+    average_weights,
+    figure_data,
+    plot_figure4,
+    read_weights,
+)
+from adapterfleet.orchestration.report_render import (
+    F1,
+    budget_data,
+    budget_section,
+    chosen_points,
+    document,
+    f1_table,
+    lineages,
+    missing_notes,
+    table1,
+)
+from adapterfleet.orchestration.status import StatusPlan
+from adapterfleet.registry import (
+    RegistryError,
+    download_run_file,
+    find_experiment,
+    finished_runs,
+    open_report_run,
+    safe_uri,
+)
+
+TABLE_FILE = "table1.md"
+FIGURE_FILE = "figure4.png"
+FIGURE_DATA_FILE = "figure4.json"
+DATA_FILE = "report.json"
+
+
+@dataclass(frozen=True)
+class ReportResult:
+    """What `build_report` wrote: the folder, its files, the Markdown and the cells."""
+
+    name: str
+    out_dir: Path
+    table: str  # Table 1 (with the paper's rows), as printed on the terminal
+    markdown: str  # the whole table1.md
+    files: tuple[Path, ...]
+    cells: dict[tuple[str, str], Cell]
+    notes: tuple[str, ...]
+    run_id: str | None  # the MLflow report run the files were logged to
+
+
+def build_report(
+    name: str, tracking_uri: str, out_dir: str | Path, *, log_to_mlflow: bool = True
+) -> ReportResult:
+    """Build the report of pipeline `name` from the store at `tracking_uri` into `out_dir`."""
+    experiment = find_experiment(tracking_uri, name)
+    runs = finished_runs(tracking_uri, experiment.experiment_id, KINDS)
+    if not runs:
+        raise RegistryError(
+            f"experiment {name!r} in {safe_uri(tracking_uri)} has no finished trial, fusion or "
+            f"baseline runs yet; nothing to report (see `adapterfleet status {name}`)"
+        )
+    plan = StatusPlan.from_tags(name, experiment.tags, [])
+    collected = collect_cells(runs, plan.metric)
+    tasks = task_order(plan, collected.cells)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = fusion_rows(tracking_uri, tasks, collected)
+    figure = write_figure(rows, out)
+    budget = budget_data(experiment.tags)
+    notes = [*missing_notes(tasks, collected.cells), *collected.notes]
+    if figure is None:
+        notes.append("Figure 4 not drawn: no fusion run has a readable fusion_weights.json")
+    if plan.metric != "accuracy":
+        notes.append(
+            f"the paper's numbers are accuracies, the main metric is {plan.metric}: no rows"
+        )
+    table = table1(tasks, collected.cells, plan.metric)
+    markdown = render(name, plan.metric, tasks, collected, table, budget, figure, notes)
+    (out / TABLE_FILE).write_text(markdown)
+    data = report_numbers(name, tracking_uri, plan.metric, tasks, collected.cells, budget, rows)
+    (out / DATA_FILE).write_text(json.dumps({**data, "notes": notes}, indent=1) + "\n")
+    files = tuple(out / f for f in (TABLE_FILE, FIGURE_FILE, FIGURE_DATA_FILE, DATA_FILE))
+    files = tuple(f for f in files if f.is_file())
+    run_id = log_report(tracking_uri, experiment.experiment_id, files) if log_to_mlflow else None
+    return ReportResult(name, out, table, markdown, files, collected.cells, tuple(notes), run_id)
+
+
+def task_order(plan: StatusPlan, cells: Mapping[tuple[str, str], Cell]) -> list[str]:
+    """The pipeline's tasks and fusion targets in config order, then any other task with
+    results, sorted."""
+    planned = list(dict.fromkeys([*plan.tasks, *plan.targets]))
+    return planned + sorted({task for task, _ in cells} - set(planned))
+
+
+def fusion_rows(uri: str, tasks: Sequence[str], collected: Collected) -> list[WeightsRow]:
+    """Figure 4's rows: per target and fusion system, the mean of its seeds' weights files."""
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="adapterfleet-report-") as tmp:
+        for task in tasks:
+            for system in FUSION_SYSTEMS:
+                cell = collected.cells.get((task, system))
+                found = _seed_weights(uri, cell, Path(tmp), collected.notes) if cell else []
+                if found:
+                    rows.append(WeightsRow(task, system, len(found), average_weights(found)))
+    return rows
+
+
+def _seed_weights(uri: str, cell: Cell, tmp: Path, notes: list[str]) -> list[Weights]:
+    found: list[Weights] = []
+    for seed in cell.seeds:
+        where = f"{cell.task} / {TITLES[cell.system]} seed {seed.seed} (run {seed.run.run_id})"
+        path = download_run_file(uri, seed.run.run_id, WEIGHTS_FILE, tmp / seed.run.run_id)
+        if path is None:
+            notes.append(f"{where}: no {WEIGHTS_FILE}")
+            continue
+        try:
+            found.append(read_weights(path.read_text()))
+        except (ValueError, KeyError, TypeError) as exc:
+            notes.append(f"{where}: {WEIGHTS_FILE} unreadable ({exc})")
+    return found
+
+
+def write_figure(rows: Sequence[WeightsRow], out: Path) -> Path | None:
+    """figure4.png and figure4.json, or neither (an older copy removed) without rows."""
+    if not rows:
+        for stale in (FIGURE_FILE, FIGURE_DATA_FILE):
+            (out / stale).unlink(missing_ok=True)
+        return None
+    (out / FIGURE_DATA_FILE).write_text(json.dumps(figure_data(rows), indent=1) + "\n")
+    return plot_figure4(rows, out / FIGURE_FILE)
+
+
+def render(
+    name: str,
+    metric: str,
+    tasks: Sequence[str],
+    collected: Collected,
+    table: str,
+    budget: Mapping[str, Any],
+    figure: Path | None,
+    notes: Sequence[str],
+) -> str:
+    cells = collected.cells
+    f1 = f1_table(tasks, cells) if metric != F1 else None
+    sections = {
+        "F1 (tasks whose runs logged F1)": [f1] if f1 else [],
+        "ST-A: the grid point each cell reports": chosen_points(tasks, cells, metric),
+        "Fusion w/ ST-A: the adapter versions fused": lineages(tasks, cells),
+        "Figure 4": [f"![Figure 4]({FIGURE_FILE})"] if figure else [],
+        "What the budget trimmed": budget_section(budget),
+        "Notes": [f"- {note}" for note in notes],
+    }
+    return document(name, metric, table, sections)
+
+
+def report_numbers(
+    name: str,
+    uri: str,
+    metric: str,
+    tasks: Sequence[str],
+    cells: Mapping[tuple[str, str], Cell],
+    budget: Mapping[str, Any],
+    rows: Sequence[WeightsRow],
+) -> dict[str, Any]:
+    """Every number of the report, per seed, as JSON-ready data (points = 100 × metric)."""
+    ordered = [cells[(t, c.system)] for t in tasks for c in COLUMNS if (t, c.system) in cells]
+    return {
+        "name": name,
+        "tracking_uri": safe_uri(uri),
+        "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "metric": metric,
+        "columns": [{"system": c.system, "title": c.title} for c in COLUMNS],
+        "tasks": list(tasks),
+        "cells": [_cell_data(cell, metric) for cell in ordered],
+        "paper": {
+            "source": PAPER_URL,
+            "accuracy": {
+                t: {c.system: v for c in COLUMNS if (v := paper_number(t, c.system)) is not None}
+                for t in tasks
+            },
+        },
+        "budget": dict(budget),
+        "figure4": figure_data(rows) if rows else None,
+    }
+
+
+def _cell_data(cell: Cell, metric: str) -> dict[str, Any]:
+    return {
+        "task": cell.task,
+        "system": cell.system,
+        "column": TITLES[cell.system],
+        metric: _summary_data(cell.summary(metric)),
+        F1: _summary_data(cell.summary(F1)),
+        "reduction_factor": cell.reduction_factor,
+        "learning_rate": cell.learning_rate,
+        "lineage": cell.lineage,
+        "seeds": [
+            {
+                "seed": s.seed,
+                "run_id": s.run.run_id,
+                "metrics": {k: v for k, v in s.run.metrics.items() if k.startswith("best_dev_")},
+            }
+            for s in cell.seeds
+        ],
+    }
+
+
+def _summary_data(summary: Summary | None) -> dict[str, Any] | None:
+    if summary is None:
+        return None
+    return {"mean": summary.mean, "std": summary.std, "n": summary.n}
+
+
+def log_report(uri: str, experiment_id: str, files: Sequence[Path]) -> str:
+    """Log `files` at the artifact root of the experiment's report run; its id."""
+    with tempfile.TemporaryDirectory(prefix="adapterfleet-report-") as tmp:
+        for path in files:
+            shutil.copy2(path, Path(tmp) / path.name)
+        with open_report_run(uri, experiment_id) as run:
+            run.log_artifacts(tmp)
+            return run.run_id

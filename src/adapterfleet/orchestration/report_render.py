@@ -1,0 +1,159 @@
+"""The report as Markdown: Table 1 (with the paper's numbers beside ours), the F1 table, the
+chosen sweep points, the fusion lineages, what a budget trimmed, and notes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from adapterfleet.orchestration.paper_table1 import PAPER_NAME, PAPER_URL, paper_number
+from adapterfleet.orchestration.report_data import COLUMNS, TITLES, Cell, Summary
+
+TAG_BUDGET = "adapterfleet.budget"  # experiment tag: the budget's name, e.g. "cpu"
+TAG_BUDGET_TRIMMED = "adapterfleet.budget_trimmed"  # JSON: flattened config key -> value it set
+NOTHING = "—"
+F1 = "f1"
+
+Cells = Mapping[tuple[str, str], Cell]
+
+
+def format_cell(summary: Summary | None) -> str:
+    """`mean ± std (n)` in points with two decimals; `mean (1)` for one seed; "—" for none."""
+    if summary is None:
+        return NOTHING
+    spread = "" if summary.std is None else f" ± {summary.std:.2f}"
+    return f"{summary.mean:.2f}{spread} ({summary.n})"
+
+
+def table1(tasks: Sequence[str], cells: Cells, metric: str) -> str:
+    """Rows: tasks (each followed by the paper's row where it has numbers); columns: the
+    paper's systems in its order."""
+    rows = []
+    for task in tasks:
+        rows.append(
+            [task, *(format_cell(_summary(cells, task, c.system, metric)) for c in COLUMNS)]
+        )
+        paper = [paper_number(task, c.system) for c in COLUMNS]
+        if metric == "accuracy" and any(v is not None for v in paper):
+            rows.append([f"{task} (paper)", *(_paper_cell(v) for v in paper)])
+    return markdown_table(["task", *(c.title for c in COLUMNS)], rows)
+
+
+def f1_table(tasks: Sequence[str], cells: Cells) -> str | None:
+    """Dev F1 × 100 of the tasks whose runs logged `best_dev_f1`; None when none did."""
+    with_f1 = [t for t in tasks if any(_summary(cells, t, c.system, F1) for c in COLUMNS)]
+    if not with_f1:
+        return None
+    rows = [_row(task, cells, F1) for task in with_f1]
+    return markdown_table(["task", *(c.title for c in COLUMNS)], rows)
+
+
+def chosen_points(tasks: Sequence[str], cells: Cells, metric: str) -> list[str]:
+    """One line per swept cell: the reduction factor and learning rate the table reports."""
+    lines = []
+    for task in tasks:
+        for system in ("st-a", "st-a-houlsby"):
+            cell = cells.get((task, system))
+            summary = cell.summary(metric) if cell else None
+            if cell is None or summary is None:
+                continue
+            rf = NOTHING if cell.reduction_factor is None else str(cell.reduction_factor)
+            lr = NOTHING if cell.learning_rate is None else f"{cell.learning_rate:g}"
+            lines.append(
+                f"- {task} ({TITLES[system]}): reduction factor {rf}, learning rate {lr} "
+                f"(best mean dev {metric} over {summary.n} seed{'s' if summary.n > 1 else ''})"
+            )
+    return lines
+
+
+def lineages(tasks: Sequence[str], cells: Cells) -> list[str]:
+    return [
+        f"- {task} (Fusion w/ ST-A): {cell.lineage or 'no lineage tag'}"
+        for task in tasks
+        if (cell := cells.get((task, "fusion-st-a"))) is not None
+    ]
+
+
+def budget_data(tags: Mapping[str, str]) -> dict[str, Any]:
+    """The budget's name and what it changed, from the experiment's tags."""
+    name = tags.get(TAG_BUDGET)
+    raw = tags.get(TAG_BUDGET_TRIMMED)
+    try:
+        trimmed = json.loads(raw) if raw else {}
+    except json.JSONDecodeError:
+        trimmed = {"(unreadable tag)": raw}
+    if not isinstance(trimmed, dict):
+        trimmed = {"(unreadable tag)": raw}
+    return {"name": name, "trimmed": trimmed}
+
+
+def budget_section(budget: Mapping[str, Any]) -> list[str]:
+    name, trimmed = budget["name"], budget["trimmed"]
+    if not name and not trimmed:
+        return ["No budget was used: the runs follow the config as written."]
+    head = f"Budget `{name or 'unnamed'}`"
+    if not trimmed:
+        return [f"{head} was used and changed no config key."]
+    rows = [[f"`{key}`", f"`{json.dumps(value)}`"] for key, value in trimmed.items()]
+    intro = f"{head} changed these config keys (the numbers above are not the paper's setting):"
+    return [intro, "", markdown_table(["config key", "value set by the budget"], rows)]
+
+
+def missing_notes(tasks: Sequence[str], cells: Cells) -> list[str]:
+    """Which columns and tasks have no finished runs at all."""
+    notes = [
+        f"{c.title}: no finished runs"
+        for c in COLUMNS
+        if not any((t, c.system) in cells for t in tasks)
+    ]
+    notes += [
+        f"{t}: no finished runs" for t in tasks if not any((t, c.system) in cells for c in COLUMNS)
+    ]
+    return notes
+
+
+def document(
+    name: str,
+    metric: str,
+    table: str,
+    sections: Mapping[str, Sequence[str]],
+) -> str:
+    """The whole report: title, how to read it, Table 1, then each non-empty section."""
+    lines = [
+        f"# Table 1: {name}",
+        "",
+        f"Dev {metric} × 100 of the pipeline's finished MLflow runs: mean ± sample standard "
+        f'deviation over seeds, (n) seeds; {NOTHING} where nothing ran. Rows "(paper)": '
+        f"{PAPER_NAME}, Table 1 ({PAPER_URL}), where a number is known.",
+        "",
+        table,
+    ]
+    for title, body in sections.items():
+        if body:
+            lines += ["", f"## {title}", "", *body]
+    return "\n".join(lines) + "\n"
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A Markdown table with columns padded to their widest cell."""
+    widths = [max([len(header[i]), *(len(r[i]) for r in rows)]) for i in range(len(header))]
+
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
+
+    rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
+    return "\n".join([line(header), rule, *(line(r) for r in rows)])
+
+
+def _row(task: str, cells: Cells, metric: str) -> list[str]:
+    return [task, *(format_cell(_summary(cells, task, c.system, metric)) for c in COLUMNS)]
+
+
+def _summary(cells: Cells, task: str, system: str, metric: str) -> Summary | None:
+    cell = cells.get((task, system))
+    return cell.summary(metric) if cell is not None else None
+
+
+def _paper_cell(value: float | None) -> str:
+    return NOTHING if value is None else f"{value:.2f}"

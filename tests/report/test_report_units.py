@@ -1,0 +1,121 @@
+"""The report's rules on plain data (no MLflow): paper task names, cell text, the budget
+section, seeds, the newest run per seed, ties between grid points, and tag keys shared with the
+producers."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from adapterfleet.orchestration import report_data, report_render
+from adapterfleet.orchestration.paper_table1 import paper_key, paper_number
+from adapterfleet.orchestration.report_data import (
+    Summary,
+    collect_cells,
+    newest_per_seed,
+    seed_of,
+    summarize,
+)
+from adapterfleet.orchestration.report_render import budget_data, budget_section, format_cell
+from adapterfleet.registry import RunData
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "adapterfleet"
+
+
+def run(run_id: str, start: int, tags: dict, params: dict | None = None, acc: float = 0.5):
+    return RunData(run_id, start, tags, params or {}, {"best_dev_accuracy": acc})
+
+
+def trial(run_id: str, start: int, rf: int, lr: float, seed: int, acc: float) -> RunData:
+    tags = {"adapterfleet.kind": "trial", "adapterfleet.task": "rte", "seed": str(seed)}
+    tags |= {"reduction_factor": str(rf), "learning_rate": str(lr)}
+    return run(run_id, start, tags, {"architecture": "pfeiffer"}, acc)
+
+
+@pytest.mark.parametrize("name", ["SST-2", "sst_2", "Sst2", "sst-2", "SST"])
+def test_config_task_names_match_the_papers_rows(name: str) -> None:
+    assert paper_key(name) == "sst2"
+    assert paper_number(name, "st-a") == 91.85
+
+
+def test_unknown_paper_numbers_are_none() -> None:
+    assert paper_key("M_N-L_I") == "mnli"
+    assert paper_number("MNLI", "fusion-st-a") == 84.28
+    assert paper_number("rte", "head") is None
+    assert paper_number("cola", "st-a") is None
+
+
+def test_cell_text() -> None:
+    assert format_cell(None) == "—"
+    assert format_cell(Summary(71.234, None, 1)) == "71.23 (1)"
+    assert format_cell(Summary(71.236, 0.5, 3)) == "71.24 ± 0.50 (3)"
+    assert summarize([70.0, 72.0, 74.0]) == Summary(72.0, 2.0, 3)  # sample std
+    assert summarize([]) is None
+
+
+def test_budget_section_says_none_empty_or_unreadable() -> None:
+    assert budget_section(budget_data({})) == [
+        "No budget was used: the runs follow the config as written."
+    ]
+    only_name = budget_section(budget_data({report_render.TAG_BUDGET: "cpu"}))
+    assert only_name == ["Budget `cpu` was used and changed no config key."]
+    broken = budget_data({report_render.TAG_BUDGET: "cpu", report_render.TAG_BUDGET_TRIMMED: "{"})
+    assert broken["trimmed"] == {"(unreadable tag)": "{"}
+
+
+def test_seed_comes_from_the_tag_else_the_named_param() -> None:
+    assert seed_of(run("a", 1, {"seed": "3"}, {"train.seed": "9"}), "train.seed") == 3
+    assert seed_of(run("b", 1, {}, {"train.seed": "9"}), "train.seed") == 9
+    assert seed_of(run("c", 1, {}, {"train.seed": "9"})) is None
+    assert seed_of(run("d", 1, {"seed": "x"})) is None
+
+
+def test_newest_run_per_seed_wins_whatever_the_order_given() -> None:
+    runs = [
+        run("new0", 30, {"seed": "0"}),
+        run("s1", 20, {"seed": "1"}),
+        run("old0", 10, {"seed": "0"}),
+    ]
+    assert [(s.seed, s.run.run_id) for s in newest_per_seed(runs)] == [(0, "new0"), (1, "s1")]
+
+
+def test_ties_go_to_more_seeds_then_smaller_reduction_factor() -> None:
+    runs = [
+        trial("a", 1, 64, 1e-3, 0, 0.75),
+        trial("b", 2, 16, 1e-3, 0, 0.75),
+        trial("c", 3, 16, 1e-4, 0, 0.5),
+        trial("d", 4, 16, 1e-4, 1, 1.0),  # also a mean of 75, over two seeds
+    ]
+    cell = collect_cells(runs, "accuracy").cells[("rte", "st-a")]
+    assert (cell.reduction_factor, cell.learning_rate) == (16, 1e-4)
+    cell = collect_cells(runs[:2], "accuracy").cells[("rte", "st-a")]
+    assert cell.reduction_factor == 16
+
+
+def test_baselines_of_unknown_systems_are_noted_and_mt_a_runs_are_no_cells() -> None:
+    runs = [
+        run("x", 1, {"adapterfleet.kind": "baseline", "adapterfleet.system": "lora"}),
+        run("y", 2, {"adapterfleet.kind": "mt-a", "adapterfleet.system": "mt-a"}),
+    ]
+    collected = collect_cells(runs, "accuracy")
+    assert collected.cells == {}
+    assert collected.notes == ["baseline runs of unknown system 'lora' left out"]
+
+
+def _string_constant(path: Path, name: str) -> str:
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == name for t in node.targets
+        ):
+            return ast.literal_eval(node.value)
+    raise AssertionError(f"{name} not found in {path}")
+
+
+def test_tag_keys_match_the_producers() -> None:
+    fusion_job = SRC / "orchestration" / "fusion_job.py"
+    assert _string_constant(fusion_job, "TAG_LINEAGE") == report_data.TAG_LINEAGE
+    pipeline = SRC / "orchestration" / "pipeline.py"
+    for name in ("TAG_BUDGET", "TAG_BUDGET_TRIMMED"):
+        assert getattr(report_render, name) == _string_constant(pipeline, name)

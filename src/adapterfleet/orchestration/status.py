@@ -1,10 +1,10 @@
 """`adapterfleet status`: where a pipeline stands, from MLflow runs and the model registry.
 
-Five queries whatever the number of trials: the experiment, its runs (paged), and two paged
-searches per model kind. Per task: trials done / running / failed / pending (children of the
-task's newest sweep run, one per trial id), the best dev metric so far and the registered
-adapter; per fusion target: the registered fusion or what it waits for.
-"""
+Five queries whatever the number of trials: the experiment with its tags, its runs (paged), and
+two paged searches per model kind, straight on a SQLite store or as REST requests to a tracking
+server, without importing MLflow (`registry.status`). Per task: trials done / running / failed /
+pending (children of the task's newest sweep run, one per trial id), the best dev metric so far
+and the registered adapter; per fusion target: the registered fusion or what it waits for."""
 
 from __future__ import annotations
 
@@ -20,11 +20,10 @@ from adapterfleet.registry import (
     RegistryError,
     RunRecord,
     experiment_runs,
-    experiment_tags,
     list_models,
     safe_uri,
 )
-from adapterfleet.registry.status import FAILED, RUNNING
+from adapterfleet.registry.status import FAILED, RUNNING, experiment_runs_and_tags
 
 BEST_ALIAS = "best"
 TAG_PLAN = "adapterfleet.pipeline"  # experiment tag: the StatusPlan as JSON
@@ -170,13 +169,13 @@ def pipeline_status(config: PipelineConfig, tracking_uri: str | None = None) -> 
 def status_by_name(name: str, tracking_uri: str) -> PipelineStatus:
     """The status of the pipeline whose experiment is `name`, without its config file."""
     started = time.perf_counter()
-    records = experiment_runs(tracking_uri, name)  # None, without creating a store, if absent
-    if records is None:
+    found = experiment_runs_and_tags(tracking_uri, name)  # None, creating no store, if absent
+    if found is None:
         raise RegistryError(
             f"no pipeline {name!r} in {safe_uri(tracking_uri)}: no experiment of that name; "
             "check the name (`adapterfleet jobs`, the MLflow UI) or pass --tracking-uri"
         )
-    tags = experiment_tags(tracking_uri, name) or {}
+    records, tags = found
     plan = StatusPlan.from_tags(name, tags, records)
     return plan_status(plan, tracking_uri, records, started)
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from adapterfleet.registry import sqlite_read
+from adapterfleet.registry import rest_read, sqlite_read
 from adapterfleet.registry.errors import RegistryError, call_with_retry, safe_uri
 from adapterfleet.registry.info import (
     KINDS,
@@ -368,11 +368,14 @@ def list_models(
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     head = f"{prefix}.{kind}."
     db = sqlite_path(uri)
-    if db is not None and db.is_file():
-        try:
+    try:
+        if db is not None and db.is_file():
             return _pick_versions(sqlite_read.model_versions(db, head), alias)
-        except sqlite_read.Unreadable:
-            pass  # not the schema the direct queries know: ask MLflow
+        if rest_read.is_http(uri):
+            server = rest_read.Server.from_uri(uri)
+            return _pick_versions(rest_read.model_versions(server, head), alias)
+    except sqlite_read.Unreadable:
+        pass  # not a store the direct reads know: ask MLflow
     client = get_client(uri)
     pattern = quote(head + "%")  # '_' in the prefix is a LIKE wildcard: filtered exactly below
     models = {
@@ -401,7 +404,7 @@ def list_models(
 def _pick_versions(
     found: Mapping[str, tuple[list[ModelVersionInfo], dict[str, int]]], alias: str
 ) -> list[ModelVersionInfo]:
-    """`list_models`' choice over what `sqlite_read.model_versions` found."""
+    """`list_models`' choice over what `sqlite_read` / `rest_read.model_versions` found."""
     out = []
     for name in sorted(found):
         versions, aliases = found[name]

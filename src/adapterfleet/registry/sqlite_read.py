@@ -3,10 +3,11 @@
 Importing MLflow and opening its SQLAlchemy store costs about 4 s on a 2-core machine, which is
 most of what `adapterfleet status` took; these queries answer the same questions in tens of
 milliseconds with the standard library. They read the tables MLflow 3.x creates (experiments,
-runs, tags, latest_metrics, registered_models, model_versions, model_version_tags,
-registered_model_aliases) in the `default` workspace, and raise `Unreadable` when the schema is
-not the expected one (another MLflow version, an `MLFLOW_WORKSPACE`), so that callers fall back to
-the MLflow client. Nothing is ever written: the file is opened read-only.
+experiment_tags, runs, tags, latest_metrics, registered_models, model_versions,
+model_version_tags, registered_model_aliases) in the `default` workspace, and raise `Unreadable`
+when the schema is not the expected one (another MLflow version, an `MLFLOW_WORKSPACE`), so that
+callers fall back to the MLflow client. Nothing is ever written: the file is opened read-only.
+`rest_read` asks the same questions of a tracking server.
 """
 
 from __future__ import annotations
@@ -52,6 +53,15 @@ def experiment_id(db: Path, name: str) -> str | None:
             (name, WORKSPACE),
         ).fetchone()
     return None if row is None or row[1] == "deleted" else str(row[0])
+
+
+def experiment_tags(db: Path, experiment: str) -> dict[str, str]:
+    """The tags of experiment `experiment` (an id)."""
+    with _connect(db) as c:
+        rows = c.execute(
+            "SELECT key, value FROM experiment_tags WHERE experiment_id = ?", (int(experiment),)
+        ).fetchall()
+    return {str(key): str(value) for key, value in rows}
 
 
 def active_runs(

@@ -1,18 +1,21 @@
 """Read-only view of a pipeline's MLflow runs, for `adapterfleet status`.
 
-One paged `search_runs` over the pipeline's experiment returns every sweep, trial and fusion
-run with its tags, status and latest metrics (on a SQLite store: three direct read-only queries,
-see `sqlite_read`); nothing is created or modified (a SQLite store whose file does not exist yet
-reads as empty instead of being created).
+One paged search over the pipeline's experiment returns every sweep, trial and fusion run with
+its tags, status and latest metrics, and the experiment's tags come with it. On a SQLite store
+these are direct read-only queries (`sqlite_read`), on a tracking server a few REST requests
+(`rest_read`); neither imports MLflow, and both fall back to MLflow's client when the store
+answers in a way they do not know. Nothing is created or modified (a SQLite store whose file
+does not exist yet reads as empty instead of being created).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from adapterfleet.registry import sqlite_read
+from adapterfleet.registry import rest_read, sqlite_read
 from adapterfleet.registry.errors import RegistryError, safe_uri
 from adapterfleet.registry.sqlite_read import Unreadable
 from adapterfleet.registry.store import check_tracking_uri, get_client, sqlite_path
@@ -63,14 +66,26 @@ class RunRecord:
 def experiment_runs(uri: str, experiment_name: str) -> list[RunRecord] | None:
     """Every active run of experiment `experiment_name`, oldest first; None when the store
     or the experiment does not exist."""
+    found = experiment_runs_and_tags(uri, experiment_name)
+    return None if found is None else found[0]
+
+
+def experiment_runs_and_tags(
+    uri: str, experiment_name: str, page: int = rest_read.RUNS_PAGE
+) -> tuple[list[RunRecord], dict[str, str]] | None:
+    """Every active run of experiment `experiment_name`, oldest first, and the experiment's
+    tags; None when the store or the experiment does not exist. `page`: runs per request to a
+    tracking server."""
     db = sqlite_path(uri)
     if db is not None and not db.is_file():
         return None
-    if db is not None:
-        try:
+    try:
+        if db is not None:
             return _sqlite_runs(db, experiment_name)
-        except Unreadable:
-            pass  # not the schema the direct queries know: ask MLflow
+        if rest_read.is_http(uri):
+            return _rest_runs(uri, experiment_name, page)
+    except Unreadable:
+        pass  # not a store the direct reads know: ask MLflow
     if db is None and not uri.startswith("file:"):
         check_tracking_uri(uri)
     try:
@@ -78,7 +93,8 @@ def experiment_runs(uri: str, experiment_name: str) -> list[RunRecord] | None:
         experiment = client.get_experiment_by_name(experiment_name)
         if experiment is None or experiment.lifecycle_stage == "deleted":
             return None
-        return _search_all(client, str(experiment.experiment_id))
+        runs = _search_all(client, str(experiment.experiment_id))
+        return runs, {str(k): str(v) for k, v in (experiment.tags or {}).items()}
     except RegistryError:
         raise
     except Exception as exc:
@@ -89,13 +105,29 @@ def experiment_runs(uri: str, experiment_name: str) -> list[RunRecord] | None:
         ) from exc
 
 
-def _sqlite_runs(db: Path, experiment_name: str) -> list[RunRecord] | None:
+def _sqlite_runs(db: Path, experiment_name: str) -> tuple[list[RunRecord], dict[str, str]] | None:
     experiment = sqlite_read.experiment_id(db, experiment_name)
     if experiment is None:
         return None
+    rows = sqlite_read.active_runs(db, experiment, _KEPT_TAGS)
+    return _records(rows), sqlite_read.experiment_tags(db, experiment)
+
+
+def _rest_runs(
+    uri: str, experiment_name: str, page: int
+) -> tuple[list[RunRecord], dict[str, str]] | None:
+    server = rest_read.Server.from_uri(uri)
+    found = rest_read.experiment(server, experiment_name)
+    if found is None:
+        return None
+    experiment, tags = found
+    return _records(rest_read.active_runs(server, experiment, _KEPT_TAGS, page)), tags
+
+
+def _records(rows: Iterable[rest_read.RunRow]) -> list[RunRecord]:
     return [
         RunRecord(run_id=run, status=status, start_time=start, tags=tags, metrics=metrics)
-        for run, status, start, tags, metrics in sqlite_read.active_runs(db, experiment, _KEPT_TAGS)
+        for run, status, start, tags, metrics in rows
     ]
 
 

@@ -100,8 +100,13 @@ def auth_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
 
 @contextlib.contextmanager
 def _server(
-    root: Path, args: list[str] | None = None, env: dict[str, str] | None = None
+    root: Path,
+    args: list[str] | None = None,
+    env: dict[str, str] | None = None,
+    backend: Path | None = None,
 ) -> Iterator[str]:
+    """A real `mlflow server` on a free loopback port, on `backend` (a SQLite file; default
+    `root/server.db`); yields its http URI."""
     port = free_port()
     exe = Path(sys.executable).with_name("mlflow")
     command = [
@@ -115,7 +120,7 @@ def _server(
         "--workers",
         "1",
         "--backend-store-uri",
-        f"sqlite:///{root / 'server.db'}",
+        f"sqlite:///{backend or root / 'server.db'}",
         "--artifacts-destination",
         str(root / "artifacts"),
     ]

@@ -5,6 +5,8 @@ how a fusion's memory grows with the number of adapters.
     python -m benchmarks.fleet --only fleet --tasks 25 50 100 200
     python -m benchmarks.fleet --only memory --sizes 8 16 32 64
     python -m benchmarks.fleet --quick                # smoke test: 3 tasks, N = 2 and 4
+    python -m benchmarks.fleet --status-again --build-missing --keep .bench/fleet-keep --tasks 200
+                                                      # only `status` again, at 400 trials
 
 Fleet: for each task count, generated two-label keyword tasks (32 train / 16 dev rows each) and a
 random 2-layer BERT (hidden 32) with the packaged MiniLM tokenizer; `adapterfleet run` in a fresh
@@ -127,18 +129,27 @@ def _cli(*args: str) -> list[str]:
     return [str(Path(sys.executable).parent / "adapterfleet"), *args]
 
 
-def run_fleet(folder: Path, tasks: int, configs: int, model: Path) -> dict[str, Any]:
+def build_fleet(folder: Path, tasks: int, configs: int, model: Path) -> tuple[Path, float, str]:
+    """Write the fleet's tasks and config and run the pipeline in a fresh process: (config,
+    start time, error or '')."""
     config = write_fleet(folder, tasks, model, configs)
     started = time.time()
     done = subprocess.run(
         _cli("run", str(config), "--num-cpus", str(SLOTS)),
         cwd=ROOT, env=_env(), capture_output=True, text=True,
     )  # fmt: skip
-    wall = time.time() - started
     (folder / "pipeline.log").write_text(done.stdout + done.stderr)
     if done.returncode != 0:
         tail = (done.stdout + done.stderr).strip().splitlines()[-8:]
-        return {"tasks": tasks, "error": f"exit {done.returncode}: " + " | ".join(tail)}
+        return config, started, f"exit {done.returncode}: " + " | ".join(tail)
+    return config, started, ""
+
+
+def run_fleet(folder: Path, tasks: int, configs: int, model: Path) -> dict[str, Any]:
+    config, started, error = build_fleet(folder, tasks, configs, model)
+    wall = time.time() - started
+    if error:
+        return {"tasks": tasks, "error": error}
     uri = f"sqlite:///{folder / 'mlflow.db'}"
     figures = _trial_figures(uri, f"fleet-{tasks}", started, wall)
     return {"tasks": tasks, "configs": configs, **figures, **_status_times(config)}
@@ -536,7 +547,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--status-again",
         action="store_true",
-        help="only time `status` again on the fleets kept in --keep (after a change to it)",
+        help="only time `status` again on the fleets of --tasks kept in --keep (after a change "
+        "to it); the other figures of the table stay as they were",
+    )
+    parser.add_argument(
+        "--build-missing",
+        action="store_true",
+        help="with --status-again: first build (`adapterfleet run`) the fleets of --tasks that "
+        "--keep does not hold; their run figures are not replaced",
     )
     args = parser.parse_args(argv)
     if args.quick:
@@ -547,11 +565,19 @@ def main(argv: list[str] | None = None) -> int:
     folder.mkdir(parents=True, exist_ok=True)
     json_path = WORK / "fleet-partial.json" if args.quick else HERE / "fleet.json"
     payload: dict[str, Any] = json.loads(json_path.read_text()) if json_path.is_file() else {}
+    retimed: list[str] = []
     if args.status_again:
         for row in payload.get("fleet", []):
             config = folder / f"fleet-{row['tasks']}" / "pipeline.yaml"
-            if "error" not in row and config.is_file():
+            if args.build_missing and row["tasks"] in args.tasks and not config.is_file():
+                print(f"  building the {row['tasks']}-task fleet ...", flush=True)
+                model = make_tiny_model(folder / "tiny-bert")
+                _, _, error = build_fleet(config.parent, row["tasks"], row["configs"], model)
+                if error:
+                    raise SystemExit(f"building the {row['tasks']}-task fleet failed: {error}")
+            if "error" not in row and row["tasks"] in args.tasks and config.is_file():
                 row.update(_status_times(config))
+                retimed.append(str(row["tasks"]))
                 print(f"  status at {row['tasks']} tasks: {row}", flush=True)
     elif args.only != "memory":
         model = make_tiny_model(folder / "tiny-bert")
@@ -583,7 +609,9 @@ def main(argv: list[str] | None = None) -> int:
     now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     meta = payload.setdefault("meta", {})
     if args.status_again:
-        meta["status_again"] = f"{now} (load {load_before} → {_load()})"
+        meta["status_again"] = (
+            f"{now} at {', '.join(retimed)} tasks (load {load_before} → {_load()})"
+        )
     else:
         for part in ("fleet", "memory"):
             if args.only in (None, part):

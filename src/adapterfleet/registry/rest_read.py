@@ -21,13 +21,15 @@ from __future__ import annotations
 
 import base64
 import configparser
+import http.client
 import json
 import os
 import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,8 +56,17 @@ def is_http(uri: str) -> bool:
     return urllib.parse.urlsplit(uri).scheme.lower() in ("http", "https")
 
 
-class _NotFound(Exception):
-    """The server answered 404 RESOURCE_DOES_NOT_EXIST."""
+class _NotFound(Unreadable):
+    """The server answered 404 RESOURCE_DOES_NOT_EXIST (unexpected but for the experiment)."""
+
+
+@contextmanager
+def _understood(what: str) -> Iterator[None]:
+    """Fields of an unexpected type or shape in an answer: `Unreadable`, not a crash."""
+    try:
+        yield
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise Unreadable(f"{what}: {type(exc).__name__}: {exc}") from exc
 
 
 @dataclass(frozen=True)
@@ -123,6 +134,8 @@ class Server:
             raise self._no_answer(exc.reason) from exc
         except ssl.SSLError as exc:
             raise Unreadable(f"TLS: {exc}") from exc
+        except http.client.HTTPException as exc:  # a broken answer: the client retries
+            raise Unreadable(f"{path}: {type(exc).__name__}") from exc
         except (TimeoutError, OSError) as exc:
             raise self._no_answer(exc) from exc
         try:
@@ -237,18 +250,20 @@ def active_runs(
     }
     out: list[RunRow] = []
     for answer in _pages(lambda token: server.call("runs/search", body=_with(body, token))):
-        for run in _list(answer, "runs"):
-            info, data = run.get("info"), run.get("data") or {}
-            if not isinstance(info, dict) or not isinstance(data, dict):
-                raise Unreadable("runs/search: a run without info")
-            run_id = info.get("run_id") or info.get("run_uuid")
-            if not run_id:
-                raise Unreadable("runs/search: a run without an id")
-            tags = {k: v for k, v in _pairs(data.get("tags"), "key", "value").items() if k in keep}
-            metrics = {k: _number(v) for k, v in _pairs(data.get("metrics"), "key", None).items()}
-            start = int(info.get("start_time") or 0)
-            out.append((str(run_id), str(info.get("status", "")), start, tags, metrics))
+        with _understood("runs/search"):
+            out += [_run_row(run, keep) for run in _list(answer, "runs")]
     return out
+
+
+def _run_row(run: Mapping[str, Any], keep: frozenset[str]) -> RunRow:
+    info, data = run["info"], run.get("data") or {}
+    run_id = info.get("run_id") or info.get("run_uuid")
+    if not run_id:
+        raise Unreadable("runs/search: a run without an id")
+    tags = {k: v for k, v in _pairs(data.get("tags"), "key", "value").items() if k in keep}
+    metrics = {k: _number(v) for k, v in _pairs(data.get("metrics"), "key", None).items()}
+    start = int(info.get("start_time") or 0)
+    return str(run_id), str(info["status"]), start, tags, metrics
 
 
 def model_versions(
@@ -260,31 +275,36 @@ def model_versions(
     out: dict[str, tuple[list[ModelVersionInfo], dict[str, int]]] = {}
     query: dict[str, Any] = {"filter": like, "max_results": models_page}
     for answer in _pages(lambda t: server.call("registered-models/search", _with(query, t))):
-        for model in _list(answer, "registered_models"):
-            name = str(model.get("name", ""))
-            if name.startswith(head):
-                aliases = _pairs(model.get("aliases"), "alias", "version")
-                out[name] = ([], {a: int(v) for a, v in aliases.items()})
+        with _understood("registered-models/search"):
+            for model in _list(answer, "registered_models"):
+                name = str(model["name"])
+                if name.startswith(head):
+                    aliases = _pairs(model.get("aliases"), "alias", "version")
+                    out[name] = ([], {a: int(v) for a, v in aliases.items()})
     versions: dict[str, Any] = {"filter": like, "max_results": page}
     for answer in _pages(lambda t: server.call("model-versions/search", _with(versions, t))):
-        for version in _list(answer, "model_versions"):
-            name = str(version.get("name", ""))
-            if name not in out:
-                continue
-            number = int(version["version"])
-            created = version.get("creation_timestamp")
-            out[name][0].append(
-                ModelVersionInfo(
-                    name=name,
-                    version=number,
-                    source=str(version.get("source") or ""),
-                    run_id=version.get("run_id") or None,
-                    aliases=tuple(sorted(a for a, v in out[name][1].items() if v == number)),
-                    tags=_pairs(version.get("tags"), "key", "value"),
-                    created_ms=int(created) if created is not None else None,
-                )
-            )
+        with _understood("model-versions/search"):
+            for version in _list(answer, "model_versions"):
+                name = str(version["name"])
+                if name in out:
+                    out[name][0].append(_version_info(version, name, out[name][1]))
     return out
+
+
+def _version_info(
+    version: Mapping[str, Any], name: str, aliases: Mapping[str, int]
+) -> ModelVersionInfo:
+    number = int(version["version"])
+    created = version.get("creation_timestamp")
+    return ModelVersionInfo(
+        name=name,
+        version=number,
+        source=str(version.get("source") or ""),
+        run_id=version.get("run_id") or None,
+        aliases=tuple(sorted(a for a, v in aliases.items() if v == number)),
+        tags=_pairs(version.get("tags"), "key", "value"),
+        created_ms=int(created) if created is not None else None,
+    )
 
 
 # --------------------------------------------------------------------------- the JSON

@@ -9,7 +9,10 @@ from __future__ import annotations
 import base64
 import http.client
 import math
+import shutil
 import socket
+import ssl
+import subprocess
 import threading
 import time
 import uuid
@@ -210,7 +213,13 @@ class Proxy:
     """Forwards every request to the server; records each request's headers; answers the REST
     reader (urllib's user agent) with `answer` for paths containing `garble`."""
 
-    def __init__(self, target: str, garble: str = "", answer: bytes = b"") -> None:
+    def __init__(
+        self,
+        target: str,
+        garble: str = "",
+        answer: bytes = b"",
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self.target = urlsplit(target).netloc
         self.garble, self.answer = garble, answer
         self.seen: list[tuple[str, str, dict[str, str]]] = []  # (agent, path, headers)
@@ -250,7 +259,10 @@ class Proxy:
                 pass
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.uri = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        if tls is not None:  # https on the outside, plain http to the server behind
+            self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)
+        scheme = "https" if tls is not None else "http"
+        self.uri = f"{scheme}://127.0.0.1:{self.httpd.server_address[1]}"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
     def close(self) -> None:
@@ -262,8 +274,8 @@ class Proxy:
 def proxy(mlflow_server: str) -> Iterator[Callable[..., Proxy]]:
     made: list[Proxy] = []
 
-    def make(garble: str = "", answer: bytes = b"") -> Proxy:
-        made.append(Proxy(mlflow_server, garble, answer))
+    def make(garble: str = "", answer: bytes = b"", tls: ssl.SSLContext | None = None) -> Proxy:
+        made.append(Proxy(mlflow_server, garble, answer, tls))
         return made[-1]
 
     yield make
@@ -321,6 +333,42 @@ def test_the_reader_sends_a_bearer_token_and_basic_login(
     assert list_models(between.uri, fleet.prefix, "fusion")
     sent = {h.get("Authorization") for _, _, h in between.seen}
     assert sent == {"Basic " + base64.b64encode(b"ann:pw:1").decode()}
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+def test_https_with_the_servers_certificate_or_insecure_tls(
+    fleet: Fleet, proxy: Callable[..., Proxy], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(cert, key)
+    between = proxy(tls=tls)
+    assert between.uri.startswith("https://")
+    expected = _plain(experiment_runs_and_tags(fleet.uri, fleet.experiment))
+    calls: list[str] = []
+    real = registry_status.get_client
+    monkeypatch.setattr(registry_status, "get_client", lambda uri: calls.append(uri) or real(uri))
+
+    monkeypatch.setenv("MLFLOW_TRACKING_SERVER_CERT_PATH", str(cert))
+    assert _plain(experiment_runs_and_tags(between.uri, fleet.experiment)) == expected
+    monkeypatch.delenv("MLFLOW_TRACKING_SERVER_CERT_PATH")
+    monkeypatch.setenv("MLFLOW_TRACKING_INSECURE_TLS", "true")
+    assert _plain(experiment_runs_and_tags(between.uri, fleet.experiment)) == expected
+    assert list_models(between.uri, fleet.prefix, "fusion")
+    assert calls == []  # the REST reader answered, over TLS
+
+    monkeypatch.delenv("MLFLOW_TRACKING_INSECURE_TLS")  # a certificate no CA vouches for
+    with pytest.raises(Unreadable):  # left to MLflow's client, with its own TLS settings
+        rest_read.experiment(rest_read.Server.from_uri(between.uri), fleet.experiment)
+    with pytest.raises(RegistryError) as caught:  # which refuses it too: one line
+        experiment_runs(between.uri, fleet.experiment)
+    assert "\n" not in str(caught.value) and "CERTIFICATE_VERIFY_FAILED" in str(caught.value)
 
 
 def test_no_answer_is_one_line_naming_the_uri(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,9 +7,11 @@ requests, sent here with the standard library only (urllib, json, ssl).
 
 They send what MLflow's client sends for the same settings: basic auth from
 MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD (or `~/.mlflow/credentials`, or the URI's
-`user:password@`), a bearer token from MLFLOW_TRACKING_TOKEN; for https the system's CA
-certificates (plus REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE), MLFLOW_TRACKING_SERVER_CERT_PATH,
-MLFLOW_TRACKING_INSECURE_TLS and MLFLOW_TRACKING_CLIENT_CERT_PATH. No answer, a refused login
+`user:password@`), a bearer token from MLFLOW_TRACKING_TOKEN; for https
+MLFLOW_TRACKING_SERVER_CERT_PATH, else REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE, else the system's CA
+certificates (requests would use certifi's: a certificate only that bundle knows fails here and
+goes to the client), MLFLOW_TRACKING_INSECURE_TLS and MLFLOW_TRACKING_CLIENT_CERT_PATH. No
+answer, a refused login
 or a missing permission is one `RegistryError` line naming the URI and the fix. Whatever they do
 not know raises `Unreadable`, and callers ask MLflow's client instead: an auth plugin
 (MLFLOW_TRACKING_AUTH, MLFLOW_TRACKING_AWS_SIGV4), a workspace (MLFLOW_WORKSPACE), a TLS

@@ -103,7 +103,8 @@ def populated(tmp_path: Path) -> tuple[PipelineConfig, Store]:
     store.register("adapter", "c")  # v2 takes the alias
     store.register("adapter", "d", alias=None)
     store.register("fusion", "b")
-    fusion_run = {TAG_KIND: "fusion", TAG_TASK: "d"}
+    # as open_fusion_run makes it: a kind tag and a trial id (the fusion id)
+    fusion_run = {TAG_KIND: "fusion", TAG_TASK: "d", TAG_TRIAL_ID: "fusion-d-0123456789ab"}
     store.client.create_run(store.experiment, tags=fusion_run)
     return config, store
 

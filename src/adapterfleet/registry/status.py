@@ -42,13 +42,15 @@ class RunRecord:
 
     @property
     def kind(self) -> str:
-        """'trial', 'sweep', 'fusion' (from the kind tag) or '' when unknown."""
+        """The kind tag ('trial', 'sweep', 'fusion', 'baseline', ...); without one, 'trial' for
+        a run with a trial id, 'sweep' for one with a sweep tag, else ''. Fusion and baseline
+        runs carry a trial id too: the kind tag decides."""
+        kind = self.tags.get(TAG_KIND, "")
+        if kind:
+            return kind
         if TAG_TRIAL_ID in self.tags:
             return "trial"
-        kind = self.tags.get(TAG_KIND, "")
-        if not kind and TAG_SWEEP in self.tags:
-            return "sweep"
-        return kind
+        return "sweep" if TAG_SWEEP in self.tags else ""
 
     @property
     def task(self) -> str | None:

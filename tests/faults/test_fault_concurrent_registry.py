@@ -25,7 +25,7 @@ from tuning_support import (
 )
 
 from adapterfleet.config import PipelineConfig, load_config
-from adapterfleet.orchestration.fusion_job import TAG_LINEAGE, TAG_LINEAGE_KEY, lineage_key
+from adapterfleet.orchestration.fusion_job import lineage_key
 from adapterfleet.registry import (
     TAG_TASK,
     RegistryError,
@@ -35,6 +35,7 @@ from adapterfleet.registry import (
     open_trial_run,
     pull,
 )
+from adapterfleet.registry.tags import TAG_LINEAGE, TAG_LINEAGE_KEY
 
 pytestmark = pytest.mark.integration
 DRIVER = Path(__file__).with_name("fault_driver.py")

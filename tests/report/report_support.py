@@ -21,9 +21,8 @@ from adapterfleet.registry import (
     open_fusion_run,
     open_trial_run,
 )
-from adapterfleet.registry.tags import TAG_PRUNED_FROM
+from adapterfleet.registry.tags import TAG_LINEAGE, TAG_PRUNED_FROM
 
-TAG_LINEAGE = "adapterfleet.lineage"
 BUDGET_TRIMMED = {"adapters.reduction_factors": [16], "tasks.mnli.max_train_examples": 2000}
 
 

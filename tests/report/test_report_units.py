@@ -4,12 +4,8 @@ producers."""
 
 from __future__ import annotations
 
-import ast
-from pathlib import Path
-
 import pytest
 
-from adapterfleet.orchestration import report_data, report_render
 from adapterfleet.orchestration.paper_table1 import paper_key, paper_number
 from adapterfleet.orchestration.report_data import (
     Summary,
@@ -20,8 +16,7 @@ from adapterfleet.orchestration.report_data import (
 )
 from adapterfleet.orchestration.report_render import budget_data, budget_section, format_cell
 from adapterfleet.registry import RunData
-
-SRC = Path(__file__).resolve().parents[2] / "src" / "adapterfleet"
+from adapterfleet.registry.tags import TAG_BUDGET, TAG_BUDGET_TRIMMED
 
 
 def run(run_id: str, start: int, tags: dict, params: dict | None = None, acc: float = 0.5):
@@ -59,9 +54,9 @@ def test_budget_section_says_none_empty_or_unreadable() -> None:
     assert budget_section(budget_data({})) == [
         "No budget was used: the runs follow the config as written."
     ]
-    only_name = budget_section(budget_data({report_render.TAG_BUDGET: "cpu"}))
+    only_name = budget_section(budget_data({TAG_BUDGET: "cpu"}))
     assert only_name == ["Budget `cpu` was used and changed no config key."]
-    broken = budget_data({report_render.TAG_BUDGET: "cpu", report_render.TAG_BUDGET_TRIMMED: "{"})
+    broken = budget_data({TAG_BUDGET: "cpu", TAG_BUDGET_TRIMMED: "{"})
     assert broken["trimmed"] == {"(unreadable tag)": "{"}
 
 
@@ -102,20 +97,3 @@ def test_baselines_of_unknown_systems_are_noted_and_mt_a_runs_are_no_cells() -> 
     collected = collect_cells(runs, "accuracy")
     assert collected.cells == {}
     assert collected.notes == ["baseline runs of unknown system 'lora' left out"]
-
-
-def _string_constant(path: Path, name: str) -> str:
-    for node in ast.parse(path.read_text()).body:
-        if isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == name for t in node.targets
-        ):
-            return ast.literal_eval(node.value)
-    raise AssertionError(f"{name} not found in {path}")
-
-
-def test_tag_keys_match_the_producers() -> None:
-    fusion_job = SRC / "orchestration" / "fusion_job.py"
-    assert _string_constant(fusion_job, "TAG_LINEAGE") == report_data.TAG_LINEAGE
-    pipeline = SRC / "orchestration" / "pipeline.py"
-    for name in ("TAG_BUDGET", "TAG_BUDGET_TRIMMED"):
-        assert getattr(report_render, name) == _string_constant(pipeline, name)

@@ -53,6 +53,8 @@ def run(
         cfg, resume=True if resume else None, ray_address=address, num_cpus=num_cpus, say=typer.echo
     )
     metrics_table(summary_rows(cfg, summary))
+    if summary.report is not None:
+        typer.echo(f"\n{summary.report.table}\nreport: {summary.report.out_dir}")
     for where, error in summary.errors.items():
         typer.secho(f"error in {where}: {error}", err=True, fg=typer.colors.RED)
     typer.echo(f"{summary.seconds:.0f}s. See the runs: adapterfleet ui -c {config}")

@@ -41,12 +41,11 @@ from adapterfleet.registry import (
     set_alias,
     wait_for_models,
 )
+from adapterfleet.registry.tags import TAG_LINEAGE, TAG_LINEAGE_KEY
 from adapterfleet.training import TrainConfig
 from adapterfleet.tuning.workdir import TrialWorkdir
 
 Say = Callable[[str], None]
-TAG_LINEAGE = "adapterfleet.lineage"
-TAG_LINEAGE_KEY = "adapterfleet.lineage_key"
 FUSION_WEIGHTS_FILE = "model_adapter_fusion.safetensors"
 
 

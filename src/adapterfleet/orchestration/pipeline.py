@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from adapterfleet.config import PipelineConfig
@@ -38,6 +39,7 @@ from adapterfleet.orchestration.fusion_job import (
     run_fusion_job,
     seed_configs,
 )
+from adapterfleet.orchestration.report import ReportResult, build_report
 from adapterfleet.orchestration.status import StatusPlan, pipeline_status
 from adapterfleet.orchestration.sweep import (
     check_ray_address,
@@ -54,10 +56,9 @@ from adapterfleet.registry import (
     ensure_experiment,
     wait_for_models,
 )
+from adapterfleet.registry.tags import TAG_BUDGET, TAG_BUDGET_TRIMMED
 
 Say = Callable[[str], None]
-TAG_BUDGET = "adapterfleet.budget"  # experiment tags: the budget and what it changed (JSON)
-TAG_BUDGET_TRIMMED = "adapterfleet.budget_trimmed"
 
 
 @dataclass
@@ -67,6 +68,7 @@ class PipelineSummary:
     adapters: dict[str, ModelVersionInfo] = field(default_factory=dict)
     fusions: dict[str, FusionOutcome] = field(default_factory=dict)
     baselines: BaselineSummary = field(default_factory=BaselineSummary)
+    report: ReportResult | None = None  # Table 1 and Figure 4, for a pipeline with baselines
     errors: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
 
@@ -217,6 +219,9 @@ def run_pipeline(
     summary.baselines = collect_baselines(config, baseline_refs, say)
     for label, error in summary.baselines.errors.items():
         summary.errors[f"baseline {label}"] = error
+    if config.baselines.systems:
+        folder = Path(config.storage) / "report" / config.name
+        summary.report = build_report(config.name, uri, folder)
     summary.seconds = time.time() - started
     return summary
 

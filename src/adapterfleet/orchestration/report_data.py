@@ -18,10 +18,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from adapterfleet.registry import TAG_KIND, TAG_SEED, TAG_SYSTEM, TAG_TASK, RunData
-from adapterfleet.registry.tags import TAG_PRUNED_FROM
+from adapterfleet.registry.tags import TAG_LINEAGE, TAG_PRUNED_FROM
 
 # The key `orchestration.fusion_job` tags fusion runs with (importing it would load torch).
-TAG_LINEAGE = "adapterfleet.lineage"
 KINDS = ("trial", "fusion", "baseline")  # kind `mt-a` (MT-A's joint training run) is not a cell
 
 

@@ -9,9 +9,8 @@ from typing import Any
 
 from adapterfleet.orchestration.paper_table1 import PAPER_NAME, PAPER_URL, paper_number
 from adapterfleet.orchestration.report_data import COLUMNS, TITLES, Cell, Summary
+from adapterfleet.registry.tags import TAG_BUDGET, TAG_BUDGET_TRIMMED
 
-TAG_BUDGET = "adapterfleet.budget"  # experiment tag: the budget's name, e.g. "cpu"
-TAG_BUDGET_TRIMMED = "adapterfleet.budget_trimmed"  # JSON: flattened config key -> value it set
 NOTHING = "—"
 F1 = "f1"
 

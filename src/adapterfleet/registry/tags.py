@@ -12,6 +12,10 @@ TAG_SHA256 = "sha256"
 TAG_WEIGHTS_FILE = "adapterfleet.weights_file"
 TAG_ARTIFACT_PATH = "adapterfleet.artifact_path"
 TAG_PRUNED_FROM = "adapterfleet.pruned_from"  # "vN": the fusion version a pruned one came from
+TAG_LINEAGE = "adapterfleet.lineage"  # a fusion's adapters: "task:vN,task:vN"
+TAG_LINEAGE_KEY = "adapterfleet.lineage_key"  # sha256 of what a fusion was trained from
+TAG_BUDGET = "adapterfleet.budget"  # experiment tag: the budget that ran, e.g. "cpu"
+TAG_BUDGET_TRIMMED = "adapterfleet.budget_trimmed"  # experiment tag: JSON of what it changed
 TAG_COMPANION = "adapterfleet.companion."  # + folder: "<file>:<sha256>" of a folder beside it
 
 

@@ -17,13 +17,23 @@ from adapterfleet.training.runtime import (
 CUDA = torch.cuda.is_available()
 
 
-def test_precision_auto_is_fp32_on_cpu_and_bf16_needs_cuda():
+def test_precision_auto_is_fp32_on_cpu_and_bf16_when_asked():
     cpu = torch.device("cpu")
     assert use_bf16("auto", cpu) is False and use_bf16("fp32", cpu) is False
+    assert use_bf16("bf16", cpu) is True
     assert use_bf16("auto", torch.device("cuda")) is True
     assert use_bf16("fp32", torch.device("cuda")) is False
-    with pytest.raises(RuntimeError, match="precision 'bf16' needs a CUDA device"):
-        use_bf16("bf16", cpu)
+
+
+def test_fit_on_cpu_with_bf16_autocast_learns(make_model, task):
+    model = make_model()
+    config = TrainConfig(learning_rate=0.05, max_epochs=5, device="cpu", precision="bf16")
+    result = fit(model, model.trainable(), task["train"], task["dev"], config)
+    assert model.head.weight.dtype == torch.float32  # autocast, not a cast of the weights
+    assert result.best_metric > 0.9
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert model.head(torch.ones(1, model.head.in_features)).dtype == torch.bfloat16
+    assert evaluate(model, task["dev"], ["accuracy"], bf16=True)["accuracy"] == result.best_metric
 
 
 def test_device_resolution():

@@ -23,18 +23,16 @@ def resolve_device(name: str) -> torch.device:
 
 
 def use_bf16(precision: str, device: torch.device) -> bool:
-    """Whether to autocast to bfloat16: "auto" on CUDA, "bf16" (CUDA only), never for "fp32"."""
+    """Whether to autocast to bfloat16: "bf16" on any device, "auto" on CUDA only, never for
+    "fp32". On a CPU, bf16 pays where it has native bf16 instructions (AVX512-BF16, AMX);
+    "auto" keeps CPUs at fp32, the reference implementation's numerics."""
     if precision == "fp32":
         return False
-    if device.type != "cuda":
-        if precision == "bf16":
-            raise RuntimeError("TrainConfig.precision 'bf16' needs a CUDA device; use 'auto'")
-        return False
-    return True
+    return precision == "bf16" or device.type == "cuda"
 
 
 def autocast(device: torch.device, bf16: bool) -> contextlib.AbstractContextManager:
-    """bf16 autocast on CUDA when asked, otherwise a no-op context."""
+    """bf16 autocast when asked (weights and gradients stay fp32), otherwise a no-op."""
     if not bf16:
         return contextlib.nullcontext()
     return torch.autocast(device_type=device.type, dtype=torch.bfloat16)

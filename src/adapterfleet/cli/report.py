@@ -36,6 +36,9 @@ def report(
             "./adapterfleet-report/NAME).",
         ),
     ] = None,
+    budget: Annotated[
+        str | None, typer.Option(help="With -c: the budget the pipeline ran with.")
+    ] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", "-o", help="key.path=value")] = None,
 ) -> None:
     """Table 1 (mean ± std over seeds per task and system, the paper's BERT-base numbers beside
@@ -48,7 +51,7 @@ def report(
         from adapterfleet.config import load_config
         from adapterfleet.orchestration.sweep import tracking_uri_of
 
-        cfg = load_config(config, set_ or [])
+        cfg = load_config(config, [*([f"budget={budget}"] if budget else []), *(set_ or [])])
         if name is not None and name != cfg.name:
             raise typer.BadParameter(f"{name!r} is not the name of {config} ({cfg.name!r})")
         name, uri = cfg.name, tracking_uri or tracking_uri_of(cfg)

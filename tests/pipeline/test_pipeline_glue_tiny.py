@@ -1,0 +1,58 @@
+"""configs/glue-fusion.yaml on its tiny budget: every stage and every system of the paper's
+Table 1 on real GLUE data with the packaged MiniLM, through the real CLI, then the report."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import GLUE_DIR
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not GLUE_DIR.is_dir(), reason=f"GLUE data not found at {GLUE_DIR}"),
+]
+ROOT = Path(__file__).resolve().parents[2]
+CLI = str(Path(sys.executable).parent / "adapterfleet")
+COLUMNS = ("head", "full", "st-a", "st-a-houlsby", "mt-a", "fusion-st-a", "fusion-mt-a")
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "MLFLOW_DISABLE_TELEMETRY": "true"}
+    return subprocess.run(
+        [CLI, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500
+    )
+
+
+def test_the_tiny_budget_fills_every_cell_of_table_1_and_draws_figure_4(tmp_path):
+    config = ["configs/glue-fusion.yaml", "--budget", "tiny", "-o", f"storage={tmp_path}"]
+    run = _cli("run", *config, "--num-cpus", "2")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    folder = tmp_path / "report" / "glue-fusion-tiny"
+    assert f"report: {folder}" in run.stdout
+    data = json.loads((folder / "report.json").read_text())
+    assert set(data["tasks"]) >= {"rte", "mrpc"}
+    cells = {(c["task"], c["system"]): c for c in data["cells"]}
+    for task in ("rte", "mrpc"):
+        for system in COLUMNS:
+            summary = cells[(task, system)]["accuracy"]
+            assert summary["n"] == 1 and 0.0 <= summary["mean"] <= 100.0, (task, system)
+    assert cells[("mrpc", "fusion-st-a")]["f1"]["n"] == 1  # MRPC also reports F1
+    assert data["budget"]["name"] == "tiny"
+    assert data["budget"]["trimmed"]["tasks.rte.max_train_examples"] == 48
+    rows = [(row["target"], row["system"]) for row in (data["figure4"] or {"rows": []})["rows"]]
+    assert sorted(rows) == [(t, s) for t in ("mrpc", "rte") for s in ("fusion-mt-a", "fusion-st-a")]
+    assert (folder / "figure4.png").stat().st_size > 10_000
+    table = (folder / "table1.md").read_text()
+    assert re.search(r"^\| rte +\| [0-9]", table, re.M)  # our row, with numbers
+    assert re.search(r"^\| rte \(paper\) +\|.* 71\.04 ", table, re.M)  # the paper's ST-A beside it
+
+    # the report again, by name from the store alone
+    again = _cli("report", "glue-fusion-tiny", "--tracking-uri", f"sqlite:///{tmp_path}/mlflow.db")
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "Fusion w/ MT-A" in again.stdout and re.search(r"^\| mrpc +\|", again.stdout, re.M)

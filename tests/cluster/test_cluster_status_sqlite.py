@@ -25,7 +25,7 @@ from adapterfleet.registry import (
     fusion_model_name,
     register_version,
 )
-from adapterfleet.registry.tags import TAG_KIND
+from adapterfleet.registry.tags import TAG_KIND, TAG_SEED, TAG_SYSTEM
 
 TASKS = ("a", "b", "c", "d")
 GRID = "adapters: {reduction_factors: [2, 16], learning_rates: [0.1, 0.2, 0.3, 0.4, 0.5], "
@@ -202,3 +202,50 @@ def test_status_by_unknown_name_says_so_and_creates_nothing(tmp_path: Path) -> N
     with pytest.raises(RegistryError, match="no pipeline 'ghost' in .*check the name"):
         status_by_name("ghost", uri)
     assert not (tmp_path / "nowhere").exists()
+
+
+def test_status_shows_the_baselines_per_system_and_task(tmp_path: Path) -> None:
+    baselines = (
+        "fusion: {targets: {a: all}}\n"
+        "baselines: {systems: [head, mt-a], tasks: [a], seeds: [0, 1, 2]}\n"
+    )
+    config = write_config(tmp_path, baselines)
+    store = Store(config, tmp_path)
+
+    def baseline(system: str, task: str, seed: int, status: str, kind: str = "baseline", **m):
+        tags = {TAG_KIND: kind, TAG_SYSTEM: system, TAG_TASK: task, TAG_SEED: str(seed)}
+        tags[TAG_TRIAL_ID] = f"{system}-{task}-s{seed}"
+        run_id = store.client.create_run(store.experiment, tags=tags).info.run_id
+        stamp = int(time.time() * 1000)
+        store.client.log_batch(run_id, metrics=[Metric(k, v, stamp, 0) for k, v in m.items()])
+        if status != "RUNNING":
+            store.client.set_terminated(run_id, status)
+
+    baseline("head", "a", 0, "FAILED")  # retried: the newer run of seed 0 counts
+    baseline("head", "a", 0, "FINISHED", best_dev_accuracy=0.6)
+    baseline("head", "a", 1, "FINISHED", best_dev_accuracy=0.8)
+    baseline("head", "a", 2, "RUNNING", dev_accuracy=0.99)
+    baseline("mt-a", "all", 0, "FINISHED", kind="mt-a")
+    baseline("mt-a", "b", 0, "FINISHED", best_dev_accuracy=0.7)  # MT-A's per-task result
+    baseline("mt-a", "all", 1, "RUNNING", kind="mt-a")  # its seed 1 trains every task
+    rows = {(b.system, b.task): b for b in pipeline_status(config).baselines}
+    assert list(rows) == [("head", "a")] + [("mt-a", t) for t in TASKS]
+    head = rows[("head", "a")]
+    assert (head.total, head.done, head.running, head.failed, head.pending) == (3, 2, 1, 0, 0)
+    assert head.mean == pytest.approx(0.7)
+    mt_b, mt_c = rows[("mt-a", "b")], rows[("mt-a", "c")]
+    assert (mt_b.done, mt_b.running, mt_b.pending, mt_b.mean) == (1, 1, 1, pytest.approx(0.7))
+    assert (mt_c.done, mt_c.running, mt_c.pending, mt_c.mean) == (0, 1, 2, None)
+    lines = pipeline_status(config).render().splitlines()
+    assert lines[lines.index(next(x for x in lines if x.startswith("BASELINE"))) + 1].split() == [
+        "head",
+        "a",
+        "2",
+        "1",
+        "0",
+        "0",
+        "0.7000",
+        "accuracy",
+    ]
+    ensure_experiment(store.uri, config.name, tags=StatusPlan.from_config(config).to_tags())
+    assert status_by_name(config.name, store.uri).baselines == pipeline_status(config).baselines

@@ -8,6 +8,14 @@ from typing import Annotated
 import typer
 
 from adapterfleet.cli.output import fail_cleanly, metrics_table
+from adapterfleet.cli.pipeline_ref import (
+    BudgetOpt,
+    ConfigOpt,
+    NameArg,
+    SetOpt,
+    TrackingUriOpt,
+    resolve,
+)
 
 AddressOpt = Annotated[
     str | None,
@@ -40,45 +48,20 @@ def submit(
 
 @fail_cleanly
 def status(
-    name: Annotated[
-        str | None, typer.Argument(help="Pipeline name (its MLflow experiment); or use -c.")
-    ] = None,
-    config: Annotated[
-        Path | None, typer.Option("--config", "-c", help="Pipeline YAML file.")
-    ] = None,
-    tracking_uri: Annotated[
-        str | None,
-        typer.Option(
-            "--tracking-uri",
-            help="With NAME: the store (default $MLFLOW_TRACKING_URI, else the embedded "
-            "one, ./adapterfleet-runs/mlflow.db).",
-        ),
-    ] = None,
-    set_: Annotated[list[str] | None, typer.Option("--set", "-o", help="key.path=value")] = None,
+    name: NameArg = None,
+    config: ConfigOpt = None,
+    tracking_uri: TrackingUriOpt = None,
+    budget: BudgetOpt = None,
+    set_: SetOpt = None,
 ) -> None:
     """Tasks, trials done/running/failed, registered versions and fusion state of a pipeline."""
     from adapterfleet.orchestration.status import pipeline_status, status_by_name
-    from adapterfleet.orchestration.sweep import tracking_uri_of
 
-    if config is not None:
-        from adapterfleet.config import load_config
-
-        cfg = load_config(config, set_ or [])
-        if name is not None and name != cfg.name:
-            raise typer.BadParameter(f"{name!r} is not the name of {config} ({cfg.name!r})")
-        typer.echo(pipeline_status(cfg, tracking_uri or tracking_uri_of(cfg)).render())
-        return
-    if name is None:
-        raise typer.BadParameter("give the pipeline NAME or its config with -c CONFIG")
-    typer.echo(status_by_name(name, tracking_uri or _default_uri()).render())
-
-
-def _default_uri() -> str:
-    import os
-
-    from adapterfleet.registry import default_tracking_uri
-
-    return os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri(Path("adapterfleet-runs"))
+    ref = resolve(name, config, tracking_uri, budget, set_)
+    if ref.config is not None:
+        typer.echo(pipeline_status(ref.config, ref.tracking_uri).render())
+    else:
+        typer.echo(status_by_name(ref.name, ref.tracking_uri).render())
 
 
 @fail_cleanly

@@ -8,26 +8,23 @@ from typing import Annotated
 import typer
 
 from adapterfleet.cli.output import fail_cleanly
+from adapterfleet.cli.pipeline_ref import (
+    BudgetOpt,
+    ConfigOpt,
+    NameArg,
+    SetOpt,
+    TrackingUriOpt,
+    resolve,
+)
 
 DEFAULT_FOLDER = Path("adapterfleet-report")
 
 
 @fail_cleanly
 def report(
-    name: Annotated[
-        str | None, typer.Argument(help="Pipeline name (its MLflow experiment); or use -c.")
-    ] = None,
-    config: Annotated[
-        Path | None, typer.Option("--config", "-c", help="Pipeline YAML file.")
-    ] = None,
-    tracking_uri: Annotated[
-        str | None,
-        typer.Option(
-            "--tracking-uri",
-            help="With NAME: the store (default $MLFLOW_TRACKING_URI, else the embedded "
-            "one, ./adapterfleet-runs/mlflow.db).",
-        ),
-    ] = None,
+    name: NameArg = None,
+    config: ConfigOpt = None,
+    tracking_uri: TrackingUriOpt = None,
     out: Annotated[
         Path | None,
         typer.Option(
@@ -36,35 +33,24 @@ def report(
             "./adapterfleet-report/NAME).",
         ),
     ] = None,
-    budget: Annotated[
-        str | None, typer.Option(help="With -c: the budget the pipeline ran with.")
-    ] = None,
-    set_: Annotated[list[str] | None, typer.Option("--set", "-o", help="key.path=value")] = None,
+    budget: BudgetOpt = None,
+    set_: SetOpt = None,
 ) -> None:
     """Table 1 (mean ± std over seeds per task and system, the paper's BERT-base numbers beside
     them) and Figure 4 (mean fusion weights per layer) from the pipeline's finished MLflow runs:
     written to a folder (table1.md, figure4.png, report.json) and logged to MLflow."""
-    from adapterfleet.cli.cluster import _default_uri
     from adapterfleet.orchestration.report import build_report
 
-    if config is not None:
-        from adapterfleet.config import load_config
-        from adapterfleet.orchestration.sweep import tracking_uri_of
-
-        cfg = load_config(config, [*([f"budget={budget}"] if budget else []), *(set_ or [])])
-        if name is not None and name != cfg.name:
-            raise typer.BadParameter(f"{name!r} is not the name of {config} ({cfg.name!r})")
-        name, uri = cfg.name, tracking_uri or tracking_uri_of(cfg)
-        folder = Path(cfg.storage) / "report" / cfg.name
-    elif name is None:
-        raise typer.BadParameter("give the pipeline NAME or its config with -c CONFIG")
+    ref = resolve(name, config, tracking_uri, budget, set_)
+    if ref.config is not None:
+        folder = Path(ref.config.storage) / "report" / ref.name
     else:
-        uri, folder = tracking_uri or _default_uri(), DEFAULT_FOLDER / name
-    result = build_report(name, uri, out or folder)
+        folder = DEFAULT_FOLDER / ref.name
+    result = build_report(ref.name, ref.tracking_uri, out or folder)
     typer.echo(result.table)
     typer.echo(f"\nreport: {result.out_dir} ({', '.join(p.name for p in result.files)})")
     if result.run_id:
-        typer.echo(f"logged to MLflow run {result.run_id} of experiment {name!r}")
+        typer.echo(f"logged to MLflow run {result.run_id} of experiment {ref.name!r}")
 
 
 def register(app: typer.Typer) -> None:

@@ -85,6 +85,36 @@ def _fusion_remote(config: PipelineConfig, reserve: bool = True) -> Any:
     return ray.remote(**options)(run_fusion_job)
 
 
+def sweep_started(config: PipelineConfig, uri: str) -> bool:
+    """Every planned trial of every task has a run: no trial waits for a slot any more."""
+    status = pipeline_status(config, uri)
+    return bool(status.tasks) and all(task.pending == 0 for task in status.tasks)
+
+
+class BaselineLauncher(threading.Thread):
+    """Submits the baselines stage once no trial of the sweep waits for a slot, or the adapter
+    stage has ended: the sweep and the fusions behind it are the critical path, the baselines
+    fill the slots they leave."""
+
+    def __init__(self, config: PipelineConfig, uri: str, experiment_id: str, say: Say):
+        super().__init__(name="baseline-launcher", daemon=True)
+        self.config, self.uri, self.experiment_id, self.say = config, uri, experiment_id, say
+        self.refs: dict[Any, Any] = {}
+        self.error: BaseException | None = None
+        self.stage_ended = threading.Event()
+        self.cancelled = False
+
+    def run(self) -> None:
+        try:
+            while not self.stage_ended.wait(2.0):
+                if sweep_started(self.config, self.uri):
+                    break
+            if not self.cancelled:
+                self.refs = submit_baselines(self.config, self.uri, self.experiment_id, self.say)
+        except BaseException as error:  # noqa: BLE001 - reported by the driver
+            self.error = error
+
+
 class FusionGate(threading.Thread):
     """Waits in the driver for a target's adapters, then runs its fusion on Ray."""
 
@@ -136,11 +166,6 @@ class FusionGate(threading.Thread):
             self.config, self.target, self.uri, self.experiment_id, timeout_s=timeout_s, warm=warm
         )
 
-    def _sweep_started(self) -> bool:
-        """Every planned trial of every task has a run: no trial waits for a slot any more."""
-        status = pipeline_status(self.config, self.uri)
-        return bool(status.tasks) and all(task.pending == 0 for task in status.tasks)
-
     def _open_run(self, found: dict[str, ModelVersionInfo]) -> None:
         """Open the fusion's MLflow run now, from this warm process: the run starts when its
         adapters are there, while Ray starts a worker for the training (seconds, more on a busy
@@ -157,7 +182,7 @@ class FusionGate(threading.Thread):
     def _progress(self, missing: list[str]) -> None:
         if self.stop.is_set():
             raise InterruptedError(f"fusion {self.target}: the adapter stage failed")
-        if missing and self.ref is None and self._sweep_started():
+        if missing and self.ref is None and sweep_started(self.config, self.uri):
             # the job opens its own run when the adapters appear: the gate no longer does
             self.ref = self._submit(warm=True, timeout_s=self.timeout_s)
             self.say(f"fusion {self.target}: every trial has started; warming up its job")
@@ -199,7 +224,9 @@ def run_pipeline(
     ]
     for gate in gates:
         gate.start()
-    baseline_refs = submit_baselines(config, uri, experiment_id, say)
+    launcher = BaselineLauncher(config, uri, experiment_id, say)
+    if config.baselines.systems:
+        launcher.start()
     try:
         summary.adapters = run_adapter_stage(
             config, resume=resume, ray_address=ray_address, num_cpus=num_cpus, progress=say
@@ -207,16 +234,22 @@ def run_pipeline(
     except BaseException as error:
         for gate in gates:
             gate.stop.set()
+        launcher.cancelled = True
         summary.errors["adapters"] = str(error)
         raise
     finally:
+        launcher.stage_ended.set()
         for gate in gates:
             gate.join()
             if gate.outcome is not None:
                 summary.fusions[gate.target] = gate.outcome
             elif gate.error is not None and not isinstance(gate.error, InterruptedError):
                 summary.errors[f"fusion {gate.target}"] = str(gate.error)
-    summary.baselines = collect_baselines(config, baseline_refs, say)
+    if launcher.ident is not None:  # started
+        launcher.join()
+    if launcher.error is not None:
+        summary.errors["baselines"] = str(launcher.error)
+    summary.baselines = collect_baselines(config, launcher.refs, say)
     for label, error in summary.baselines.errors.items():
         summary.errors[f"baseline {label}"] = error
     if config.baselines.systems:

@@ -41,9 +41,12 @@ class StatusPlan:
     trials_per_task: int
     tasks: tuple[str, ...]  # swept tasks, in config order
     targets: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    baselines: dict[str, tuple[str, ...]] = field(default_factory=dict)  # system -> its tasks
+    baseline_seeds: int = 0
 
     @classmethod
     def from_config(cls, config: PipelineConfig) -> StatusPlan:
+        stage = config.baselines
         return cls(
             name=config.name,
             prefix=config.registry_prefix or config.name,
@@ -51,21 +54,27 @@ class StatusPlan:
             trials_per_task=_grid_size(config),
             tasks=tuple(config.adapter_tasks),
             targets={t: tuple(s) for t, s in config.fusion.targets.items()},
+            baselines={
+                system: tuple(config.adapter_tasks if system == "mt-a" else stage.tasks)
+                for system in stage.systems
+            },
+            baseline_seeds=len(stage.seeds) if stage.systems else 0,
         )
 
     def to_tags(self) -> dict[str, str]:
         """The experiment tag; empty when the plan is too large for one (fleets of hundreds of
         tasks): `status NAME` then lists the tasks it finds in the runs."""
-        text = json.dumps(
-            {
-                "prefix": self.prefix,
-                "metric": self.metric,
-                "trials_per_task": self.trials_per_task,
-                "tasks": list(self.tasks),
-                "targets": {t: list(s) for t, s in self.targets.items()},
-            },
-            separators=(",", ":"),
-        )
+        plan = {
+            "prefix": self.prefix,
+            "metric": self.metric,
+            "trials_per_task": self.trials_per_task,
+            "tasks": list(self.tasks),
+            "targets": {t: list(s) for t, s in self.targets.items()},
+        }
+        if self.baselines:
+            plan["baselines"] = {s: list(t) for s, t in self.baselines.items()}
+            plan["baseline_seeds"] = self.baseline_seeds
+        text = json.dumps(plan, separators=(",", ":"))
         return {TAG_PLAN: text} if len(text) <= _MAX_TAG_CHARS else {}
 
     @classmethod
@@ -84,6 +93,8 @@ class StatusPlan:
             trials_per_task=int(plan.get("trials_per_task", 0)),
             tasks=tuple(plan.get("tasks", found)),
             targets={t: tuple(s) for t, s in plan.get("targets", {}).items()},
+            baselines={s: tuple(t) for s, t in plan.get("baselines", {}).items()},
+            baseline_seeds=int(plan.get("baseline_seeds", 0)),
         )
 
 
@@ -119,6 +130,21 @@ class FusionStatus:
 
 
 @dataclass(frozen=True)
+class BaselineStatus:
+    system: str
+    task: str
+    total: int  # seeds
+    done: int
+    running: int
+    failed: int
+    mean: float | None  # mean dev metric over the finished seeds
+
+    @property
+    def pending(self) -> int:
+        return max(0, self.total - self.done - self.running - self.failed)
+
+
+@dataclass(frozen=True)
 class PipelineStatus:
     name: str
     tracking_uri: str  # credentials masked
@@ -126,6 +152,8 @@ class PipelineStatus:
     tasks: tuple[TaskStatus, ...]
     fusions: tuple[FusionStatus, ...]
     elapsed_s: float = 0.0
+    baselines: tuple[BaselineStatus, ...] = ()
+    metric: str = "accuracy"
 
     def render(self) -> str:
         """A compact plain-text table."""
@@ -143,6 +171,13 @@ class PipelineStatus:
         if self.fusions:
             rows = [("FUSION", "ADAPTERS", "STATE")]
             rows += [(f.target, ",".join(f.adapters), f.state) for f in self.fusions]
+            lines += ["", *_table(rows)]
+        if self.baselines:
+            rows = [("BASELINE", "TASK", "DONE", "RUN", "FAIL", "PEND", "MEAN")]
+            for b in self.baselines:
+                mean = "-" if b.mean is None else f"{b.mean:.4f} {self.metric}"
+                counts = (b.done, b.running, b.failed, b.pending)
+                rows.append((b.system, b.task, *map(str, counts), mean))
             lines += ["", *_table(rows)]
         return "\n".join(lines)
 
@@ -196,6 +231,11 @@ def plan_status(
         _fusion_status(target, sources, adapters, fusions.get(target), found)
         for target, sources in plan.targets.items()
     )
+    baselines = tuple(
+        _baseline_status(plan, system, task, found)
+        for system, names in plan.baselines.items()
+        for task in names
+    )
     return PipelineStatus(
         name=plan.name,
         tracking_uri=safe_uri(uri),
@@ -203,6 +243,8 @@ def plan_status(
         tasks=tasks,
         fusions=fusion_rows,
         elapsed_s=time.perf_counter() - started,
+        baselines=baselines,
+        metric=plan.metric,
     )
 
 
@@ -268,6 +310,29 @@ def _score(run: RunRecord, metric: str) -> float | None:
     """The trial's final best dev metric, else (still running) its latest dev metric."""
     value = run.metrics.get(f"best_dev_{metric}", run.metrics.get(f"dev_{metric}"))
     return None if value is None or value != value else value
+
+
+def _baseline_status(
+    plan: StatusPlan, system: str, task: str, records: Sequence[RunRecord]
+) -> BaselineStatus:
+    """Seeds of `system` on `task` done / running / failed (the newest run per seed counts);
+    MT-A's per-task runs appear when its joint run ends, which counts as running before."""
+    newest: dict[str, RunRecord] = {}
+    for run in records:
+        if run.kind == "baseline" and run.system == system and run.task == task:
+            key = run.seed or run.run_id
+            if key not in newest or run.start_time >= newest[key].start_time:
+                newest[key] = run
+    runs = list(newest.values())
+    done = [r for r in runs if r.status == "FINISHED"]
+    running = sum(r.status in RUNNING for r in runs)
+    if system == "mt-a":
+        joint = [r for r in records if r.kind == "mt-a" and r.status in RUNNING]
+        running += len({r.seed for r in joint} - {r.seed for r in done})
+    scores = [v for r in done if (v := _score(r, plan.metric)) is not None]
+    mean = sum(scores) / len(scores) if scores else None
+    failed = sum(r.status in FAILED for r in runs)
+    return BaselineStatus(system, task, plan.baseline_seeds, len(done), running, failed, mean)
 
 
 def _fusion_status(

@@ -19,14 +19,22 @@ from adapterfleet.registry import rest_read, sqlite_read
 from adapterfleet.registry.errors import RegistryError, safe_uri
 from adapterfleet.registry.sqlite_read import Unreadable
 from adapterfleet.registry.store import check_tracking_uri, get_client, sqlite_path
-from adapterfleet.registry.tags import TAG_KIND, TAG_PARENT_RUN, TAG_SWEEP, TAG_TASK, TAG_TRIAL_ID
+from adapterfleet.registry.tags import (
+    TAG_KIND,
+    TAG_PARENT_RUN,
+    TAG_SEED,
+    TAG_SWEEP,
+    TAG_SYSTEM,
+    TAG_TASK,
+    TAG_TRIAL_ID,
+)
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
 
 RUNNING = ("RUNNING", "SCHEDULED")
 FAILED = ("FAILED", "KILLED")
-_KEPT_TAGS = (TAG_KIND, TAG_PARENT_RUN, TAG_SWEEP, TAG_TASK, TAG_TRIAL_ID)
+_KEPT_TAGS = (TAG_KIND, TAG_PARENT_RUN, TAG_SWEEP, TAG_TASK, TAG_TRIAL_ID, TAG_SYSTEM, TAG_SEED)
 _PAGE = 1000
 
 
@@ -55,6 +63,15 @@ class RunRecord:
     @property
     def task(self) -> str | None:
         return self.tags.get(TAG_TASK)
+
+    @property
+    def system(self) -> str | None:
+        """The Table 1 system of a baseline or fusion run ("head", "mt-a", ...)."""
+        return self.tags.get(TAG_SYSTEM)
+
+    @property
+    def seed(self) -> str | None:
+        return self.tags.get(TAG_SEED)
 
     @property
     def trial_id(self) -> str | None:

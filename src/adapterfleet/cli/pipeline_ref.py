@@ -1,0 +1,62 @@
+"""How `status` and `report` name a pipeline: NAME (its MLflow experiment) with a tracking URI,
+or its config file (with `--budget` and `--set`), from which name and store follow."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+NameArg = Annotated[
+    str | None, typer.Argument(help="Pipeline name (its MLflow experiment); or use -c.")
+]
+ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="Pipeline YAML file.")]
+TrackingUriOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--tracking-uri",
+        help="With NAME: the store (default $MLFLOW_TRACKING_URI, else the embedded "
+        "one, ./adapterfleet-runs/mlflow.db).",
+    ),
+]
+BudgetOpt = Annotated[str | None, typer.Option(help="With -c: the budget the pipeline ran with.")]
+SetOpt = Annotated[list[str] | None, typer.Option("--set", "-o", help="key.path=value")]
+
+
+@dataclass(frozen=True)
+class PipelineRef:
+    name: str
+    tracking_uri: str
+    config: Any = None  # the PipelineConfig when given with -c
+
+
+def resolve(
+    name: str | None,
+    config: Path | None,
+    tracking_uri: str | None,
+    budget: str | None = None,
+    overrides: list[str] | None = None,
+) -> PipelineRef:
+    """The pipeline a command means; a NAME that is not the config's is refused."""
+    if config is not None:
+        from adapterfleet.config import load_config
+        from adapterfleet.orchestration.sweep import tracking_uri_of
+
+        chosen = [f"budget={budget}"] if budget else []
+        cfg = load_config(config, [*chosen, *(overrides or [])])
+        if name is not None and name != cfg.name:
+            raise typer.BadParameter(f"{name!r} is not the name of {config} ({cfg.name!r})")
+        return PipelineRef(cfg.name, tracking_uri or tracking_uri_of(cfg), cfg)
+    if name is None:
+        raise typer.BadParameter("give the pipeline NAME or its config with -c CONFIG")
+    return PipelineRef(name, tracking_uri or default_uri())
+
+
+def default_uri() -> str:
+    """$MLFLOW_TRACKING_URI, else the embedded store of ./adapterfleet-runs."""
+    from adapterfleet.registry import default_tracking_uri
+
+    return os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri(Path("adapterfleet-runs"))

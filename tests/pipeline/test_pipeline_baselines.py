@@ -88,6 +88,13 @@ def test_fusion_seeds_and_baselines_are_trained_logged_and_not_redone(
         ).read_text()
     )
     assert weights["adapters"] == ["fruit", "water"] and len(weights["weights"]) == 2
+    logged = {a.path for a in client.list_artifacts(fusion_mt_a.info.run_id)}
+    assert {"fusion", "head", "run.json", "fusion_weights.json"} <= logged
+    full = next(r for r in baseline_runs if r.data.tags["adapterfleet.system"] == "full")
+    logged = {a.path for a in client.list_artifacts(full.info.run_id)}
+    assert "run.json" in logged and "model" not in logged  # the encoder stays on storage
+    storage = Path(config.storage) / "baselines"
+    assert len(list(storage.iterdir())) == 5 and not list(storage.glob("*/checkpoints/*"))
     outcomes = {(o.job.system, o.job.seed): o for o in summary.baselines.outcomes}
     assert set(outcomes) == {(s, 0) for s in config.baselines.systems}
     assert set(outcomes[("mt-a", 0)].dev_metrics) == {"fruit", "water"}

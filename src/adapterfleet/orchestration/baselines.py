@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -159,13 +161,25 @@ def run_baseline_job(
                 _log_task_run(uri, experiment_id, job, task, result, logger.run_id)
             else:
                 logger.log_metrics(result)
-        if job.system != "mt-a":  # MT-A's folder holds a whole model: it stays on storage
-            logger.log_artifacts(work.run_dir, "")
+        _log_run_folder(logger, work.run_dir)
     except BaseException:
         logger.end("FAILED")
         raise
     logger.end("FINISHED")
+    work.clear_checkpoints()
     return BaselineOutcome(job, metrics, True, str(work.run_dir), time.time() - started)
+
+
+def _log_run_folder(logger: Any, run_dir: Path) -> None:
+    """The run folder as the run's artifacts, but for a whole encoder (`model/`: full
+    fine-tuning, MT-A): that stays on the pipeline's storage, where fusion-mt-a reads it."""
+    with tempfile.TemporaryDirectory(prefix="adapterfleet-baseline-") as tmp:
+        for child in run_dir.iterdir():
+            if child.name == "model":
+                continue
+            copy = shutil.copytree if child.is_dir() else shutil.copy2
+            copy(child, Path(tmp) / child.name)
+        logger.log_artifacts(tmp, "")
 
 
 def _train(

@@ -69,6 +69,10 @@ class TrialWorkdir:
             if child != keep:
                 shutil.rmtree(child, ignore_errors=True)
 
+    def clear_checkpoints(self) -> None:
+        """Delete every checkpoint: the job is finished and will not resume."""
+        shutil.rmtree(self.root / CHECKPOINTS, ignore_errors=True)
+
     def adopt_checkpoint(self, source: Path) -> tuple[int, Path] | None:
         """Copy a complete checkpoint (e.g. Tune's) in as this trial's own; (epoch, folder)."""
         epoch = checkpoint_epoch(source)

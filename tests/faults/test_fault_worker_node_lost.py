@@ -95,7 +95,11 @@ def test_a_lost_worker_node_s_trials_finish_on_the_head(
     restartable_mlflow_server: RestartableMlflowServer,
 ) -> None:
     uri = restartable_mlflow_server.uri
-    document = sweep_document(tmp_path, tiny_model, tasks=TASKS, reduction_factors=RFS)
+    # 3,000 examples an epoch: on a quiet machine a 400-example trial finished its six epochs
+    # in the seconds between the kill and the node leaving, so nothing was retried
+    document = sweep_document(
+        tmp_path, tiny_model, tasks=TASKS, reduction_factors=RFS, train_examples=3000
+    )
     document["tracking_uri"] = uri
     config = tmp_path / "pipeline.yaml"
     config.write_text(yaml.safe_dump(document))

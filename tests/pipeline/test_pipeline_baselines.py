@@ -107,6 +107,7 @@ def test_fusion_seeds_and_baselines_are_trained_logged_and_not_redone(
     assert json.loads(experiment.tags["adapterfleet.budget_trimmed"]) == {
         "baselines.training.max_epochs": 1
     }
+    assert experiment.tags["adapterfleet.overrides"] == "[]"
 
     # a re-run finds everything finished: no training, no new runs or versions
     again = run_pipeline(config, say=print)

@@ -45,6 +45,7 @@ def test_the_tiny_budget_fills_every_cell_of_table_1_and_draws_figure_4(tmp_path
     assert cells[("mrpc", "fusion-st-a")]["f1"]["n"] == 1  # MRPC also reports F1
     assert data["budget"]["name"] == "tiny"
     assert data["budget"]["trimmed"]["tasks.rte.max_train_examples"] == 48
+    assert data["budget"]["overrides"] == [f"storage={tmp_path}"]  # the --set on top
     rows = [(row["target"], row["system"]) for row in (data["figure4"] or {"rows": []})["rows"]]
     assert sorted(rows) == [(t, s) for t in ("mrpc", "rte") for s in ("fusion-mt-a", "fusion-st-a")]
     assert (folder / "figure4.png").stat().st_size > 10_000

@@ -16,7 +16,7 @@ from adapterfleet.orchestration.report_data import (
 )
 from adapterfleet.orchestration.report_render import budget_data, budget_section, format_cell
 from adapterfleet.registry import RunData
-from adapterfleet.registry.tags import TAG_BUDGET, TAG_BUDGET_TRIMMED
+from adapterfleet.registry.tags import TAG_BUDGET, TAG_BUDGET_TRIMMED, TAG_OVERRIDES
 
 
 def run(run_id: str, start: int, tags: dict, params: dict | None = None, acc: float = 0.5):
@@ -58,6 +58,23 @@ def test_budget_section_says_none_empty_or_unreadable() -> None:
     assert only_name == ["Budget `cpu` was used and changed no config key."]
     broken = budget_data({TAG_BUDGET: "cpu", TAG_BUDGET_TRIMMED: "{"})
     assert broken["trimmed"] == {"(unreadable tag)": "{"}
+
+
+def test_budget_section_lists_the_command_line_overrides_after_the_budget() -> None:
+    tags = {
+        TAG_BUDGET: "cpu",
+        TAG_BUDGET_TRIMMED: '{"tasks.qqp.max_train_examples":2000}',
+        TAG_OVERRIDES: '["tasks.qqp.max_train_examples=6000","storage=/x"]',
+    }
+    lines = budget_section(budget_data(tags))
+    assert "`tasks.qqp.max_train_examples` | `2000`" in "\n".join(lines)
+    assert lines[-1] == (
+        "The last `adapterfleet run` also changed, with `--set` (these win): "
+        "`tasks.qqp.max_train_examples=6000`, `storage=/x`."
+    )
+    assert budget_section(budget_data({TAG_OVERRIDES: "[]"})) == [
+        "No budget was used: the runs follow the config as written."
+    ]
 
 
 def test_seed_comes_from_the_tag_else_the_named_param() -> None:

@@ -50,7 +50,12 @@ def run(
 
     cfg = _config(config, set_, budget)
     summary = run_pipeline(
-        cfg, resume=True if resume else None, ray_address=address, num_cpus=num_cpus, say=typer.echo
+        cfg,
+        resume=True if resume else None,
+        ray_address=address,
+        num_cpus=num_cpus,
+        overrides=set_ or (),
+        say=typer.echo,
     )
     metrics_table(summary_rows(cfg, summary))
     if summary.report is not None:

@@ -21,7 +21,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,7 +56,7 @@ from adapterfleet.registry import (
     ensure_experiment,
     wait_for_models,
 )
-from adapterfleet.registry.tags import TAG_BUDGET, TAG_BUDGET_TRIMMED
+from adapterfleet.registry.tags import TAG_BUDGET, TAG_BUDGET_TRIMMED, TAG_OVERRIDES
 
 Say = Callable[[str], None]
 
@@ -200,8 +200,11 @@ def run_pipeline(
     ray_address: str | None = None,
     num_cpus: int | None = None,
     fusion_timeout_s: float = 24 * 3600,
+    overrides: Sequence[str] = (),
     say: Say = print,
 ) -> PipelineSummary:
+    """Run the pipeline of `config`; `overrides`: the command line's `--set` changes it was
+    loaded with, recorded on the experiment for the report."""
     started = time.time()
     uri = tracking_uri_of(config)
     say(f"pipeline {config.name}: validating ({len(config.tasks)} tasks, tracking {uri})")
@@ -209,7 +212,7 @@ def run_pipeline(
     address = ray_address or os.environ.get("RAY_ADDRESS")
     if address not in (None, "local") and not ray_initialized():
         check_ray_address(str(address))
-    experiment_id = ensure_experiment(uri, config.name, tags=experiment_tags(config))
+    experiment_id = ensure_experiment(uri, config.name, tags=experiment_tags(config, overrides))
     ensure_ray(ray_address, num_cpus)
     import ray
 
@@ -259,15 +262,21 @@ def run_pipeline(
     return summary
 
 
-def experiment_tags(config: PipelineConfig) -> dict[str, str]:
-    """What `status NAME` and `report NAME` read of the pipeline: its plan, and the budget
-    chosen with what it changed."""
+def experiment_tags(config: PipelineConfig, overrides: Sequence[str] = ()) -> dict[str, str]:
+    """What `status NAME` and `report NAME` read of the pipeline: its plan, the budget chosen
+    with what it changed, and the command line's `--set` overrides on top (set on every run,
+    so a later run without any does not inherit an earlier run's)."""
     tags = StatusPlan.from_config(config).to_tags()
     if config.budget is not None:
-        trimmed = json.dumps(config.budget_changes, default=str, separators=(",", ":"))
         tags[TAG_BUDGET] = config.budget
-        tags[TAG_BUDGET_TRIMMED] = trimmed if len(trimmed) <= 5000 else trimmed[:4990] + "…"
+        tags[TAG_BUDGET_TRIMMED] = _tag_json(config.budget_changes)
+    tags[TAG_OVERRIDES] = _tag_json([o for o in overrides if not o.startswith("budget=")])
     return tags
+
+
+def _tag_json(value: Any) -> str:
+    text = json.dumps(value, default=str, separators=(",", ":"))
+    return text if len(text) <= 5000 else text[:4990] + "…"
 
 
 def _early_target(config: PipelineConfig) -> str | None:

@@ -9,7 +9,7 @@ from typing import Any
 
 from adapterfleet.orchestration.paper_table1 import PAPER_NAME, PAPER_URL, paper_number
 from adapterfleet.orchestration.report_data import COLUMNS, TITLES, Cell, Summary
-from adapterfleet.registry.tags import TAG_BUDGET, TAG_BUDGET_TRIMMED
+from adapterfleet.registry.tags import TAG_BUDGET, TAG_BUDGET_TRIMMED, TAG_OVERRIDES
 
 NOTHING = "—"
 F1 = "f1"
@@ -75,19 +75,29 @@ def lineages(tasks: Sequence[str], cells: Cells) -> list[str]:
 
 
 def budget_data(tags: Mapping[str, str]) -> dict[str, Any]:
-    """The budget's name and what it changed, from the experiment's tags."""
-    name = tags.get(TAG_BUDGET)
-    raw = tags.get(TAG_BUDGET_TRIMMED)
-    try:
-        trimmed = json.loads(raw) if raw else {}
-    except json.JSONDecodeError:
-        trimmed = {"(unreadable tag)": raw}
+    """The budget's name, what it changed and the `--set` overrides on top, from the
+    experiment's tags."""
+    trimmed = _json_tag(tags.get(TAG_BUDGET_TRIMMED), {})
     if not isinstance(trimmed, dict):
-        trimmed = {"(unreadable tag)": raw}
-    return {"name": name, "trimmed": trimmed}
+        trimmed = {"(unreadable tag)": tags.get(TAG_BUDGET_TRIMMED)}
+    overrides = _json_tag(tags.get(TAG_OVERRIDES), [])
+    if not isinstance(overrides, list):
+        overrides = [f"(unreadable tag) {tags.get(TAG_OVERRIDES)}"]
+    return {"name": tags.get(TAG_BUDGET), "trimmed": trimmed, "overrides": overrides}
+
+
+def _json_tag(raw: str | None, empty: Any) -> Any:
+    try:
+        return json.loads(raw) if raw else empty
+    except json.JSONDecodeError:
+        return None
 
 
 def budget_section(budget: Mapping[str, Any]) -> list[str]:
+    return _budget_lines(budget) + _override_lines(budget.get("overrides") or [])
+
+
+def _budget_lines(budget: Mapping[str, Any]) -> list[str]:
     name, trimmed = budget["name"], budget["trimmed"]
     if not name and not trimmed:
         return ["No budget was used: the runs follow the config as written."]
@@ -97,6 +107,13 @@ def budget_section(budget: Mapping[str, Any]) -> list[str]:
     rows = [[f"`{key}`", f"`{json.dumps(value)}`"] for key, value in trimmed.items()]
     intro = f"{head} changed these config keys (the numbers above are not the paper's setting):"
     return [intro, "", markdown_table(["config key", "value set by the budget"], rows)]
+
+
+def _override_lines(overrides: Sequence[str]) -> list[str]:
+    if not overrides:
+        return []
+    listed = ", ".join(f"`{item}`" for item in overrides)
+    return ["", f"The last `adapterfleet run` also changed, with `--set` (these win): {listed}."]
 
 
 def missing_notes(tasks: Sequence[str], cells: Cells) -> list[str]:

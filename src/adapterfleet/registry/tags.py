@@ -16,6 +16,7 @@ TAG_LINEAGE = "adapterfleet.lineage"  # a fusion's adapters: "task:vN,task:vN"
 TAG_LINEAGE_KEY = "adapterfleet.lineage_key"  # sha256 of what a fusion was trained from
 TAG_BUDGET = "adapterfleet.budget"  # experiment tag: the budget that ran, e.g. "cpu"
 TAG_BUDGET_TRIMMED = "adapterfleet.budget_trimmed"  # experiment tag: JSON of what it changed
+TAG_OVERRIDES = "adapterfleet.overrides"  # experiment tag: JSON list of the --set overrides
 TAG_COMPANION = "adapterfleet.companion."  # + folder: "<file>:<sha256>" of a folder beside it
 
 

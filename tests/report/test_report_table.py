@@ -111,7 +111,7 @@ def test_report_json_holds_every_number_per_seed(table1_report: ReportResult) ->
     assert fusion["lineage"] == "rte:v2,mrpc:v1"
     assert cells[("rte", "mt-a")]["accuracy"]["std"] is None
     assert data["paper"]["accuracy"]["rte"] == {"st-a": 71.04, "fusion-st-a": 76.82}
-    assert data["budget"] == {"name": "cpu", "trimmed": BUDGET_TRIMMED}
+    assert data["budget"] == {"name": "cpu", "trimmed": BUDGET_TRIMMED, "overrides": []}
 
 
 def test_files_are_logged_to_one_report_run_reused_on_a_rerun(

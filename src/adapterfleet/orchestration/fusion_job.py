@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from adapterfleet._locks import exclusive_lock
 from adapterfleet.adapters import HEAD_WEIGHTS
 from adapterfleet.config import PipelineConfig
 from adapterfleet.fusion import FusionConfig, mean_fusion_weights, plot_fusion_heatmap
@@ -265,19 +266,8 @@ def write_fusion_weights(
 def training_claim(work: Path, on_wait: Callable[[], None]) -> Iterator[None]:
     """Hold the lock of a fusion's work folder (on the pipeline's shared storage) while it
     trains: a second job for the same lineage waits here, then finds it registered."""
-    import fcntl
-
-    work.mkdir(parents=True, exist_ok=True)
-    with open(work / ".training.lock", "w") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            on_wait()
-            fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    with exclusive_lock(work / ".training.lock", on_wait):
+        yield
 
 
 def _train_and_register(

@@ -29,6 +29,15 @@ def safe_uri(uri: str) -> str:
     return _USERINFO.sub(r"\g<scheme>***@", uri)
 
 
+def failed_reading(what: str, uri: str, exc: BaseException) -> RegistryError:
+    """One line for a read of the store that failed: what, where (credentials masked), the
+    first 200 characters of the cause, and the fix."""
+    first = " ".join(str(exc).split())[:200] or type(exc).__name__
+    return RegistryError(
+        f"{what} in {safe_uri(uri)} failed: {first}; check the tracking URI and the server"
+    )
+
+
 def is_transient(exc: BaseException) -> bool:
     """True for failures worth retrying: connection errors, HTTP 429 and 5xx."""
     if isinstance(exc, ConnectionError | TimeoutError):

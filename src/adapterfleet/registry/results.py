@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from adapterfleet.registry import sqlite_read
-from adapterfleet.registry.errors import RegistryError, call_with_retry, safe_uri
+from adapterfleet.registry.errors import RegistryError, call_with_retry, failed_reading, safe_uri
 from adapterfleet.registry.store import check_tracking_uri, get_client, sqlite_path
 from adapterfleet.registry.tags import TAG_KIND, quote
 
@@ -176,7 +176,4 @@ def _guarded(uri: str, what: str, fn: Callable[[], T]) -> T:
     except RegistryError:
         raise
     except Exception as exc:
-        first = " ".join(str(exc).split())[:200] or type(exc).__name__
-        raise RegistryError(
-            f"{what} in {safe_uri(uri)} failed: {first}; check the tracking URI and the server"
-        ) from exc
+        raise failed_reading(what, uri, exc) from exc

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from adapterfleet._locks import exclusive_lock
 from adapterfleet.registry.errors import RegistryError, safe_uri
 
 if TYPE_CHECKING:
@@ -180,15 +181,8 @@ def get_client(uri: str) -> MlflowClient:
 def _store_lock(db: Path) -> Iterator[None]:
     """One process at a time opens a SQLite store first: two processes creating a fresh store
     together both run the migrations and one fails with 'table ... already exists'."""
-    import fcntl
-
-    db.parent.mkdir(parents=True, exist_ok=True)
-    with open(f"{db}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    with exclusive_lock(db.with_name(db.name + ".lock")):
+        yield
 
 
 def ensure_experiment(

@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 from helpers import GLUE_DIR
 from safetensors.torch import load_file
 
@@ -90,3 +91,31 @@ def test_st_a_learns_well_above_majority_and_head_only(tmp_path):
     head = train_task(config, "demo_sentiment", "head", tmp_path / "head", train_config=train)
     assert st_a.dev_metrics["accuracy"] > 0.8  # balanced labels: the majority class is 0.5
     assert st_a.dev_metrics["accuracy"] > head.dev_metrics["accuracy"] + 0.1
+
+
+def _saved(folder: Path) -> dict:
+    return {
+        f"{path.parent.name}/{key}": tensor
+        for path in sorted(folder.glob("*/*.safetensors"))
+        for key, tensor in load_file(path).items()
+    }
+
+
+def test_a_seed_fixes_the_result_whatever_ran_before_in_the_process(glue, tmp_path):
+    # A Ray worker trains one job after another (fusion seeds 0, 1, 2 in one job): the seed
+    # alone must decide the new layers' initial weights, not what the process drew before.
+    adapters, fusions = [], []
+    for i in range(2):
+        torch.rand(1000 * (i + 1))
+        out = tmp_path / f"st-a-{i}"
+        train_task(glue, "rte", "st-a", out, reduction_factor=32, train_config=FAST)
+        adapters.append(_saved(out))
+        torch.rand(1000 * (i + 1))
+        dirs = [tmp_path / "st-a-0" / "adapter"]
+        fuse_task(glue, "rte", dirs, tmp_path / f"f{i}", train_config=FAST)
+        fusions.append(_saved(tmp_path / f"f{i}"))
+    for first, second in (adapters, fusions):
+        assert len(first) > 4 and first.keys() == second.keys()
+        assert all(torch.equal(first[k], second[k]) for k in first), [
+            k for k in first if not torch.equal(first[k], second[k])
+        ]

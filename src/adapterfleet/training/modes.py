@@ -47,6 +47,7 @@ from adapterfleet.fusion import (
 from adapterfleet.training.callbacks import Callback, FitResult
 from adapterfleet.training.config import TrainConfig
 from adapterfleet.training.loop import fit
+from adapterfleet.training.state import seed_everything
 
 MODES = ("head", "full", "st-a", "st-a-houlsby", "fusion", "mt-a")
 RUN_FILE = "run.json"
@@ -110,6 +111,7 @@ def train_single(
         raise ValueError(
             f"mode {mode!r} is not a single-task mode; use head, full, st-a, st-a-houlsby"
         )
+    seed_everything(config.seed)  # the new head and adapter: one init per seed, whatever ran before
     model = new_model(base_model)
     name = tokenized.name
     model.add_head(name, head_for(tokenized))
@@ -161,6 +163,7 @@ def train_fusion_run(
     resume_from: str | Path | None = None,
 ) -> RunResult:
     """Train a fusion for `tokenized.name` over the saved adapters in `adapter_dirs`."""
+    seed_everything(config.seed)  # the new fusion layers and head: one init per seed
     model = new_model(base_model)
     hashes = list(adapter_sha256 or [None] * len(adapter_dirs))
     names = [load_adapter(model, d, sha256=h) for d, h in zip(adapter_dirs, hashes, strict=True)]

@@ -38,6 +38,7 @@ from adapterfleet.training.modes import (
     task_batches,
     write_run_file,
 )
+from adapterfleet.training.state import seed_everything
 
 
 class MultiTaskModel(nn.Module):
@@ -85,6 +86,7 @@ def train_mt_a(
 
     Model selection uses the metric over every task's dev set pooled; afterwards each task's
     own dev metrics (`metrics[task]`, default accuracy) go into `lineage["task_metrics"]`."""
+    seed_everything(config.seed)  # the new adapters and heads: one init per seed
     model = new_model(base_model)
     for name, tokenized in tasks.items():
         add_adapter(model, name, AdapterConfig("pfeiffer", reduction_factor))

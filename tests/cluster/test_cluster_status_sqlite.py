@@ -25,7 +25,7 @@ from adapterfleet.registry import (
     fusion_model_name,
     register_version,
 )
-from adapterfleet.registry.tags import TAG_KIND, TAG_SEED, TAG_SYSTEM
+from adapterfleet.registry.tags import TAG_KIND, TAG_SEED, TAG_STOPPED_EARLY, TAG_SYSTEM
 
 TASKS = ("a", "b", "c", "d")
 GRID = "adapters: {reduction_factors: [2, 16], learning_rates: [0.1, 0.2, 0.3, 0.4, 0.5], "
@@ -92,8 +92,11 @@ def populated(tmp_path: Path) -> tuple[PipelineConfig, Store]:
         if i == 3:  # an earlier failed attempt of the same trial
             store.trial(sweeps["a"], "a", "a-3", "FAILED")
         store.trial(sweeps["a"], "a", f"a-{i}", status, **{metric: value})
-    for i in range(30):  # b: 30 of 100 finished, the rest not started
+    for i in range(30):  # b: 30 of 100 finished, 5 stopped by ASHA, the rest not started
         store.trial(sweeps["b"], "b", f"b-{i}", "FINISHED", best_dev_accuracy=0.6 + i / 100)
+    for i in range(30, 35):  # as a trial ASHA stops ends its run: higher dev, no adapter
+        run_id = store.trial(sweeps["b"], "b", f"b-{i}", "FINISHED", dev_accuracy=0.99)
+        store.client.set_tag(run_id, TAG_STOPPED_EARLY, "1")
     for i in range(100):  # c: all finished
         store.trial(sweeps["c"], "c", f"c-{i}", "FINISHED", best_dev_accuracy=0.7)
     for i in range(164):  # d: 100 running, without metrics yet, 64 of them twice
@@ -118,7 +121,7 @@ def test_status_counts_with_400_trials(populated: tuple[PipelineConfig, Store]) 
     a, b, c, d = (tasks[name] for name in TASKS)
     assert (a.total, a.done, a.running, a.failed, a.pending) == (100, 60, 20, 20, 0)
     assert a.best == pytest.approx(0.97) and a.best_trial == "a-79"
-    assert (b.done, b.running, b.failed, b.pending) == (30, 0, 0, 70)
+    assert (b.done, b.stopped, b.running, b.failed, b.pending) == (30, 5, 0, 0, 65)
     assert b.best == pytest.approx(0.89) and b.adapter_version == 1 and b.registered
     assert (c.done, c.pending, c.adapter_version, c.adapter_aliases) == (100, 0, 2, ("best",))
     assert (d.done, d.running, d.pending, d.best) == (0, 100, 0, None)
@@ -134,7 +137,10 @@ def test_status_counts_with_400_trials(populated: tuple[PipelineConfig, Store]) 
     lines = text.splitlines()
     assert lines[0].startswith("pipeline statusdemo")
     row_a = next(line for line in lines if line.startswith("a "))
-    assert row_a.split()[1:6] == ["60", "20", "20", "0", "0.9700"]
+    assert row_a.split()[1:7] == ["60", "0", "20", "20", "0", "0.9700"]
+    assert lines[1].split()[:6] == ["TASK", "DONE", "STOP", "RUN", "FAIL", "PEND"]
+    row_b = next(line for line in lines if line.startswith("b "))
+    assert row_b.split()[1:7] == ["30", "5", "0", "0", "65", "0.8900"]
     row_c = next(line for line in lines if line.startswith("c "))
     assert row_c.endswith("v2 @best")
     assert any(line.split()[:2] == ["c", "c,d"] and "waiting for d" in line for line in lines)

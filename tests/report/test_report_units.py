@@ -16,7 +16,12 @@ from adapterfleet.orchestration.report_data import (
 )
 from adapterfleet.orchestration.report_render import budget_data, budget_section, format_cell
 from adapterfleet.registry import RunData
-from adapterfleet.registry.tags import TAG_BUDGET, TAG_BUDGET_TRIMMED, TAG_OVERRIDES
+from adapterfleet.registry.tags import (
+    TAG_BUDGET,
+    TAG_BUDGET_TRIMMED,
+    TAG_OVERRIDES,
+    TAG_STOPPED_EARLY,
+)
 
 
 def run(run_id: str, start: int, tags: dict, params: dict | None = None, acc: float = 0.5):
@@ -104,6 +109,15 @@ def test_ties_go_to_more_seeds_then_smaller_reduction_factor() -> None:
     assert (cell.reduction_factor, cell.learning_rate) == (16, 1e-4)
     cell = collect_cells(runs[:2], "accuracy").cells[("rte", "st-a")]
     assert cell.reduction_factor == 16
+
+
+def test_trials_asha_stopped_early_are_not_results() -> None:
+    stopped = trial("s", 5, 2, 1e-3, 0, 0.99)  # its latest dev accuracy, no adapter saved
+    stopped.tags[TAG_STOPPED_EARLY] = "1"
+    runs = [trial("a", 1, 16, 1e-3, 0, 0.75), stopped]
+    cell = collect_cells(runs, "accuracy").cells[("rte", "st-a")]
+    assert (cell.reduction_factor, [s.run.run_id for s in cell.seeds]) == (16, ["a"])
+    assert collect_cells([stopped], "accuracy").cells == {}
 
 
 def test_baselines_of_unknown_systems_are_noted_and_mt_a_runs_are_no_cells() -> None:

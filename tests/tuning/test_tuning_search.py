@@ -18,8 +18,10 @@ from ray.tune.schedulers import AsyncHyperBandScheduler, TrialScheduler
 from tuning_support import config_document, runs_of
 
 from adapterfleet.config import ConfigError, PipelineConfig, parse_config
+from adapterfleet.orchestration.status import pipeline_status
 from adapterfleet.orchestration.sweep import run_adapter_stage, tracking_uri_of
 from adapterfleet.registry import ModelVersionInfo
+from adapterfleet.registry.tags import TAG_STOPPED_EARLY
 from adapterfleet.tuning.search import (
     PerTaskScheduler,
     PerTaskSearcher,
@@ -239,3 +241,19 @@ def test_asha_stopped_a_trial_and_registration_counted_it(swept: Swept) -> None:
     assert stopped, swept.lines
     assert not any("-n0-" in line for line in stopped)  # a task's first trial sets its cutoff
     assert not any("not registered" in line for line in swept.lines)
+
+
+@pytest.mark.integration
+def test_a_trial_asha_stopped_ends_finished_and_status_counts_it_apart(swept: Swept) -> None:
+    stopped = dict(
+        re.findall(r"^trial (\S+): stopped early after epoch (\d+),", "\n".join(swept.lines), re.M)
+    )
+    assert stopped, swept.lines
+    runs = {r.data.tags["adapterfleet.trial_id"]: r for r in runs_of(swept.uri, "trial")}
+    for trial_id, run in runs.items():
+        assert run.info.status == "FINISHED", (trial_id, run.info.status)
+        assert run.data.tags.get(TAG_STOPPED_EARLY) == stopped.get(trial_id), trial_id
+        assert ("best_epoch" in run.data.metrics) == (trial_id not in stopped), trial_id
+    status = pipeline_status(swept.config)
+    assert sum(t.stopped for t in status.tasks) == len(stopped)
+    assert all((t.done + t.stopped, t.failed, t.pending) == (3, 0, 0) for t in status.tasks)

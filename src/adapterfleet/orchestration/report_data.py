@@ -3,7 +3,8 @@ plain data out: no MLflow here).
 
 - ST-A / ST-A Houlsby: sweep trials (kind `trial`; param `architecture` says which), grouped by
   (reduction factor, learning rate); the group with the best mean of the main metric over its
-  seeds is the cell (the newest run per seed).
+  seeds is the cell (the newest run per seed); trials ASHA stopped early saved no adapter and
+  do not count.
 - Fusion w/ ST-A: fusion runs (kind `fusion`) not tagged `adapterfleet.pruned_from`; per target
   only the lineage of its newest run counts, and the newest run per seed.
 - Every other column: baseline runs (kind `baseline`) tagged with the column's system; the
@@ -18,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from adapterfleet.registry import TAG_KIND, TAG_SEED, TAG_SYSTEM, TAG_TASK, RunData
-from adapterfleet.registry.tags import TAG_LINEAGE, TAG_PRUNED_FROM
+from adapterfleet.registry.tags import TAG_LINEAGE, TAG_PRUNED_FROM, TAG_STOPPED_EARLY
 
 # The key `orchestration.fusion_job` tags fusion runs with (importing it would load torch).
 KINDS = ("trial", "fusion", "baseline")  # kind `mt-a` (MT-A's joint training run) is not a cell
@@ -146,7 +147,7 @@ def sweep_cells(trials: Sequence[RunData], metric: str) -> list[Cell]:
     groups: dict[tuple[str, str], list[RunData]] = {}
     for run in trials:
         task = run.tags.get(TAG_TASK)
-        if task:
+        if task and TAG_STOPPED_EARLY not in run.tags:  # stopped by ASHA: no adapter, no result
             system = "st-a-houlsby" if run.value("architecture") == "houlsby" else "st-a"
             groups.setdefault((task, system), []).append(run)
     cells = [

@@ -106,14 +106,15 @@ class TaskStatus:
     done: int
     running: int
     failed: int
-    best: float | None  # best dev metric so far over the trials that did not fail
+    best: float | None  # best dev metric so far over the trials that neither failed nor stopped
     best_trial: str | None
     adapter_version: int | None
     adapter_aliases: tuple[str, ...] = ()
+    stopped: int = 0  # stopped early by the scheduler (ASHA): ended, no adapter
 
     @property
     def pending(self) -> int:
-        return max(0, self.total - self.done - self.running - self.failed)
+        return max(0, self.total - self.done - self.stopped - self.running - self.failed)
 
     @property
     def registered(self) -> bool:
@@ -160,13 +161,12 @@ class PipelineStatus:
         lines = [f"pipeline {self.name}  (tracking {self.tracking_uri})"]
         if not self.experiment_found:
             lines.append("no runs yet (experiment not found)")
-        task_rows = [("TASK", "DONE", "RUN", "FAIL", "PEND", "BEST", "ADAPTER")]
+        task_rows = [("TASK", "DONE", "STOP", "RUN", "FAIL", "PEND", "BEST", "ADAPTER")]
         for t in self.tasks:
             best = "-" if t.best is None else f"{t.best:.4f} {t.metric}"
-            task_rows.append(
-                (t.task, str(t.done), str(t.running), str(t.failed), str(t.pending), best)
-                + (_version_text(t.adapter_version, t.adapter_aliases),)
-            )
+            counts = (t.done, t.stopped, t.running, t.failed, t.pending)
+            version = _version_text(t.adapter_version, t.adapter_aliases)
+            task_rows.append((t.task, *map(str, counts), best, version))
         lines += _table(task_rows)
         if self.fusions:
             rows = [("FUSION", "ADAPTERS", "STATE")]
@@ -289,6 +289,8 @@ def _task_status(
 ) -> TaskStatus:
     metric = plan.metric
     trials = task_trials(records, task)
+    stopped = [r for r in trials if r.stopped_early]
+    trials = [r for r in trials if not r.stopped_early]
     scored = [(_score(r, metric), r) for r in trials if r.status not in FAILED]
     scored = [(s, r) for s, r in scored if s is not None]
     best = max(scored, key=lambda sr: sr[0], default=None)
@@ -299,6 +301,7 @@ def _task_status(
         done=sum(r.status == "FINISHED" for r in trials),
         running=sum(r.status in RUNNING for r in trials),
         failed=sum(r.status in FAILED for r in trials),
+        stopped=len(stopped),
         best=best[0] if best else None,
         best_trial=(best[1].trial_id or best[1].run_id) if best else None,
         adapter_version=model.version if model else None,

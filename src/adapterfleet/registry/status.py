@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from adapterfleet.registry import rest_read, sqlite_read
-from adapterfleet.registry.errors import RegistryError, safe_uri
+from adapterfleet.registry.errors import RegistryError, failed_reading
 from adapterfleet.registry.sqlite_read import Unreadable
 from adapterfleet.registry.store import check_tracking_uri, get_client, sqlite_path
 from adapterfleet.registry.tags import (
     TAG_KIND,
     TAG_PARENT_RUN,
     TAG_SEED,
+    TAG_STOPPED_EARLY,
     TAG_SWEEP,
     TAG_SYSTEM,
     TAG_TASK,
@@ -34,7 +35,16 @@ if TYPE_CHECKING:
 
 RUNNING = ("RUNNING", "SCHEDULED")
 FAILED = ("FAILED", "KILLED")
-_KEPT_TAGS = (TAG_KIND, TAG_PARENT_RUN, TAG_SWEEP, TAG_TASK, TAG_TRIAL_ID, TAG_SYSTEM, TAG_SEED)
+_KEPT_TAGS = (
+    TAG_KIND,
+    TAG_PARENT_RUN,
+    TAG_SWEEP,
+    TAG_TASK,
+    TAG_TRIAL_ID,
+    TAG_SYSTEM,
+    TAG_SEED,
+    TAG_STOPPED_EARLY,
+)
 _PAGE = 1000
 
 
@@ -81,6 +91,11 @@ class RunRecord:
     def parent_run_id(self) -> str | None:
         return self.tags.get(TAG_PARENT_RUN)
 
+    @property
+    def stopped_early(self) -> bool:
+        """A trial the scheduler (ASHA) stopped: FINISHED, but it saved no adapter."""
+        return TAG_STOPPED_EARLY in self.tags
+
 
 def experiment_runs(uri: str, experiment_name: str) -> list[RunRecord] | None:
     """Every active run of experiment `experiment_name`, oldest first; None when the store
@@ -117,11 +132,8 @@ def experiment_runs_and_tags(
     except RegistryError:
         raise
     except Exception as exc:
-        first = " ".join(str(exc).split())[:200] or type(exc).__name__
-        raise RegistryError(
-            f"reading runs of experiment {experiment_name!r} from {safe_uri(uri)} failed: "
-            f"{first}; check the tracking URI and the server"
-        ) from exc
+        what = f"reading runs of experiment {experiment_name!r}"
+        raise failed_reading(what, uri, exc) from exc
 
 
 def _sqlite_runs(db: Path, experiment_name: str) -> tuple[list[RunRecord], dict[str, str]] | None:

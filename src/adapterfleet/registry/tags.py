@@ -6,6 +6,9 @@ TAG_SWEEP = "adapterfleet.sweep"
 TAG_TASK = "adapterfleet.task"
 TAG_TRIAL_ID = "adapterfleet.trial_id"
 TAG_SYSTEM = "adapterfleet.system"  # a column of the paper's Table 1: "fusion-st-a", "head", ...
+# On a trial the scheduler (ASHA) stopped: the epoch it stopped after. Its run ends FINISHED
+# (stopping is not a failure) but it saved no adapter, so it is neither a candidate nor a result.
+TAG_STOPPED_EARLY = "adapterfleet.stopped_early"
 TAG_SEED = "seed"
 TAG_PARENT_RUN = "mlflow.parentRunId"
 TAG_SHA256 = "sha256"

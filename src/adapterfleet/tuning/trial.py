@@ -17,6 +17,7 @@ from adapterfleet.adapters import ADAPTER_WEIGHTS, load_tokenizer, sha256_file
 from adapterfleet.data import load_task, tokenize_task
 from adapterfleet.registry import TAG_SHA256, TAG_SWEEP, TAG_TASK, MlflowRunLogger, open_trial_run
 from adapterfleet.registry.store import get_client
+from adapterfleet.registry.tags import TAG_STOPPED_EARLY
 from adapterfleet.training import Callback, EpochReport, TrainConfig
 from adapterfleet.tuning.spec import SweepContext, TrialParams, mode_for
 from adapterfleet.tuning.workdir import TrialWorkdir, checkpoint_epoch, checkpoint_history
@@ -47,6 +48,7 @@ class _Reporter(Callback):
     def __init__(self, workdir: TrialWorkdir, logger: MlflowRunLogger) -> None:
         self.workdir = workdir
         self.logger = logger
+        self.stopped_after: int | None = None  # the epoch after which the scheduler stopped us
 
     def on_epoch_end(self, report: EpochReport) -> None:
         folder = report.save_checkpoint(self.workdir.checkpoint_dir(report.epoch))
@@ -58,10 +60,15 @@ class _Reporter(Callback):
         # Logged for every epoch trained, so an epoch trained twice would show twice.
         self.logger.log_metrics(metrics, step=report.epoch)
         best = {f"best_dev_{report.metric}": report.best_metric, "best_epoch": report.best_epoch}
-        ray.tune.report(
-            {**metrics, **best, "epoch": report.epoch},
-            checkpoint=ray.tune.Checkpoint.from_directory(str(folder)),
-        )
+        try:
+            ray.tune.report(
+                {**metrics, **best, "epoch": report.epoch},
+                checkpoint=ray.tune.Checkpoint.from_directory(str(folder)),
+            )
+        except SystemExit as stop:  # how `report` ends a trial its scheduler stops (code 0)
+            if not stop.code:
+                self.stopped_after = report.epoch
+            raise
         self.workdir.prune_checkpoints(keep_epoch=report.epoch)
 
 
@@ -131,6 +138,7 @@ def run_trial(config: dict[str, Any], ctx: SweepContext) -> None:
     tokenized = tokenize_task(load_task(spec), tokenizer, ctx.config.max_length, ctx.tokens_dir)
     train = trial_config(ctx, params)
     logger = open_run(ctx, params, train)
+    reporter = _Reporter(workdir, logger)
     try:
         start = resume_point(workdir)
         if start is not None:
@@ -144,13 +152,16 @@ def run_trial(config: dict[str, Any], ctx: SweepContext) -> None:
                 workdir.run_dir,
                 reduction_factor=params.reduction_factor,
                 metrics=spec.metrics,
-                callbacks=[_Reporter(workdir, logger)],
+                callbacks=[reporter],
                 resume_from=start[1] if start is not None else None,
             )
         final = finish_run(workdir, logger, params, result.dev_metrics, result.fit.best_epoch)
     except BaseException as error:
-        stopped = isinstance(error, SystemExit | KeyboardInterrupt)
-        _end_quietly(logger, "KILLED" if stopped else "FAILED")
+        if isinstance(error, SystemExit) and reporter.stopped_after is not None:
+            _end_stopped_early(logger, reporter.stopped_after)
+        else:
+            stopped = isinstance(error, SystemExit | KeyboardInterrupt)
+            _end_quietly(logger, "KILLED" if stopped else "FAILED")
         raise
     logger.end("FINISHED")
     ray.tune.report({**final, FINAL_KEY: 1, "mlflow_run_id": logger.run_id})
@@ -181,6 +192,16 @@ def finish_run(
         }
     )
     return {**final, "adapter_sha256": sha}
+
+
+def _end_stopped_early(logger: MlflowRunLogger, epoch: int) -> None:
+    """A trial the scheduler stopped ended as planned: FINISHED, tagged with its last epoch,
+    as Tune marks it TERMINATED and not ERROR (`status` counts it apart)."""
+    try:
+        logger.set_tags({TAG_STOPPED_EARLY: epoch})
+    except Exception as error:  # noqa: BLE001 - Tune's stop must go through
+        print(f"could not tag MLflow run {logger.run_id} as stopped early: {error}")
+    _end_quietly(logger, "FINISHED")
 
 
 def _end_quietly(logger: MlflowRunLogger, status: str) -> None:

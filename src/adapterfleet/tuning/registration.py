@@ -35,7 +35,7 @@ from adapterfleet.tuning.spec import (
     SweepError,
     TrialParams,
 )
-from adapterfleet.tuning.trial import FINAL_KEY
+from adapterfleet.tuning.trial import FINAL_KEY, end_stopped_early
 from adapterfleet.tuning.workdir import TrialWorkdir
 
 Progress = Callable[[str], None]
@@ -132,6 +132,13 @@ class Registrar:
     def metric(self) -> str:
         return self.config.adapters.training.metric
 
+    def _mark_stopped(self, outcome: TrialOutcome) -> None:
+        """End a stopped trial's MLflow run FINISHED with its stop tag (idempotent)."""
+        run_id, epoch = outcome.result.get("mlflow_run_id"), outcome.result.get("epoch")
+        if run_id and epoch is not None:
+            logger = MlflowRunLogger.attach(self.uri, str(run_id), retry_timeout_s=10.0)
+            end_stopped_early(logger, int(epoch))
+
     def trial_ended(self, outcome: TrialOutcome, outcomes: list[TrialOutcome]) -> None:
         """Print a progress line for one trial, then register what became complete."""
         plan = self.tasks.get(outcome.params.task)
@@ -143,6 +150,7 @@ class Registrar:
         elif outcome.stopped:
             what = f"stopped early after epoch {outcome.result.get('epoch')}, dev {self.metric} "
             what += f"{value:.4f}"
+            self._mark_stopped(outcome)
         else:
             what = "FAILED"
         self.progress(f"trial {outcome.params.trial_id}: {what} [{done}/{total}]")

@@ -62,7 +62,7 @@ class _Reporter(Callback):
         best = {f"best_dev_{report.metric}": report.best_metric, "best_epoch": report.best_epoch}
         try:
             ray.tune.report(
-                {**metrics, **best, "epoch": report.epoch},
+                {**metrics, **best, "epoch": report.epoch, "mlflow_run_id": self.logger.run_id},
                 checkpoint=ray.tune.Checkpoint.from_directory(str(folder)),
             )
         except SystemExit as stop:  # how `report` ends a trial its scheduler stops (code 0)
@@ -158,7 +158,7 @@ def run_trial(config: dict[str, Any], ctx: SweepContext) -> None:
         final = finish_run(workdir, logger, params, result.dev_metrics, result.fit.best_epoch)
     except BaseException as error:
         if isinstance(error, SystemExit) and reporter.stopped_after is not None:
-            _end_stopped_early(logger, reporter.stopped_after)
+            end_stopped_early(logger, reporter.stopped_after)
         else:
             stopped = isinstance(error, SystemExit | KeyboardInterrupt)
             _end_quietly(logger, "KILLED" if stopped else "FAILED")
@@ -194,9 +194,10 @@ def finish_run(
     return {**final, "adapter_sha256": sha}
 
 
-def _end_stopped_early(logger: MlflowRunLogger, epoch: int) -> None:
+def end_stopped_early(logger: MlflowRunLogger, epoch: int) -> None:
     """A trial the scheduler stopped ended as planned: FINISHED, tagged with its last epoch,
-    as Tune marks it TERMINATED and not ERROR (`status` counts it apart)."""
+    as Tune marks it TERMINATED and not ERROR (`status` counts it apart). The trial does it,
+    and the driver again (Tune may end the trial's actor before its thread gets that far)."""
     try:
         logger.set_tags({TAG_STOPPED_EARLY: epoch})
     except Exception as error:  # noqa: BLE001 - Tune's stop must go through

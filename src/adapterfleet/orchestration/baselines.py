@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -173,13 +171,11 @@ def run_baseline_job(
 def _log_run_folder(logger: Any, run_dir: Path) -> None:
     """The run folder as the run's artifacts, but for a whole encoder (`model/`: full
     fine-tuning, MT-A): that stays on the pipeline's storage, where fusion-mt-a reads it."""
-    with tempfile.TemporaryDirectory(prefix="adapterfleet-baseline-") as tmp:
-        for child in run_dir.iterdir():
-            if child.name == "model":
-                continue
-            copy = shutil.copytree if child.is_dir() else shutil.copy2
-            copy(child, Path(tmp) / child.name)
-        logger.log_artifacts(tmp, "")
+    for child in sorted(run_dir.iterdir()):
+        if child.is_dir() and child.name != "model":
+            logger.log_artifacts(child, child.name)
+        elif child.is_file():
+            logger.log_artifact(child)
 
 
 def _train(

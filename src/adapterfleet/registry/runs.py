@@ -124,6 +124,16 @@ class MlflowRunLogger:
             lambda: self._client.log_artifacts(self._run_id, str(folder), artifact_path),
         )
 
+    def log_artifact(self, local_file: str | Path, artifact_path: str | None = None) -> None:
+        """Upload one file under `artifact_path` of the run."""
+        path = Path(local_file)
+        if not path.is_file():
+            raise FileNotFoundError(f"artifact file {path} does not exist")
+        self._retry(
+            "log artifact",
+            lambda: self._client.log_artifact(self._run_id, str(path), artifact_path),
+        )
+
     @contextmanager
     def system_metrics(self, interval_s: float = 10.0) -> Iterator[None]:
         """Sample CPU, memory, disk, network (and GPU where available) into this run's

@@ -93,6 +93,8 @@ def test_fusion_seeds_and_baselines_are_trained_logged_and_not_redone(
     full = next(r for r in baseline_runs if r.data.tags["adapterfleet.system"] == "full")
     logged = {a.path for a in client.list_artifacts(full.info.run_id)}
     assert "run.json" in logged and "model" not in logged  # the encoder stays on storage
+    houlsby = next(r for r in baseline_runs if r.data.tags["adapterfleet.system"] == "st-a-houlsby")
+    assert houlsby.data.params["reduction_factor"] == "8"  # the report's chosen-point line
     storage = Path(config.storage) / "baselines"
     assert len(list(storage.iterdir())) == 5 and not list(storage.glob("*/checkpoints/*"))
     outcomes = {(o.job.system, o.job.seed): o for o in summary.baselines.outcomes}

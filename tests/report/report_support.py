@@ -103,8 +103,9 @@ class Pipeline:
         kind: str = "baseline",
         adapters: Sequence[str] = ("rte", "mrpc"),
         status: str | None = "FINISHED",
+        params: Mapping[str, Any] | None = None,
     ) -> str:
-        run = _baseline_run(self.uri, self.experiment_id, system, task, seed, kind)
+        run = _baseline_run(self.uri, self.experiment_id, system, task, seed, kind, params)
         return self._finish(run, metrics, weights, adapters, status)
 
     def _finish(
@@ -133,11 +134,18 @@ class Pipeline:
 
 
 def _baseline_run(
-    uri: str, experiment_id: str, system: str, task: str, seed: int, kind: str
+    uri: str,
+    experiment_id: str,
+    system: str,
+    task: str,
+    seed: int,
+    kind: str,
+    params: Mapping[str, Any] | None = None,
 ) -> MlflowRunLogger:
     """A baseline run under a fresh job id (the job id names a baseline's settings: two jobs of
     one (system, task, seed) are two runs)."""
-    return open_baseline_run(uri, experiment_id, uid(system), system, task, seed, kind=kind)
+    job_id = uid(system)
+    return open_baseline_run(uri, experiment_id, job_id, system, task, seed, params, kind=kind)
 
 
 def table1_pipeline_in(uri: str, folder: Path) -> Pipeline:
@@ -187,6 +195,8 @@ def _baselines(p: Pipeline) -> None:
     p.baseline("mt-a", "rte", 0, {"accuracy": 0.66})
     p.baseline("mt-a", "rte", 0, {"accuracy": 0.99}, kind="mt-a")  # the joint run: no cell
     p.baseline("fusion-mt-a", "rte", 0, {"accuracy": 0.79}, [[0.9, 0.1], [0.5, 0.5]])
+    houlsby = {"reduction_factor": 16, "train.learning_rate": 1e-3}
+    p.baseline("st-a-houlsby", "mrpc", 0, {"accuracy": 0.81}, params=houlsby)
 
 
 def table_rows(text: str, after: str | None = None) -> dict[str, dict[str, str]]:

@@ -13,6 +13,7 @@ The pipeline (`report_support.table1_pipeline_in`) and the cells worked out by h
 - rte Head 55, 57 -> 56.00 ± 1.41 (2) (an older job of seed 1, 51, must not count);
   MT-A 66 -> 66.00 (1) (the joint kind mt-a run, 99, is no cell); Fusion w/ MT-A 79 ->
   79.00 (1); Full: nothing ran. sst2: nothing ran.
+- mrpc ST-A Houlsby: one baseline run (rf 16, lr 1e-3 as params) 81 -> 81.00 (1).
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ def test_table1_cells_are_mean_std_and_seeds_in_points(table1_report: ReportResu
         "Fusion w/ MT-A": "79.00 (1)",
     }
     assert rows["mrpc"]["ST-A"] == "83.00 ± 1.41 (2)"
-    assert set(rows["mrpc"].values()) == {"83.00 ± 1.41 (2)", "—"}
+    assert rows["mrpc"]["ST-A Houlsby"] == "81.00 (1)"
+    assert set(rows["mrpc"].values()) == {"83.00 ± 1.41 (2)", "81.00 (1)", "—"}
     assert set(rows["sst2"].values()) == {"—"}
     assert [label for label in rows if "paper" not in label] == ["rte", "mrpc", "sst2"]
 
@@ -70,6 +72,10 @@ def test_chosen_point_lineage_budget_and_missing_are_stated(table1_report: Repor
     )
     assert "- rte (ST-A Houlsby): reduction factor 16, learning rate 0.0001" in text
     assert "- mrpc (ST-A): reduction factor 16, learning rate 0.001" in text
+    assert (
+        "- mrpc (ST-A Houlsby): reduction factor 16, learning rate 0.001 "
+        "(best mean dev accuracy over 1 seed)" in text
+    )
     assert "- rte (Fusion w/ ST-A): rte:v2,mrpc:v1" in text
     assert "Budget `cpu` changed these config keys" in text
     trimmed = table_rows(text, after="## What the budget trimmed")
@@ -95,6 +101,7 @@ def test_report_json_holds_every_number_per_seed(table1_report: ReportResult) ->
         ("rte", "fusion-st-a"),
         ("rte", "fusion-mt-a"),
         ("mrpc", "st-a"),
+        ("mrpc", "st-a-houlsby"),
     }
     st_a = cells[("rte", "st-a")]
     assert st_a["accuracy"]["mean"] == pytest.approx(72.0)

@@ -139,6 +139,8 @@ def run_baseline_job(
     training = replace(config.baselines.training_for(job.system), seed=job.seed)
     tasks = ",".join(config.adapter_tasks) if job.system == "mt-a" else job.task
     params = {"tasks": tasks, **{f"train.{k}": v for k, v in training.to_dict().items()}}
+    if job.system in ("st-a-houlsby", "mt-a"):  # the systems that add adapters
+        params["reduction_factor"] = config.baselines.reduction_factor
     logger = open_baseline_run(
         uri, experiment_id, job.job_id, job.system, job.task, job.seed, params, kind=kind
     )

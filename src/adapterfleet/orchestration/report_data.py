@@ -71,7 +71,7 @@ class Cell:
     task: str
     system: str
     seeds: tuple[SeedRun, ...]
-    reduction_factor: int | None = None  # ST-A cells: the chosen grid point
+    reduction_factor: int | None = None  # ST-A: the chosen grid point; Houlsby: its own
     learning_rate: float | None = None
     lineage: str | None = None  # fusion cells: the adapter versions fused
 
@@ -140,7 +140,19 @@ def baseline_cells(runs: Sequence[RunData], notes: list[str]) -> list[Cell]:
         elif task:
             groups.setdefault((task, system), []).append(run)
     notes += [f"baseline runs of unknown system {s!r} left out" for s in sorted(unknown)]
-    return [Cell(task, system, newest_per_seed(group)) for (task, system), group in groups.items()]
+    return [_baseline_cell(task, system, group) for (task, system), group in groups.items()]
+
+
+def _baseline_cell(task: str, system: str, runs: Sequence[RunData]) -> Cell:
+    """A baseline's cell; the Houlsby adapter's also says its reduction factor and learning
+    rate (the newest run's: every seed of a stage shares them)."""
+    seeds = newest_per_seed(runs)
+    if system != "st-a-houlsby":
+        return Cell(task, system, seeds)
+    newest = max(runs, key=lambda r: r.start_time)
+    rf = _int(newest.value("reduction_factor"))
+    lr = _float(newest.value("train.learning_rate"))
+    return Cell(task, system, seeds, reduction_factor=rf, learning_rate=lr)
 
 
 def sweep_cells(trials: Sequence[RunData], metric: str) -> list[Cell]:

@@ -1,8 +1,12 @@
 """The CLI as a user runs it: a real subprocess, exit codes and one-line errors."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+from helpers import GLUE_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -42,3 +46,37 @@ def test_missing_data_file_names_the_task_and_path(tmp_path):
     result = _run("tasks", "-c", str(tmp_path / "p.yaml"))
     assert result.returncode == 2
     assert "task 't'" in result.stderr and "nope.tsv" in result.stderr
+
+
+def _epoch_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("epoch ")]
+
+
+@pytest.mark.skipif(not GLUE_DIR.is_dir(), reason=f"GLUE data not found at {GLUE_DIR}")
+def test_train_evaluate_fuse_log_each_epoch_and_agree_on_the_score(tmp_path):
+    """A slice of real RTE and the real MiniLM; stderr is a pipe here, as in a log file."""
+    common = ["-c", "configs/glue.yaml", "-o", "tasks.rte.max_train_examples=32"]
+    common += ["-o", "tasks.rte.max_dev_examples=16", "-o", "max_length=64"]
+    common += ["-o", f"storage={tmp_path / 'runs'}"]
+    run = tmp_path / "rte"
+    trained = _run(
+        "train", *common, "--task", "rte", "--reduction-factor", "32", "--lr", "1e-3",
+        "--epochs", "2", "--out", str(run),
+    )  # fmt: skip
+    assert trained.returncode == 0, trained.stderr
+    lines = _epoch_lines(trained.stderr)
+    assert [line.split(":")[0] for line in lines] == ["epoch 1/2", "epoch 2/2"]
+    assert all("train loss" in line and "dev accuracy" in line for line in lines)
+    score = f"{json.loads((run / 'run.json').read_text())['dev_metrics']['accuracy']:.4f}"
+    assert score in trained.stdout
+
+    evaluated = _run("evaluate", *common, "--task", "rte", "--run", str(run))
+    assert evaluated.returncode == 0, evaluated.stderr
+    assert score in evaluated.stdout
+
+    fused = _run(
+        "fuse", *common, "--target", "rte", "--adapters", str(run / "adapter"),
+        "--epochs", "1", "--out", str(tmp_path / "fusion"),
+    )  # fmt: skip
+    assert fused.returncode == 0, fused.stderr
+    assert [line.split(":")[0] for line in _epoch_lines(fused.stderr)] == ["epoch 1/1"]

@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from adapterfleet.cli import cluster, interop, pipeline, prune, report
 from adapterfleet.cli.output import fail_cleanly, metrics_table
 from adapterfleet.config import ConfigError
+
+if TYPE_CHECKING:
+    from adapterfleet.training import EpochLog
 
 app = typer.Typer(
     name="adapterfleet",
@@ -83,7 +86,15 @@ def train(
         seed=seed,
         progress=sys.stderr.isatty(),
     )
-    run = train_task(cfg, task, mode, out, reduction_factor=reduction_factor, train_config=training)
+    run = train_task(
+        cfg,
+        task,
+        mode,
+        out,
+        reduction_factor=reduction_factor,
+        train_config=training,
+        callbacks=[_epoch_log(training.max_epochs)],
+    )
     _report(run)
 
 
@@ -137,7 +148,17 @@ def fuse(
         raise ConfigError("fuse: give --adapters DIR... and --out DIR, or --wait (registry)")
     from adapterfleet.orchestration.local import fuse_task
 
-    _report(fuse_task(cfg, target, adapters, out, train_config=training, base_model=base_model))
+    _report(
+        fuse_task(
+            cfg,
+            target,
+            adapters,
+            out,
+            train_config=training,
+            base_model=base_model,
+            callbacks=[_epoch_log(training.max_epochs)],
+        )
+    )
 
 
 @app.command()
@@ -226,6 +247,13 @@ def demo(
     from adapterfleet.cli.pipeline import run
 
     run(config, resume=False, address=None, num_cpus=num_cpus, set_=set_)
+
+
+def _epoch_log(max_epochs: int) -> EpochLog:
+    """A line per epoch on stderr, so a run's progress shows in a log file too."""
+    from adapterfleet.training import EpochLog
+
+    return EpochLog(lambda line: typer.echo(line, err=True), max_epochs)
 
 
 def _report(run) -> None:  # noqa: ANN001

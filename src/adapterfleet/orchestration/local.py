@@ -19,7 +19,7 @@ from adapterfleet.adapters import (
 from adapterfleet.config import PipelineConfig
 from adapterfleet.data import TokenizedTask, load_task, tokenize_task
 from adapterfleet.fusion import FusionConfig, load_fusion, set_active_fusion
-from adapterfleet.training import TrainConfig, evaluate
+from adapterfleet.training import Callback, TrainConfig, evaluate
 from adapterfleet.training.modes import (
     RUN_FILE,
     RunResult,
@@ -56,6 +56,7 @@ def train_task(
     *,
     reduction_factor: int | None = None,
     train_config: TrainConfig | None = None,
+    callbacks: Sequence[Callback] = (),
 ) -> RunResult:
     tokenized = prepare_task(config, task)
     train_config = train_config or config.adapters.training_for(task)
@@ -69,6 +70,7 @@ def train_task(
             out_dir,
             reduction_factor=reduction_factor or config.adapters.reduction_factors[0],
             metrics={name: config.tasks[name].metrics for name in tasks},
+            callbacks=callbacks,
         )
     return train_single(
         mode,
@@ -78,6 +80,7 @@ def train_task(
         out_dir,
         reduction_factor=reduction_factor or config.adapters.reduction_factors[0],
         metrics=metrics,
+        callbacks=callbacks,
     )
 
 
@@ -89,6 +92,7 @@ def fuse_task(
     *,
     train_config: TrainConfig | None = None,
     base_model: str | None = None,
+    callbacks: Sequence[Callback] = (),
 ) -> RunResult:
     tokenized = prepare_task(config, target)
     return train_fusion_run(
@@ -99,6 +103,7 @@ def fuse_task(
         out_dir,
         fusion_config=FusionConfig.preset(config.fusion.preset),
         metrics=config.tasks[target].metrics,
+        callbacks=callbacks,
     )
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from adapterfleet._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from adapterfleet.training.callbacks import Callback, EpochReport, FitResult
+    from adapterfleet.training.callbacks import Callback, EpochLog, EpochReport, FitResult
     from adapterfleet.training.checkpoint import (
         BEST_FILE,
         OPTIMIZER_FILE,
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 _WHERE = {
     "Callback": "callbacks",
+    "EpochLog": "callbacks",
     "EpochReport": "callbacks",
     "FitResult": "callbacks",
     "BEST_FILE": "checkpoint",
@@ -56,6 +57,7 @@ __all__ = [
     "STATE_FILE",
     "TRAINABLE_FILE",
     "Callback",
+    "EpochLog",
     "EpochReport",
     "FitResult",
     "TrainConfig",

@@ -88,3 +88,22 @@ class Callback:
     def on_fit_end(self, result: FitResult) -> None:
         """Called once, after the best state has been restored into the model."""
         return None
+
+
+class EpochLog(Callback):
+    """One line per epoch through `say`: training loss, dev metrics, the best so far and the
+    epoch's time. It shows progress where no progress bar can (a log file, a pipe, `nohup`)."""
+
+    def __init__(self, say: Callable[[str], None], max_epochs: int | None = None) -> None:
+        self.say = say
+        self.max_epochs = max_epochs
+
+    def on_epoch_end(self, report: EpochReport) -> bool | None:
+        of = f"/{self.max_epochs}" if self.max_epochs else ""
+        dev = ", ".join(f"dev {name} {value:.4f}" for name, value in report.dev_metrics.items())
+        self.say(
+            f"epoch {report.epoch}{of}: train loss {report.train_loss:.4f}, {dev} "
+            f"(best {report.metric} {report.best_metric:.4f} at epoch {report.best_epoch}), "
+            f"{report.epoch_seconds:.0f} s"
+        )
+        return None

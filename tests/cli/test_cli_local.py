@@ -76,7 +76,8 @@ def test_train_evaluate_fuse_log_each_epoch_and_agree_on_the_score(tmp_path):
 
     fused = _run(
         "fuse", *common, "--target", "rte", "--adapters", str(run / "adapter"),
-        "--epochs", "1", "--out", str(tmp_path / "fusion"),
+        "--epochs", "1", "--seed", "3", "--out", str(tmp_path / "fusion"),
     )  # fmt: skip
     assert fused.returncode == 0, fused.stderr
     assert [line.split(":")[0] for line in _epoch_lines(fused.stderr)] == ["epoch 1/1"]
+    assert json.loads((tmp_path / "fusion" / "run.json").read_text())["train_config"]["seed"] == 3

@@ -92,6 +92,8 @@ def test_fuse_wait_started_first_trains_once_another_job_registers_the_adapters(
             "--wait",
             "--timeout",
             "600",
+            "--seed",
+            "5",
         ],
         cwd=ROOT,
         env=env,
@@ -114,6 +116,8 @@ def test_fuse_wait_started_first_trains_once_another_job_registers_the_adapters(
     assert "waiting for fruit, water" in output
     uri = tracking_uri_of(load_config(path))
     assert version_numbers(uri, "tinysweep.fusion.fruit") == [1]
+    version = mlflow_client(uri).get_model_version("tinysweep.fusion.fruit", "1")
+    assert version.tags["seed"] == "5"  # --seed: that seed alone, whatever fusion.seeds says
 
 
 def test_only_a_cpu_fusion_over_every_swept_task_starts_with_the_pipeline(tmp_path, tiny_model):

@@ -113,6 +113,7 @@ def fuse(
     timeout: Annotated[float, typer.Option(help="Seconds to wait for adapters.")] = 24 * 3600,
     lr: Annotated[float | None, typer.Option(help="Learning rate.")] = None,
     epochs: Annotated[int | None, typer.Option(help="Maximum epochs.")] = None,
+    seed: Annotated[int | None, typer.Option(help="Random seed.")] = None,
     base_model: Annotated[
         str | None, typer.Option(help="Base model (e.g. an MT-A model/).")
     ] = None,
@@ -126,7 +127,8 @@ def fuse(
     from dataclasses import replace
 
     cfg = _config(config, set_)
-    changes = {"learning_rate": lr, "max_epochs": epochs, "progress": sys.stderr.isatty()}
+    changes = {"learning_rate": lr, "max_epochs": epochs, "seed": seed}
+    changes["progress"] = sys.stderr.isatty()
     training = replace(cfg.fusion.training, **{k: v for k, v in changes.items() if v is not None})
     if wait:
         from adapterfleet.orchestration.fusion_job import run_fusion_job
@@ -135,7 +137,8 @@ def fuse(
 
         if target not in cfg.fusion.targets:
             raise ConfigError(f"fusion.targets: {target!r} is not a fusion target of {config}")
-        cfg = replace(cfg, fusion=replace(cfg.fusion, training=training))
+        seeds = cfg.fusion.seeds if seed is None else (seed,)  # --seed: that seed alone
+        cfg = replace(cfg, fusion=replace(cfg.fusion, training=training, seeds=seeds))
         uri = tracking_uri_of(cfg)
         outcome = run_fusion_job(
             cfg, target, uri, ensure_experiment(uri, cfg.name), timeout_s=timeout, say=typer.echo

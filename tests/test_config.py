@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from adapterfleet.config import ConfigError, load_config
+from adapterfleet.config import ConfigError, TaskGrid, load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -58,6 +58,22 @@ def test_defaults_are_the_papers_and_overrides_apply(tmp_path):
     assert changed.adapters.training_for("b").max_epochs == 7
 
 
+def test_a_task_grid_replaces_the_stage_grid_for_its_task_only(tmp_path):
+    text = BASE + "adapters: {reduction_factors: [16], learning_rates: [1e-3]}\n"
+    config = load_config(
+        _write(tmp_path, text),
+        [
+            "adapters.task_grid.b.reduction_factors=[2, 4]",
+            "adapters.task_grid.b.learning_rates=1e-4",
+        ],
+    )
+    stage = config.adapters
+    assert stage.grid_for("a") == TaskGrid((16,), (1e-3,))
+    assert stage.grid_for("b") == TaskGrid((2, 4), (1e-4,))
+    only_lr = load_config(tmp_path / "pipe.yaml", ["adapters.task_grid.b.learning_rates=[0.1]"])
+    assert only_lr.adapters.grid_for("b") == TaskGrid((16,), (0.1,))  # the other axis is kept
+
+
 @pytest.mark.parametrize(
     ("extra", "overrides", "message"),
     [
@@ -99,6 +115,27 @@ def test_defaults_are_the_papers_and_overrides_apply(tmp_path):
             "",
             ["adapters.scheduler=asha", "adapters.task_training.b.metric=f1"],
             "adapters.task_training.b.metric",
+        ),
+        ("", ["adapters.task_grid.c.reduction_factors=[2]"], r"adapters.task_grid: unknown task"),
+        (
+            "",
+            ["adapters.task_grid.b.epochs=[2]"],
+            r"adapters.task_grid.b: unknown key\(s\) \['epochs'\]; allowed: reduction_factors",
+        ),
+        (
+            "",
+            ["adapters.task_grid.b.learning_rates=[]"],
+            "adapters.task_grid.b.learning_rates: needs at least one value",
+        ),
+        (
+            "",
+            ["adapters.task_grid.b.reduction_factors=[0]"],
+            "adapters.task_grid.b.reduction_factors",
+        ),
+        (
+            "",
+            ["adapters.search=optuna", "adapters.task_grid.b.learning_rates=[0.1]"],
+            "adapters.task_grid: only used with adapters.search: grid",
         ),
         ("", ["fusion.seeds=[1, 1]"], r"fusion.seeds: a seed is listed twice in \[1, 1\]"),
         ("", ["fusion.seeds=[]"], "fusion.seeds: needs at least one seed"),

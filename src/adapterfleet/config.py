@@ -8,6 +8,7 @@ tracking_uri: null              # null: sqlite:///<storage>/mlflow.db with local
 registry_prefix: null           # null: the pipeline name
 tasks_file: glue.yaml           # or inline `data_root:` + `tasks:`, or `demo_tasks: true`
 adapters: {architecture, reduction_factors, learning_rates, tasks, seeds, training: {...},
+           task_training: {rte: {...}}, task_grid: {rte: {reduction_factors, learning_rates}},
            search: grid|optuna, num_samples, scheduler: fifo|asha, asha_grace_period, ...}
 fusion: {targets: {rte: all}, preset: dynamic, seeds: [0], training: {...}}
 baselines: {systems: [head, full, st-a-houlsby, mt-a, fusion-mt-a], tasks, seeds,
@@ -67,6 +68,14 @@ class ConfigError(ValueError):
 
 
 @dataclass(frozen=True)
+class TaskGrid:
+    """The reduction factors and learning rates a grid sweep tries for one task."""
+
+    reduction_factors: tuple[int, ...]
+    learning_rates: tuple[float, ...]
+
+
+@dataclass(frozen=True)
 class AdapterStage:
     architecture: str = "pfeiffer"
     reduction_factors: tuple[int, ...] = (2, 16, 64)
@@ -75,6 +84,7 @@ class AdapterStage:
     seeds: tuple[int, ...] = (0,)
     training: TrainConfig = field(default_factory=lambda: TrainConfig(**ADAPTER_DEFAULTS))
     task_training: dict[str, TrainConfig] = field(default_factory=dict)
+    task_grid: dict[str, TaskGrid] = field(default_factory=dict)  # grid search: per-task points
     search: str = "grid"  # grid: every point; optuna: `num_samples` trials per task
     num_samples: int = 8
     learning_rate_range: tuple[float, float] | None = None  # optuna: log-uniform, else categorical
@@ -85,6 +95,12 @@ class AdapterStage:
     def training_for(self, task: str) -> TrainConfig:
         """The training settings of `task`: `training`, with that task's `task_training` changes."""
         return self.task_training.get(task, self.training)
+
+    def grid_for(self, task: str | None) -> TaskGrid:
+        """The grid of `task`: its `task_grid` entry, else (and for None) `reduction_factors` ×
+        `learning_rates`."""
+        default = TaskGrid(self.reduction_factors, self.learning_rates)
+        return self.task_grid.get(task, default) if task else default
 
 
 @dataclass(frozen=True)
@@ -301,6 +317,7 @@ def _adapter_stage(raw: Any, tasks: Mapping[str, TaskSpec]) -> AdapterStage:
         "seeds",
         "training",
         "task_training",
+        "task_grid",
         "search",
         "scheduler",
         *OPTUNA_KEYS,
@@ -332,8 +349,28 @@ def _adapter_stage(raw: Any, tasks: Mapping[str, TaskSpec]) -> AdapterStage:
         )
         for task, changes in per_task.items()
     }
-    stage = AdapterStage(architecture, rfs, lrs, names, seeds, training, task_training)
+    task_grid = _task_grid(raw.get("task_grid") or {}, tasks, TaskGrid(rfs, lrs))
+    stage = AdapterStage(architecture, rfs, lrs, names, seeds, training, task_training, task_grid)
     return _search_settings(raw, stage)
+
+
+def _task_grid(raw: Any, tasks: Mapping[str, TaskSpec], default: TaskGrid) -> dict[str, TaskGrid]:
+    """`adapters.task_grid`: per task, the reduction factors and/or learning rates its grid
+    tries instead of the stage's (e.g. a wide adapter for a small target, trained slower)."""
+    per_task = _mapping(raw, "adapters.task_grid")
+    _known_tasks(list(per_task), tasks, "adapters.task_grid")
+    grids = {}
+    for task, changes in per_task.items():
+        where = f"adapters.task_grid.{task}"
+        changes = _mapping(changes, where)
+        _unknown(changes, ("reduction_factors", "learning_rates"), where)
+        rfs = _list(changes, "reduction_factors", list(default.reduction_factors), where)
+        lrs = _list(changes, "learning_rates", list(default.learning_rates), where)
+        grids[str(task)] = TaskGrid(
+            tuple(_int(v, f"{where}.reduction_factors", 1) for v in rfs),
+            tuple(_float(v, f"{where}.learning_rates") for v in lrs),
+        )
+    return grids
 
 
 def _search_settings(raw: Mapping[str, Any], stage: AdapterStage) -> AdapterStage:
@@ -341,6 +378,7 @@ def _search_settings(raw: Mapping[str, Any], stage: AdapterStage) -> AdapterStag
     search = _choice(raw.get("search", "grid"), SEARCHES, "adapters.search")
     scheduler = _choice(raw.get("scheduler", "fifo"), SCHEDULERS, "adapters.scheduler")
     _only_with(raw, OPTUNA_KEYS, search == "optuna", "search: optuna")
+    _only_with(raw, ("task_grid",), search == "grid", "search: grid")
     _only_with(raw, ASHA_KEYS, scheduler == "asha", "scheduler: asha")
     if search == "optuna" and importlib.util.find_spec("optuna") is None:
         raise ConfigError(
@@ -545,11 +583,11 @@ def _mapping(raw: Any, where: str) -> dict[str, Any]:
     return dict(raw)
 
 
-def _list(raw: Mapping[str, Any], key: str, default: list[Any]) -> list[Any]:
+def _list(raw: Mapping[str, Any], key: str, default: list[Any], where: str = "") -> list[Any]:
     value = raw.get(key, default)
     value = [value] if not isinstance(value, list) else value
     if not value:
-        raise ConfigError(f"{key}: needs at least one value")
+        raise ConfigError(f"{where + '.' if where else ''}{key}: needs at least one value")
     return value
 
 

@@ -49,6 +49,10 @@ def _zero_bottleneck(doc: dict[str, Any]) -> None:
     doc["adapters"]["reduction_factors"] = [4, 64]  # the tiny model's hidden size is 32
 
 
+def _zero_bottleneck_in_a_task_grid(doc: dict[str, Any]) -> None:
+    doc["adapters"]["task_grid"] = {"water": {"reduction_factors": [64]}}
+
+
 def _tracking_unreachable(doc: dict[str, Any]) -> None:
     doc["tracking_uri"] = f"http://127.0.0.1:{closed_port()}"
 
@@ -69,6 +73,11 @@ CASES = {
         r"adapters.tasks.*ghost",
     ),
     "reduction factor leaves no bottleneck": (_zero_bottleneck, (), r"adapters.reduction_factors"),
+    "a task's reduction factor leaves no bottleneck": (
+        _zero_bottleneck_in_a_task_grid,
+        (),
+        r"adapters.task_grid.water.reduction_factors: .*64",
+    ),
     "tracking URI unreachable": (_tracking_unreachable, (), r"tracking URI http://127.0.0.1:\d+"),
     "unknown base model": (_unknown_base_model, (), r"base_model: cannot load 'no-such-org"),
     "missing data file": (_missing_data_file, (), r"water.*water_dev_missing.tsv"),

@@ -15,6 +15,7 @@ from tuning_support import config_document
 from adapterfleet.config import Resources, parse_config
 from adapterfleet.tuning.registration import TrialOutcome, choose_best
 from adapterfleet.tuning.spec import (
+    GRID_KEYS,
     SweepError,
     TrialParams,
     grid,
@@ -42,6 +43,30 @@ def test_grid_covers_task_rf_lr_seed_with_stable_ids(config) -> None:
         assert TrialParams.from_config(point.to_config()).trial_id == point.trial_id
     assert trial_id("rte", 16, 1e-4, 2) == "rte-rf16-lr0.0001-s2"
     assert trial_id("rte", 16, 0.001, 0) != trial_id("rte", 16, 0.0011, 0)
+
+
+def test_a_task_grid_gives_its_task_other_points_and_leaves_the_others_alone(
+    tmp_path: Path, tiny_model: Path, config
+) -> None:
+    from adapterfleet.tuning.sweep import param_space
+
+    own = {"water": {"reduction_factors": [16], "learning_rates": [0.02, 0.03]}}
+    document = config_document(tmp_path, tiny_model, task_grid=own)  # same data as `config`
+    with_grid = parse_config(document, tmp_path)
+    points = grid(with_grid, with_grid.adapter_tasks)
+    assert [p.trial_id for p in points] == [
+        "fruit-rf4-lr0.01-s0",
+        "fruit-rf8-lr0.01-s0",
+        "water-rf16-lr0.02-s0",
+        "water-rf16-lr0.03-s0",
+    ]
+    space = param_space(with_grid, with_grid.adapter_tasks)  # one Tune grid over the points
+    assert list(space) == ["point"]
+    listed = [TrialParams.from_config({"point": c}) for c in space["point"]["grid_search"]]
+    assert listed == points
+    assert task_config_hash(with_grid, "fruit") == task_config_hash(config, "fruit")
+    assert task_config_hash(with_grid, "water") != task_config_hash(config, "water")
+    assert list(param_space(config, config.adapter_tasks)) == list(GRID_KEYS)  # as before
 
 
 def test_config_hash_follows_the_settings_that_decide_an_adapter(config) -> None:

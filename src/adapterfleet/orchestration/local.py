@@ -78,7 +78,7 @@ def train_task(
         config.base_model,
         train_config,
         out_dir,
-        reduction_factor=reduction_factor or config.adapters.reduction_factors[0],
+        reduction_factor=reduction_factor or config.adapters.grid_for(task).reduction_factors[0],
         metrics=metrics,
         callbacks=callbacks,
     )

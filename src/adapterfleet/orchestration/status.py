@@ -43,6 +43,7 @@ class StatusPlan:
     targets: dict[str, tuple[str, ...]] = field(default_factory=dict)
     baselines: dict[str, tuple[str, ...]] = field(default_factory=dict)  # system -> its tasks
     baseline_seeds: int = 0
+    task_trials: dict[str, int] = field(default_factory=dict)  # tasks with a grid of their own
 
     @classmethod
     def from_config(cls, config: PipelineConfig) -> StatusPlan:
@@ -53,6 +54,11 @@ class StatusPlan:
             metric=config.adapters.training.metric,
             trials_per_task=_grid_size(config),
             tasks=tuple(config.adapter_tasks),
+            task_trials={
+                task: _grid_size(config, task)
+                for task in config.adapters.task_grid
+                if task in config.adapter_tasks
+            },
             targets={t: tuple(s) for t, s in config.fusion.targets.items()},
             baselines={
                 system: tuple(config.adapter_tasks if system == "mt-a" else stage.tasks)
@@ -71,6 +77,8 @@ class StatusPlan:
             "tasks": list(self.tasks),
             "targets": {t: list(s) for t, s in self.targets.items()},
         }
+        if self.task_trials:
+            plan["task_trials"] = self.task_trials
         if self.baselines:
             plan["baselines"] = {s: list(t) for s, t in self.baselines.items()}
             plan["baseline_seeds"] = self.baseline_seeds
@@ -92,6 +100,7 @@ class StatusPlan:
             metric=str(plan.get("metric", "accuracy")),
             trials_per_task=int(plan.get("trials_per_task", 0)),
             tasks=tuple(plan.get("tasks", found)),
+            task_trials={t: int(n) for t, n in plan.get("task_trials", {}).items()},
             targets={t: tuple(s) for t, s in plan.get("targets", {}).items()},
             baselines={s: tuple(t) for s, t in plan.get("baselines", {}).items()},
             baseline_seeds=int(plan.get("baseline_seeds", 0)),
@@ -259,12 +268,14 @@ def _by_task(infos: Iterable[ModelVersionInfo]) -> dict[str, ModelVersionInfo]:
     return {info.task: info for info in infos if info.task}
 
 
-def _grid_size(config: PipelineConfig) -> int:
-    """Trials per task: the grid's points, or the searcher's `num_samples`."""
+def _grid_size(config: PipelineConfig, task: str | None = None) -> int:
+    """Trials per task (`task`'s own grid where given): the grid's points, or the searcher's
+    `num_samples`."""
     stage = config.adapters
     if stage.search != "grid":
         return stage.num_samples
-    return len(stage.reduction_factors) * len(stage.learning_rates) * len(stage.seeds)
+    points = stage.grid_for(task)
+    return len(points.reduction_factors) * len(points.learning_rates) * len(stage.seeds)
 
 
 def task_trials(records: Sequence[RunRecord], task: str) -> list[RunRecord]:
@@ -297,7 +308,7 @@ def _task_status(
     return TaskStatus(
         task=task,
         metric=metric,
-        total=plan.trials_per_task if task in plan.tasks else 0,
+        total=plan.task_trials.get(task, plan.trials_per_task) if task in plan.tasks else 0,
         done=sum(r.status == "FINISHED" for r in trials),
         running=sum(r.status in RUNNING for r in trials),
         failed=sum(r.status in FAILED for r in trials),

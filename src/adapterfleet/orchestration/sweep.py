@@ -123,12 +123,13 @@ def run_adapter_stage(
         )
         for task in plan.pending
     }
-    for run in sweep_runs.values():
+    for task, run in sweep_runs.items():
+        points = stage.grid_for(task)
         run.log_params(
             {
                 "architecture": stage.architecture,
-                "reduction_factors": list(stage.reduction_factors),
-                "learning_rates": list(stage.learning_rates),
+                "reduction_factors": list(points.reduction_factors),
+                "learning_rates": list(points.learning_rates),
                 "seeds": list(stage.seeds),
                 "metric": stage.training.metric,
                 "max_epochs": stage.training.max_epochs,

@@ -24,11 +24,16 @@ def base_model_config(name: str) -> Any:
 
 
 def check_reduction_factors(config: PipelineConfig, hidden_size: int) -> None:
-    for rf in config.adapters.reduction_factors:
-        try:
-            AdapterConfig(config.adapters.architecture, rf).bottleneck_size(hidden_size)
-        except ValueError as error:
-            raise ConfigError(f"adapters.reduction_factors: {error}") from None
+    stage = config.adapters
+    fields = {"adapters.reduction_factors": stage.reduction_factors}
+    for task, points in stage.task_grid.items():
+        fields[f"adapters.task_grid.{task}.reduction_factors"] = points.reduction_factors
+    for where, factors in fields.items():
+        for rf in factors:
+            try:
+                AdapterConfig(stage.architecture, rf).bottleneck_size(hidden_size)
+            except ValueError as error:
+                raise ConfigError(f"{where}: {error}") from None
 
 
 def check_resources(config: PipelineConfig, nodes: list[Mapping[str, float]]) -> None:

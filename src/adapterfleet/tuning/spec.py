@@ -15,6 +15,7 @@ from typing import Any
 from adapterfleet.config import PipelineConfig
 
 GRID_KEYS = ("task", "reduction_factor", "learning_rate", "seed")
+POINT_KEY = "point"  # with adapters.task_grid: the Tune config holds the grid point under this key
 SAMPLE_KEY = "sample"  # with a searcher: the trial's index among its task's trials
 TRIALS_DIR = "sweeps"  # <storage>/sweeps/<sweep name>/<trial id>/
 TOKENS_DIR = "tokens"  # <storage>/tokens/: the shared tokenisation cache
@@ -58,6 +59,7 @@ class TrialParams:
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> TrialParams:
         """From a Tune trial config (the resolved grid point or the searcher's suggestion)."""
+        config = config.get(POINT_KEY, config)
         sample = config.get(SAMPLE_KEY)
         return cls(
             task=str(config["task"]),
@@ -82,13 +84,14 @@ def trial_id(
 
 
 def grid(config: PipelineConfig, tasks: tuple[str, ...]) -> list[TrialParams]:
-    """Every trial of `tasks`: task × reduction factor × learning rate × seed."""
+    """Every trial of `tasks`: task × reduction factor × learning rate × seed (the task's own
+    reduction factors and learning rates where `adapters.task_grid` gives them)."""
     stage = config.adapters
     return [
         TrialParams(task, rf, lr, seed)
         for task in tasks
-        for rf in stage.reduction_factors
-        for lr in stage.learning_rates
+        for rf in stage.grid_for(task).reduction_factors
+        for lr in stage.grid_for(task).learning_rates
         for seed in stage.seeds
     ]
 
@@ -102,14 +105,15 @@ def task_config_hash(config: PipelineConfig, task: str) -> str:
     """sha256 of what decides a task's adapter: the task's settings, the base model, max_length
     and the adapter stage (architecture, grid, training settings, search and scheduler)."""
     stage = config.adapters
+    points = stage.grid_for(task)
     return _digest(
         {
             "task": config.tasks[task].to_mapping(),
             "base_model": config.base_model,
             "max_length": config.max_length,
             "architecture": stage.architecture,
-            "reduction_factors": list(stage.reduction_factors),
-            "learning_rates": list(stage.learning_rates),
+            "reduction_factors": list(points.reduction_factors),
+            "learning_rates": list(points.learning_rates),
             "seeds": list(stage.seeds),
             "training": stage.training_for(task).to_dict(),
             **search_settings(config),

@@ -30,6 +30,7 @@ from adapterfleet.tuning.registration import (
 )
 from adapterfleet.tuning.search import tune_options
 from adapterfleet.tuning.spec import (
+    POINT_KEY,
     RAY_DIR,
     SweepContext,
     SweepError,
@@ -52,10 +53,15 @@ def worker_config(config: PipelineConfig) -> PipelineConfig:
 
 
 def param_space(config: PipelineConfig, tasks: tuple[str, ...]) -> dict[str, object]:
-    """The grid; empty when a searcher suggests every trial's settings."""
+    """The grid; empty when a searcher suggests every trial's settings. With per-task grids
+    (`adapters.task_grid`) the points are listed one by one under `POINT_KEY`: a product of
+    independent axes cannot give tasks different values."""
     stage = config.adapters
     if stage.search != "grid":
         return {}
+    if stage.task_grid:
+        points = [params.to_config() for params in grid(config, tasks)]
+        return {POINT_KEY: ray.tune.grid_search(points)}
     return {
         "task": ray.tune.grid_search(list(tasks)),
         "reduction_factor": ray.tune.grid_search(list(stage.reduction_factors)),

@@ -122,6 +122,8 @@ def test_a_task_grid_replaces_the_stage_grid_for_its_task_only(tmp_path):
             ["adapters.task_grid.b.epochs=[2]"],
             r"adapters.task_grid.b: unknown key\(s\) \['epochs'\]; allowed: reduction_factors",
         ),
+        ("", ["baselines.systems=[]"], "baselines.systems: needs at least one value"),
+        ("", ["adapters.reduction_factors=[]"], "adapters.reduction_factors: needs at least one"),
         (
             "",
             ["adapters.task_grid.b.learning_rates=[]"],

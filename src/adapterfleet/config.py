@@ -331,11 +331,14 @@ def _adapter_stage(raw: Any, tasks: Mapping[str, TaskSpec]) -> AdapterStage:
         )
     rfs = tuple(
         _int(v, "adapters.reduction_factors", 1)
-        for v in _list(raw, "reduction_factors", [2, 16, 64])
+        for v in _list(raw, "reduction_factors", [2, 16, 64], "adapters")
     )
-    lrs = tuple(_float(v, "adapters.learning_rates") for v in _list(raw, "learning_rates", [1e-4]))
+    lrs = tuple(
+        _float(v, "adapters.learning_rates")
+        for v in _list(raw, "learning_rates", [1e-4], "adapters")
+    )
     seeds = _seeds(raw, "adapters.seeds")
-    names = tuple(str(t) for t in _list(raw, "tasks", list(tasks)))
+    names = tuple(str(t) for t in _list(raw, "tasks", list(tasks), "adapters"))
     _known_tasks(names, tasks, "adapters.tasks")
     base = {**ADAPTER_DEFAULTS, **_mapping(raw.get("training") or {}, "adapters.training")}
     training = _training(base, {}, "adapters.training")
@@ -475,13 +478,15 @@ def _baseline_stage(
     _unknown(raw, allowed, "baselines")
     if not raw:
         return BaselineStage()
-    systems = tuple(str(s) for s in _list(raw, "systems", list(BASELINE_SYSTEMS)))
+    systems = tuple(str(s) for s in _list(raw, "systems", list(BASELINE_SYSTEMS), "baselines"))
     unknown = [s for s in systems if s not in BASELINE_SYSTEMS]
     if unknown:
         raise ConfigError(
             f"baselines.systems: unknown system(s) {unknown}; use {', '.join(BASELINE_SYSTEMS)}"
         )
-    names = tuple(str(t) for t in _list(raw, "tasks", list(fusion.targets) or list(tasks)))
+    names = tuple(
+        str(t) for t in _list(raw, "tasks", list(fusion.targets) or list(tasks), "baselines")
+    )
     _known_tasks(names, tasks, "baselines.tasks")
     if "mt-a" in systems or "fusion-mt-a" in systems:
         outside = [t for t in names if t not in adapters.tasks]

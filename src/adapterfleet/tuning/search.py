@@ -24,7 +24,7 @@ from ray.tune.schedulers import AsyncHyperBandScheduler, FIFOScheduler
 from ray.tune.search import Searcher
 
 from adapterfleet.config import AdapterStage, PipelineConfig
-from adapterfleet.tuning.spec import POINT_KEY, SAMPLE_KEY
+from adapterfleet.tuning.spec import SAMPLE_KEY, trial_point
 
 TASK_KEY = "task"
 TIME_ATTR = "epoch"  # in every epoch's report, not in the final one: ASHA leaves that alone
@@ -74,7 +74,7 @@ class PerTaskScheduler(_PickledState, FIFOScheduler):
 
     def for_trial(self, trial: Trial) -> AsyncHyperBandScheduler:
         """The ASHA of the trial's task."""
-        task = str(trial.config.get(POINT_KEY, trial.config)[TASK_KEY])
+        task = str(trial_point(trial.config)[TASK_KEY])
         if task not in self._by_task:
             max_t = self._max_t[task]
             self._by_task[task] = AsyncHyperBandScheduler(

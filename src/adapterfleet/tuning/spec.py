@@ -59,7 +59,7 @@ class TrialParams:
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> TrialParams:
         """From a Tune trial config (the resolved grid point or the searcher's suggestion)."""
-        config = config.get(POINT_KEY, config)
+        config = trial_point(config)
         sample = config.get(SAMPLE_KEY)
         return cls(
             task=str(config["task"]),
@@ -74,6 +74,11 @@ class TrialParams:
         if self.sample is not None:
             config[SAMPLE_KEY] = self.sample
         return config
+
+
+def trial_point(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A Tune trial config's settings: flat, or under `POINT_KEY` with `adapters.task_grid`."""
+    return config.get(POINT_KEY, config)
 
 
 def trial_id(

@@ -11,7 +11,7 @@ import contextlib
 import importlib.util
 import os
 import random
-import shutil
+import re
 import subprocess
 import sys
 import tempfile
@@ -31,6 +31,9 @@ import tuning_support  # noqa: E402
 
 THIRD_TOPIC = ("music", ("guitar piano drum violin song melody flute choir", "desk lamp chair"))
 WORKER_START_DEADLINE_S = 120.0
+WORKER_START_ATTEMPTS = 3
+# "[time E pid tid]": an error line of Ray's C++ logs (C is its fatal level, F glog's)
+RAY_LOG_ERROR = re.compile(r"^\[[^\]]* [ECF] \d+ \d+\]")
 
 
 def load_by_path(name: str, path: Path) -> ModuleType:
@@ -47,7 +50,6 @@ def load_by_path(name: str, path: Path) -> ModuleType:
 
 cluster_conftest = load_by_path("af_tests_cluster_conftest", TESTS / "cluster" / "conftest.py")
 registry_conftest = load_by_path("af_tests_registry_conftest", TESTS / "registry" / "conftest.py")
-free_port = cluster_conftest.free_port
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,11 @@ def gcs_port(head: Any) -> int:
 
 def alive_nodes(head: Any) -> list[dict[str, Any]]:
     """The cluster's alive nodes through the dashboard's state API."""
+    return [n for n in all_nodes(head) if n.get("state") == "ALIVE"]
+
+
+def all_nodes(head: Any) -> list[dict[str, Any]]:
+    """Every node the cluster has known, alive or dead, through the dashboard's state API."""
     import requests
 
     response = requests.get(
@@ -79,8 +86,7 @@ def alive_nodes(head: Any) -> list[dict[str, Any]]:
         timeout=10,
     )
     response.raise_for_status()
-    nodes = response.json()["data"]["result"]["result"]
-    return [n for n in nodes if n.get("state") == "ALIVE"]
+    return list(response.json()["data"]["result"]["result"])
 
 
 def state_list(head: Any, kind: str, filters: dict[str, str]) -> list[dict[str, Any]]:
@@ -116,7 +122,36 @@ def ray_worker_node(head: Any, num_cpus: int) -> Iterator[RayWorker]:
     """`ray start --address 127.0.0.1:<gcs port>` joined to `head` (same RAY_AUTH_MODE=token
     and RAY_AUTH_TOKEN; `ray start` has no auth flag), with its own --temp-dir (Ray allows one
     per node; without it the worker would use the head's) and every port chosen free, so it
-    never meets another Ray on the machine. Torn down by PID with the head fixture's helper."""
+    never meets another Ray on the machine. Torn down by PID with the head fixture's helper.
+
+    `ray start` gives its raylet a fixed 30 s to register with the GCS (Ray 2.60 does not read
+    RAY_raylet_start_wait_time_s, whatever its message says); on a loaded 2-core CI machine
+    that can pass, so a start that exits is tried again, up to WORKER_START_ATTEMPTS times,
+    each with fresh ports and temp dir. The error after the last names every attempt's cause."""
+    failures: list[str] = []
+    for _ in range(WORKER_START_ATTEMPTS):
+        earlier = {str(n["node_id"]) for n in all_nodes(head)}  # a failed attempt's node too
+        proc, handle, log = _start_worker(head, num_cpus)
+        try:
+            node_id = _wait_joined(head, proc, log, earlier)
+        except WorkerStartFailed as failed:
+            failures.append(str(failed))
+            cluster_conftest._stop(handle, proc)
+            continue
+        try:
+            yield RayWorker(node_id, handle.temp_dir, proc.pid)
+        finally:
+            cluster_conftest._stop(handle, proc)
+        return
+    attempts = "\n\n".join(f"attempt {i}: {text}" for i, text in enumerate(failures, 1))
+    raise RuntimeError(f"the Ray worker node did not join the head:\n{attempts}")
+
+
+class WorkerStartFailed(RuntimeError):
+    """`ray start` of a worker exited before its node was alive in the cluster."""
+
+
+def _start_worker(head: Any, num_cpus: int) -> tuple[subprocess.Popen[bytes], Any, Path]:
     port = gcs_port(head)
     temp_dir = Path(tempfile.mkdtemp(prefix="af-worker-", dir="/tmp"))
     ray_exe = cluster_conftest.RAY
@@ -129,33 +164,40 @@ def ray_worker_node(head: Any, num_cpus: int) -> Iterator[RayWorker]:
     cmd += ["--include-log-monitor=false"]
     ports = ("node-manager", "object-manager", "dashboard-agent-listen", "dashboard-agent-grpc")
     ports += ("runtime-env-agent", "metrics-export")
-    cmd += [f"--{name}-port={free_port()}" for name in ports]
+    numbers = cluster_conftest.free_ports(len(ports))
+    cmd += [f"--{name}-port={number}" for name, number in zip(ports, numbers, strict=True)]
     log = temp_dir / "ray-start.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
-    handle = cluster_conftest.RayHead("", head.token, temp_dir, proc.pid)
-    try:
-        node_id = _wait_joined(head, proc, log)
-        yield RayWorker(node_id, temp_dir, proc.pid)
-    finally:
-        cluster_conftest._teardown(handle)
-        proc.wait(timeout=30)
-        shutil.rmtree(temp_dir, ignore_errors=True)
+    return proc, cluster_conftest.RayHead("", head.token, temp_dir, proc.pid), log
 
 
-def _wait_joined(head: Any, proc: subprocess.Popen[bytes], log: Path) -> str:
-    """The node id of the (only) non-head node, once it is alive with its CPUs."""
+def _wait_joined(head: Any, proc: subprocess.Popen[bytes], log: Path, earlier: set[str]) -> str:
+    """The node id of the new non-head node (not in `earlier`), once it is alive with its CPUs."""
     deadline = time.monotonic() + WORKER_START_DEADLINE_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"ray start exited {proc.returncode}: {log.read_text()[-2000:]}")
-        workers = [n for n in alive_nodes(head) if not n.get("is_head_node")]
+            raise WorkerStartFailed(f"ray start exited {proc.returncode}: {_start_logs(log)}")
+        nodes = alive_nodes(head)
+        workers = [n for n in nodes if not n.get("is_head_node") and n["node_id"] not in earlier]
         if workers and workers[0].get("resources_total", {}).get("CPU"):
             return str(workers[0]["node_id"])
         time.sleep(1.0)
-    raise RuntimeError(f"Ray worker did not join in {WORKER_START_DEADLINE_S}s: {log.read_text()}")
+    raise WorkerStartFailed(f"not alive in {WORKER_START_DEADLINE_S}s: {_start_logs(log)}")
+
+
+def _start_logs(log: Path) -> str:
+    """The last lines of `ray start`'s output and of the raylet's own log, where a raylet that
+    never registered says why."""
+    parts = [log.read_text(errors="replace")[-1500:]]
+    for path in sorted(log.parent.glob("session_2*/logs/raylet.out")):  # not session_latest
+        lines = path.read_text(errors="replace").splitlines()
+        errors = [line for line in lines if RAY_LOG_ERROR.match(line)]  # the cause, not the stack
+        parts.append(f"--- {path.name} (errors, then the end):")
+        parts += errors[-8:] + lines[-8:]
+    return "\n".join(parts)
 
 
 def write_three_tasks(folder: Path, train: int = 80, dev: int = 40) -> dict[str, Any]:

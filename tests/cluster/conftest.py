@@ -22,12 +22,22 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 RAY = Path(sys.executable).with_name("ray")
 START_DEADLINE_S = 120.0
+START_ATTEMPTS = 3
 
 
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct free ports: all held open at once, so no two calls hand out the same."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in socks]
 
 
 @dataclass(frozen=True)
@@ -97,9 +107,32 @@ def _teardown(head: RayHead) -> None:
 
 @pytest.fixture(scope="module")
 def ray_head() -> Iterator[RayHead]:
+    """The head, started again (fresh ports, temp dir) when `ray start` exits: its raylet has a
+    fixed 30 s to register with the GCS, which a loaded 2-core CI machine can overrun."""
     token = secrets.token_hex(32)
+    failures: list[str] = []
+    for _ in range(START_ATTEMPTS):
+        proc, head, log = _start_head(token)
+        try:
+            _wait_ready(head, proc, log)
+        except RuntimeError as failed:
+            failures.append(str(failed))
+            _stop(head, proc)
+            continue
+        try:
+            yield head
+        finally:
+            _stop(head, proc)
+        return
+    attempts = "\n\n".join(f"attempt {i}: {text}" for i, text in enumerate(failures, 1))
+    raise RuntimeError(f"the Ray head did not start:\n{attempts}")
+
+
+def _start_head(token: str) -> tuple[subprocess.Popen[bytes], RayHead, Path]:
     temp_dir = Path(tempfile.mkdtemp(prefix="af-cluster-", dir="/tmp"))
-    port, dashboard = free_port(), free_port()
+    ports = ("node-manager", "object-manager", "ray-client-server", "dashboard-agent-listen")
+    ports += ("dashboard-agent-grpc", "runtime-env-agent", "metrics-export")
+    port, dashboard, *named = free_ports(2 + len(ports))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_ADDRESS", "RAY_AUTH"))}
     env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token, RAY_USAGE_STATS_ENABLED="0")
     env["PATH"] = f"{RAY.parent}{os.pathsep}{env.get('PATH', '')}"
@@ -107,19 +140,17 @@ def ray_head() -> Iterator[RayHead]:
     cmd += [f"--port={port}", "--num-cpus=1", "--num-gpus=0", f"--temp-dir={temp_dir}"]
     cmd += ["--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard}"]
     cmd += ["--include-log-monitor=false", "--object-store-memory=100000000"]
-    ports = ("node-manager", "object-manager", "ray-client-server", "dashboard-agent-listen")
-    ports += ("dashboard-agent-grpc", "runtime-env-agent", "metrics-export")
-    cmd += [f"--{name}-port={free_port()}" for name in ports]
+    cmd += [f"--{name}-port={number}" for name, number in zip(ports, named, strict=True)]
     log = temp_dir / "ray-start.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
-    head = RayHead(f"http://127.0.0.1:{dashboard}", token, temp_dir, proc.pid)
-    try:
-        _wait_ready(head, proc, log)
-        yield head
-    finally:
-        _teardown(head)
-        proc.wait(timeout=30)
-        shutil.rmtree(temp_dir, ignore_errors=True)
+    return proc, RayHead(f"http://127.0.0.1:{dashboard}", token, temp_dir, proc.pid), log
+
+
+def _stop(node: RayHead, proc: subprocess.Popen[bytes]) -> None:
+    """A node this module (or cluster_support) started: its processes, then its temp dir."""
+    _teardown(node)
+    proc.wait(timeout=30)
+    shutil.rmtree(node.temp_dir, ignore_errors=True)

@@ -166,7 +166,17 @@ def test_a_task_grid_replaces_the_stage_grid_for_its_task_only(tmp_path):
         (
             "",
             ["baselines.systems=[head]", "baselines.training.max_epochs=0"],
-            "baselines.training: .max_epochs must be an integer >= 1",
+            "baselines.training.max_epochs must be an integer >= 1",
+        ),
+        (
+            "",
+            ["adapters.task_training.b.min_epochs=0"],
+            "adapters.task_training.b.min_epochs must be an integer >= 1, got 0",
+        ),
+        (
+            "",
+            ["fusion.training.min_epoch=4"],
+            r"fusion.training: unknown field\(s\) \['min_epoch'\]",
         ),
         ("", ["budget=cpu"], "budget: 'cpu' is not declared in budgets; declared: none"),
         (

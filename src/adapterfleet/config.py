@@ -546,7 +546,10 @@ def _training(raw: Any, defaults: Mapping[str, Any], where: str) -> TrainConfig:
     try:
         return TrainConfig.from_dict(values)
     except (TypeError, ValueError) as error:
-        raise ConfigError(f"{where}: {str(error).removeprefix('TrainConfig')}") from None
+        text = str(error)  # "TrainConfig.patience must be ..." or "TrainConfig: unknown ..."
+        if text.startswith("TrainConfig."):
+            raise ConfigError(f"{where}.{text.removeprefix('TrainConfig.')}") from None
+        raise ConfigError(f"{where}: {text.removeprefix('TrainConfig: ')}") from None
 
 
 def _choice(value: Any, allowed: Sequence[str], where: str) -> str:

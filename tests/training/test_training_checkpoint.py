@@ -115,6 +115,24 @@ def test_resume_refuses_other_config_or_shapes(make_model, task, tmp_path):
         fit(model, model.trainable(), task["train"], task["dev"], config, resume_from=tmp_path)
 
 
+def test_a_checkpoint_from_before_min_epochs_existed_resumes(make_model, task, tmp_path):
+    model = make_model()
+    config = TrainConfig(max_epochs=2, device="cpu", learning_rate=0.05)
+    saver = Checkpointer(tmp_path, stop_at=1)
+    fit(model, model.trainable(), task["train"], task["dev"], config, callbacks=[saver])
+    state_file = tmp_path / "epoch-1" / "trainer_state.json"
+    state = json.loads(state_file.read_text())
+    del state["config"]["min_epochs"]  # as written by a version without the field
+    state_file.write_text(json.dumps(state))
+    resumed = fit(model, model.trainable(), task["train"], task["dev"], config,
+                  resume_from=tmp_path / "epoch-1")  # fmt: skip
+    assert resumed.epochs_run == 2
+    later = TrainConfig(max_epochs=2, device="cpu", learning_rate=0.05, min_epochs=2)
+    with pytest.raises(ValueError, match=r"config differs .* \['min_epochs'\]"):
+        fit(model, model.trainable(), task["train"], task["dev"], later,
+            resume_from=tmp_path / "epoch-1")  # fmt: skip
+
+
 def test_report_cannot_save_after_its_epoch(make_model, task, tmp_path):
     model, saver = make_model(), Checkpointer(tmp_path)
     fit(model, model.trainable(), task["train"], task["dev"], TrainConfig(max_epochs=2),

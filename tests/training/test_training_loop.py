@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -62,6 +64,22 @@ def test_early_stopping_stops_after_patience_and_restores_best(make_model, task)
     last = recorder.snapshots[-1]
     assert not all(torch.equal(p, b) for p, b in zip(model.trainable(), last, strict=True))
     assert evaluate(model, task["dev"], ["accuracy"])["accuracy"] == result.best_metric
+
+
+def test_min_epochs_holds_early_stopping_off_until_then(make_model, task):
+    config = TrainConfig(max_epochs=40, patience=1, **FAST)
+    model = make_model()
+    early = fit(model, model.trainable(), task["train"], task["dev"], config)
+    assert early.stop_reason == "early_stopping" and early.epochs_run < 20
+    held = replace(config, min_epochs=early.epochs_run + 3)
+    model = make_model()
+    result = fit(model, model.trainable(), task["train"], task["dev"], held)
+    assert result.stop_reason == "early_stopping" and result.epochs_run >= early.epochs_run + 3
+    assert result.history[: early.epochs_run] == early.history  # the same run, only longer
+    assert result.history[-1]["epoch"] > result.best_epoch  # then patience ended it
+    capped = replace(config, min_epochs=50)  # max_epochs still ends training
+    model = make_model()
+    assert fit(model, model.trainable(), task["train"], task["dev"], capped).epochs_run == 40
 
 
 def test_callbacks_receive_every_epoch_and_the_result(make_model, task):

@@ -114,7 +114,7 @@ def plan_baselines(config: PipelineConfig) -> list[BaselineJob]:
 
 
 def _settings(training: Any) -> dict[str, Any]:
-    return {k: v for k, v in training.to_dict().items() if k != "progress"}
+    return {k: v for k, v in training.hash_dict().items() if k != "progress"}
 
 
 def run_baseline_job(

@@ -90,7 +90,7 @@ def lineage_key(config: PipelineConfig, target: str, versions: dict[str, ModelVe
 
 def _result_settings(training: TrainConfig) -> dict[str, object]:
     """The training settings that change the trained fusion (not how progress is shown)."""
-    return {k: v for k, v in training.to_dict().items() if k != "progress"}
+    return {k: v for k, v in training.hash_dict().items() if k != "progress"}
 
 
 @dataclass(frozen=True)

@@ -135,7 +135,10 @@ def _load_indexed(path: Path, params: Sequence[torch.nn.Parameter]) -> list[torc
 
 
 def _check_config(saved: dict, config: TrainConfig) -> None:
-    current = config.to_dict()
-    differ = sorted(k for k in current if k not in RESUMABLE_CHANGES and saved.get(k) != current[k])
+    current, defaults = config.to_dict(), TrainConfig().to_dict()
+    # a key the checkpoint lacks is a field added since: it trained with that field's default
+    differ = sorted(
+        k for k in current if k not in RESUMABLE_CHANGES and saved.get(k, defaults[k]) != current[k]
+    )
     if differ:
         raise ValueError(f"cannot resume: config differs from the checkpoint's in {differ}")

@@ -11,6 +11,7 @@ from adapterfleet.training.metrics import METRICS
 
 PRECISIONS = ("auto", "fp32", "bf16")
 DEVICES = ("auto", "cpu", "cuda")
+LATER_FIELDS = {"min_epochs": 1}  # field -> its default; see TrainConfig.hash_dict
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,7 @@ class TrainConfig:
     weight_decay: float = 0.0
     grad_accum_steps: int = 1
     patience: int | None = None
+    min_epochs: int = 1  # early stopping waits for these (max_epochs still ends training)
     metric: str = "accuracy"
     seed: int = 0
     max_grad_norm: float | None = 1.0
@@ -46,6 +48,7 @@ class TrainConfig:
         _int_at_least("grad_accum_steps", self.grad_accum_steps, 1)
         if self.patience is not None:
             _int_at_least("patience", self.patience, 1, suffix=" or None (off)")
+        _int_at_least("min_epochs", self.min_epochs, 1)
         _known_metric(self.metric)
         _int_at_least("seed", self.seed, 0)
         if self.max_grad_norm is not None:
@@ -58,6 +61,15 @@ class TrainConfig:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of every field."""
         return dataclasses.asdict(self)
+
+    def hash_dict(self) -> dict[str, Any]:
+        """`to_dict()` less the fields added after config hashes were first written, while they
+        hold their defaults: the hash of a config that does not use them stays what it was."""
+        values = self.to_dict()
+        for name, default in LATER_FIELDS.items():
+            if values[name] == default:
+                del values[name]
+        return values
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:

@@ -50,7 +50,8 @@ def fit(
     resume_from: str | Path | None = None,
     metric_names: Sequence[str] | None = None,
 ) -> FitResult:
-    """Train `trainable_params` of `model` with AdamW; return when epochs or patience run out.
+    """Train `trainable_params` of `model` with AdamW; return when epochs or patience run out
+    (patience only from `config.min_epochs` on).
 
     `model(batch)` returns logits (B, num_labels); `batch["labels"]` holds the targets.
     `train_batches` is a callable `epoch -> batches` (epoch is 1-based) or a re-iterable of
@@ -122,6 +123,8 @@ class _FitRun:
             return "max_epochs"
         if requested:
             return "callback"
+        if state.epoch < self.config.min_epochs:
+            return None
         if patience is not None and state.epochs_without_improvement >= patience:
             return "early_stopping"
         return None

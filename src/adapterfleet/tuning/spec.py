@@ -120,7 +120,7 @@ def task_config_hash(config: PipelineConfig, task: str) -> str:
             "reduction_factors": list(points.reduction_factors),
             "learning_rates": list(points.learning_rates),
             "seeds": list(stage.seeds),
-            "training": stage.training_for(task).to_dict(),
+            "training": stage.training_for(task).hash_dict(),
             **search_settings(config),
         }
     )

@@ -6,12 +6,16 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from helpers import GLUE_DIR
+
+from adapterfleet.config import load_config
+from adapterfleet.orchestration.sweep import tracking_uri_of
 
 pytestmark = [
     pytest.mark.integration,
@@ -35,6 +39,13 @@ def test_the_tiny_budget_fills_every_cell_of_table_1_and_draws_figure_4(tmp_path
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     folder = tmp_path / "report" / "glue-fusion-tiny"
     assert f"report: {folder}" in run.stdout
+    # the `adapterfleet ui` it suggests opens this run's store (the storage= override moved it)
+    ui = re.search(r"See the runs: adapterfleet ui -c (.*)$", run.stdout, re.M)
+    assert ui is not None, run.stdout[-2000:]
+    path, *options = shlex.split(ui.group(1))
+    assert options[::2] == ["-o"] * (len(options) // 2), options
+    store = tracking_uri_of(load_config(ROOT / path, options[1::2]))
+    assert store == f"sqlite:///{tmp_path.resolve()}/mlflow.db"
     data = json.loads((folder / "report.json").read_text())
     assert set(data["tasks"]) >= {"rte", "mrpc"}
     cells = {(c["task"], c["system"]): c for c in data["cells"]}

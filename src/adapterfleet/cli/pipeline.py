@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 from pathlib import Path
 from typing import Annotated
@@ -35,6 +36,14 @@ def _config(path: Path, overrides: list[str] | None, budget: str | None = None):
     return load_config(path, [*chosen, *(overrides or [])])
 
 
+def _ui_command(path: Path, overrides: list[str] | None, budget: str | None) -> str:
+    """`adapterfleet ui` for the store this run wrote to: the budget and overrides go along,
+    since they may move it (storage=..., tracking_uri=...)."""
+    chosen = [f"budget={budget}"] if budget else []
+    options = [part for item in [*chosen, *(overrides or [])] for part in ("-o", item)]
+    return shlex.join(["adapterfleet", "ui", "-c", str(path), *options])
+
+
 @fail_cleanly
 def run(
     config: ConfigArg,
@@ -62,7 +71,7 @@ def run(
         typer.echo(f"\n{summary.report.table}\nreport: {summary.report.out_dir}")
     for where, error in summary.errors.items():
         typer.secho(f"error in {where}: {error}", err=True, fg=typer.colors.RED)
-    typer.echo(f"{summary.seconds:.0f}s. See the runs: adapterfleet ui -c {config}")
+    typer.echo(f"{summary.seconds:.0f}s. See the runs: {_ui_command(config, set_, budget)}")
     if summary.errors:
         raise typer.Exit(1)
 

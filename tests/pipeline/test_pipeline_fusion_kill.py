@@ -84,3 +84,4 @@ def test_a_driver_killed_during_the_fusion_resumes_it(tiny_model: Path, tmp_path
     for task in ("fruit", "water"):
         assert version_numbers(uri, f"tinysweep.adapter.{task}") == [1]
     assert version_numbers(uri, "tinysweep.fusion.fruit") == [1]
+    assert fusion_checkpoints(storage) == []  # cleared once the fusion was registered

@@ -65,6 +65,9 @@ def test_run_registers_adapters_then_the_fusion_and_a_rerun_redoes_nothing(
     assert weights["adapters"] == ["fruit", "water"] and len(weights["weights"]) == 2
     rows = summary_rows(config, summary)
     assert [r["kind"] for r in rows] == ["adapter", "adapter", "fusion"]
+    fusion_work = list(Path(config.storage).resolve().glob("fusion/fruit/*"))
+    assert len(fusion_work) == 1 and (fusion_work[0] / "run" / "run.json").is_file()
+    assert not (fusion_work[0] / "checkpoints").exists()  # registered: its checkpoint is gone
 
     before = (len(runs_of(uri, "trial")), len(runs_of(uri, "fusion")))
     again = run_pipeline(config, say=print)

@@ -362,6 +362,7 @@ def _train_and_register(
         logger.end("FAILED")
         raise
     logger.end("FINISHED")
+    workdir.clear_checkpoints()  # registered: a rerun finds the version, never resumes this
     say(
         f"fusion {target}: registered {fusion_name} v{version.version} "
         f"({config.fusion.training.metric} {run.dev_metrics[config.fusion.training.metric]:.4f})"

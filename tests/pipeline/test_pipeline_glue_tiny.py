@@ -65,6 +65,8 @@ def test_the_tiny_budget_fills_every_cell_of_table_1_and_draws_figure_4(tmp_path
     assert re.search(r"^\| rte \(paper\) +\|.* 71\.04 ", table, re.M)  # the paper's ST-A beside it
 
     # the report again, by name from the store alone
-    again = _cli("report", "glue-fusion-tiny", "--tracking-uri", f"sqlite:///{tmp_path}/mlflow.db")
+    store, out = f"sqlite:///{tmp_path}/mlflow.db", tmp_path / "again"  # not ./adapterfleet-report
+    again = _cli("report", "glue-fusion-tiny", "--tracking-uri", store, "--out", str(out))
     assert again.returncode == 0, again.stderr[-2000:]
     assert "Fusion w/ MT-A" in again.stdout and re.search(r"^\| mrpc +\|", again.stdout, re.M)
+    assert (out / "table1.md").read_text() == table

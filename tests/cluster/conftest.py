@@ -25,12 +25,6 @@ START_DEADLINE_S = 120.0
 START_ATTEMPTS = 3
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def free_ports(count: int) -> list[int]:
     """`count` distinct free ports: all held open at once, so no two calls hand out the same."""
     with contextlib.ExitStack() as stack:

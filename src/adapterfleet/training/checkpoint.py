@@ -23,7 +23,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch.optim.lr_scheduler import LambdaLR
 
-from adapterfleet.training.config import TrainConfig
+from adapterfleet.training.config import LATER_FIELDS, TrainConfig
 from adapterfleet.training.optim import set_scheduler_step
 from adapterfleet.training.state import LoopState, RngState
 
@@ -135,10 +135,8 @@ def _load_indexed(path: Path, params: Sequence[torch.nn.Parameter]) -> list[torc
 
 
 def _check_config(saved: dict, config: TrainConfig) -> None:
-    current, defaults = config.to_dict(), TrainConfig().to_dict()
-    # a key the checkpoint lacks is a field added since: it trained with that field's default
-    differ = sorted(
-        k for k in current if k not in RESUMABLE_CHANGES and saved.get(k, defaults[k]) != current[k]
-    )
+    current = config.to_dict()
+    saved = {**LATER_FIELDS, **saved}  # written before those fields: it ran with their defaults
+    differ = sorted(k for k in current if k not in RESUMABLE_CHANGES and saved.get(k) != current[k])
     if differ:
         raise ValueError(f"cannot resume: config differs from the checkpoint's in {differ}")

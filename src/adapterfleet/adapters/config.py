@@ -7,6 +7,7 @@ from typing import Any
 
 ARCHITECTURES = ("pfeiffer", "houlsby")
 NON_LINEARITIES = ("relu", "swish", "gelu", "tanh")
+DEFAULT_REDUCTION_FACTOR = 16  # the paper's ST-A setting (Table 1)
 _DEFAULT_NON_LINEARITY = {"pfeiffer": "relu", "houlsby": "swish"}
 
 
@@ -20,7 +21,7 @@ class AdapterConfig:
     """
 
     architecture: str = "pfeiffer"
-    reduction_factor: int = 16
+    reduction_factor: int = DEFAULT_REDUCTION_FACTOR
     non_linearity: str = field(default="")
     init_std: float = 0.02
 

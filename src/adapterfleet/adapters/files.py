@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import tempfile
@@ -14,6 +13,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from adapterfleet._hashing import sha256_file  # noqa: F401 - re-exported
 from adapterfleet.adapters.architectures import describe_base
 
 FORMAT_VERSION = 1
@@ -21,14 +21,6 @@ FORMAT_VERSION = 1
 
 class WeightsFileError(ValueError):
     """A weights directory is missing, corrupt, or does not fit the model it is loaded into."""
-
-
-def sha256_file(path: str | os.PathLike[str]) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _atomic_write(path: Path, write: Any) -> None:

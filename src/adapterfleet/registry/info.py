@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
+from adapterfleet._hashing import sha256_file  # noqa: F401 - re-exported
 from adapterfleet.registry.tags import TAG_ARTIFACT_PATH, TAG_SHA256, TAG_WEIGHTS_FILE
 
-ModelKind = Literal["adapter", "fusion"]
 KINDS: tuple[str, ...] = ("adapter", "fusion")
 _NAME_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 _MODEL_NAME = re.compile(r"^(?P<prefix>.+?)\.(?P<kind>adapter|fusion)\.(?P<task>.+)$")
@@ -45,14 +43,6 @@ def parse_model_name(name: str) -> tuple[str, str, str] | None:
     """(prefix, kind, task) of an adapterfleet model name, None for other names."""
     match = _MODEL_NAME.match(name)
     return (match["prefix"], match["kind"], match["task"]) if match else None
-
-
-def sha256_file(path: str | Path, chunk_size: int = 1 << 20) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(chunk_size):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 @dataclass(frozen=True)

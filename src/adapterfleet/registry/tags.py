@@ -1,5 +1,6 @@
 """Tag keys written by adapterfleet on MLflow runs and model versions."""
 
+BEST_ALIAS = "best"  # the registry alias of the version a task or fusion target uses
 TAG_KIND = "adapterfleet.kind"  # "sweep" | "trial" | "fusion" | "baseline" | "mt-a" | "prune" |
 # "report" on runs
 TAG_SWEEP = "adapterfleet.sweep"

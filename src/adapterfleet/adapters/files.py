@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -114,3 +115,22 @@ def copy_into(module_tensors: dict[str, torch.Tensor], params: dict[str, torch.T
     with torch.no_grad():
         for key, tensor in module_tensors.items():
             params[key].copy_(tensor)
+
+
+def fill_or_remove(
+    directory: str | os.PathLike[str],
+    weights_file: str,
+    tensors: Callable[[], dict[str, torch.Tensor]],
+    remove: Callable[[], object],
+    sha256: str | None = None,
+) -> None:
+    """Copy the weights saved in `directory` into a module just added to a model (`tensors()`:
+    its parameters by saved key). On any mismatch or failure `remove()` takes the module out
+    again, so the model is left as it was; the error is raised."""
+    try:
+        params = tensors()
+        expected = {key: t.shape for key, t in params.items()}
+        copy_into(read_weights(directory, weights_file, expected, sha256), params)
+    except Exception:
+        remove()
+        raise

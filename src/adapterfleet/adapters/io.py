@@ -14,13 +14,17 @@ from adapterfleet.adapters.config import AdapterConfig
 from adapterfleet.adapters.files import (
     WeightsFileError,
     check_base,
-    copy_into,
+    fill_or_remove,
     read_config,
-    read_weights,
     write_weights,
 )
 from adapterfleet.adapters.heads import HeadConfig
-from adapterfleet.adapters.model import adapter_modules, add_adapter, delete_adapter
+from adapterfleet.adapters.model import (
+    adapter_configs,
+    adapter_modules,
+    add_adapter,
+    delete_adapter,
+)
 
 ADAPTER_CONFIG = "adapter_config.json"
 ADAPTER_WEIGHTS = "adapter.safetensors"
@@ -38,8 +42,6 @@ def _adapter_tensors(model: nn.Module, name: str) -> dict[str, torch.Tensor]:
 
 def save_adapter(model: nn.Module, name: str, directory: str | os.PathLike[str]) -> Path:
     """Write adapter `name` (and nothing of the base model) to `directory`."""
-    from adapterfleet.adapters.model import adapter_configs
-
     config = {
         "name": name,
         "config": adapter_configs(model)[name].to_dict(),
@@ -74,13 +76,13 @@ def load_adapter(
     check_base(base, model, str(directory))
     name = name or saved_name
     add_adapter(model, name, config)
-    try:
-        params = _adapter_tensors(model, name)
-        expected = {key: t.shape for key, t in params.items()}
-        copy_into(read_weights(directory, ADAPTER_WEIGHTS, expected, sha256), params)
-    except Exception:
-        delete_adapter(model, name)
-        raise
+    fill_or_remove(
+        directory,
+        ADAPTER_WEIGHTS,
+        lambda: _adapter_tensors(model, name),
+        lambda: delete_adapter(model, name),
+        sha256,
+    )
     return name
 
 
@@ -104,11 +106,11 @@ def load_head(
     check_base(raw.get("base_model", {}), model, str(directory))
     name = name or str(raw["name"])
     head = model.add_head(name, config)
-    try:
-        params = head.state_dict(keep_vars=True)
-        expected = {key: t.shape for key, t in params.items()}
-        copy_into(read_weights(directory, HEAD_WEIGHTS, expected, sha256), params)
-    except Exception:
-        del model.heads[name]
-        raise
+    fill_or_remove(
+        directory,
+        HEAD_WEIGHTS,
+        lambda: head.state_dict(keep_vars=True),
+        lambda: model.heads.pop(name),
+        sha256,
+    )
     return name

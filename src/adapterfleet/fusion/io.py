@@ -12,9 +12,8 @@ from adapterfleet.adapters.architectures import describe_base
 from adapterfleet.adapters.files import (
     WeightsFileError,
     check_base,
-    copy_into,
+    fill_or_remove,
     read_config,
-    read_weights,
     write_weights,
 )
 from adapterfleet.fusion.config import FusionConfig
@@ -75,11 +74,11 @@ def load_fusion(
         add_fusion(model, name, adapters, config)
     except ValueError as error:
         raise WeightsFileError(f"{directory}: {error}") from None
-    try:
-        params = _fusion_tensors(model, name)
-        expected = {key: t.shape for key, t in params.items()}
-        copy_into(read_weights(directory, FUSION_WEIGHTS, expected, sha256), params)
-    except Exception:
-        delete_fusion(model, name)
-        raise
+    fill_or_remove(
+        directory,
+        FUSION_WEIGHTS,
+        lambda: _fusion_tensors(model, name),
+        lambda: delete_fusion(model, name),
+        sha256,
+    )
     return name

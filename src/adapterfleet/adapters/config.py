@@ -52,12 +52,7 @@ class AdapterConfig:
 
     def bottleneck_size(self, hidden_size: int) -> int:
         """Width m of the bottleneck for `hidden_size`; refuses a factor that does not divide it."""
-        if self.reduction_factor > hidden_size or hidden_size % self.reduction_factor:
-            raise ValueError(
-                f"reduction_factor {self.reduction_factor} does not divide the hidden size "
-                f"{hidden_size}; choose a divisor of {hidden_size} such as 2, 16 or 64"
-            )
-        return hidden_size // self.reduction_factor
+        return bottleneck_size(self.reduction_factor, hidden_size)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -69,3 +64,13 @@ class AdapterConfig:
         if unknown:
             raise ValueError(f"unknown adapter config keys {unknown}; allowed: {sorted(allowed)}")
         return cls(**data)
+
+
+def bottleneck_size(reduction_factor: int, hidden_size: int) -> int:
+    """`hidden_size // reduction_factor`; a ValueError when the factor does not divide it."""
+    if reduction_factor > hidden_size or hidden_size % reduction_factor:
+        raise ValueError(
+            f"reduction_factor {reduction_factor} does not divide the hidden size "
+            f"{hidden_size}; choose a divisor of {hidden_size} such as 2, 16 or 64"
+        )
+    return hidden_size // reduction_factor

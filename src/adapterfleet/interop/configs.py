@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from adapterfleet.adapters.config import AdapterConfig
+from adapterfleet.adapters.config import AdapterConfig, bottleneck_size
 from adapterfleet.adapters.heads import HeadConfig
 from adapterfleet.fusion.config import FusionConfig
 from adapterfleet.interop import reference as ref
@@ -86,11 +86,13 @@ def _reduction_factor(value: object, hidden_size: int | None, where: str) -> int
             "positive integer"
         )
     factor = int(value)
-    if factor < 1 or hidden_size is not None and hidden_size % factor:
-        raise InteropError(
-            f"{where}: config.reduction_factor={value!r} does not divide the hidden size "
-            f"{hidden_size}; adapterfleet needs a divisor"
-        )
+    try:
+        if factor < 1:
+            raise ValueError(f"reduction_factor {factor} is not positive")
+        if hidden_size is not None:
+            bottleneck_size(factor, hidden_size)
+    except ValueError as error:
+        raise InteropError(f"{where}: config.reduction_factor={value!r}: {error}") from None
     return factor
 
 

@@ -1,4 +1,5 @@
-"""The `adapterfleet` command: parses arguments and config, calls orchestration; no logic."""
+"""The `adapterfleet` command: parses arguments, loads the config, calls one function below and
+prints; no logic. Each command imports what it calls when it runs, so `--help` loads no torch."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from adapterfleet.cli import cluster, interop, pipeline, prune, report
+from adapterfleet.cli.options import ConfigOpt, SetOpt, load
 from adapterfleet.cli.output import fail_cleanly, metrics_table
 from adapterfleet.config import ConfigError
 
@@ -23,40 +25,16 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-ConfigOpt = Annotated[Path, typer.Option("--config", "-c", help="Pipeline or tasks YAML file.")]
-SetOpt = Annotated[
-    list[str] | None,
-    typer.Option("--set", "-o", help="Override any config key: key.path=value (repeatable)."),
-]
 DEMO_CONFIG = Path("configs/demo.yaml")
-
-
-def _config(path: Path, overrides: list[str] | None):  # noqa: ANN202 - lazily imported type
-    from adapterfleet.config import load_config
-
-    return load_config(path, overrides or [])
 
 
 @app.command()
 @fail_cleanly
 def tasks(config: ConfigOpt, set_: SetOpt = None) -> None:
     """Load every task of a config and show its splits and labels (validates the data)."""
-    from adapterfleet.data import load_task
+    from adapterfleet.orchestration.commands import task_summaries
 
-    cfg = _config(config, set_)
-    rows = []
-    for name, spec in cfg.tasks.items():
-        data = load_task(spec)
-        rows.append(
-            {
-                "task": name,
-                "train": len(data.train),
-                "dev": len(data.dev),
-                "labels": ", ".join(data.label_names),
-                "skipped rows": data.skipped,
-            }
-        )
-    metrics_table(rows)
+    metrics_table(task_summaries(load(config, set_)))
 
 
 @app.command()
@@ -76,7 +54,7 @@ def train(
     """Train one task in one mode (a row of the paper's Table 1) on this machine."""
     from adapterfleet.orchestration.local import adapter_training, train_task
 
-    cfg = _config(config, set_)
+    cfg = load(config, set_)
     training = adapter_training(
         cfg,
         task,
@@ -124,24 +102,21 @@ def fuse(
     With --adapters: over those saved folders, written to --out. With --wait: over the registered
     `best` adapters of the config's fusion target, waiting until they all exist, then registered.
     """
-    from dataclasses import replace
+    from adapterfleet.orchestration.commands import fuse_registered, fusion_training
+    from adapterfleet.orchestration.local import fuse_task
 
-    cfg = _config(config, set_)
+    cfg = load(config, set_)
     changes = {"learning_rate": lr, "max_epochs": epochs, "seed": seed}
-    changes["progress"] = sys.stderr.isatty()
-    training = replace(cfg.fusion.training, **{k: v for k, v in changes.items() if v is not None})
+    progress = sys.stderr.isatty()
     if wait:
-        from adapterfleet.orchestration.fusion_job import run_fusion_job
-        from adapterfleet.orchestration.sweep import tracking_uri_of
-        from adapterfleet.registry import ensure_experiment
-
-        if target not in cfg.fusion.targets:
-            raise ConfigError(f"fusion.targets: {target!r} is not a fusion target of {config}")
-        seeds = cfg.fusion.seeds if seed is None else (seed,)  # --seed: that seed alone
-        cfg = replace(cfg, fusion=replace(cfg.fusion, training=training, seeds=seeds))
-        uri = tracking_uri_of(cfg)
-        outcome = run_fusion_job(
-            cfg, target, uri, ensure_experiment(uri, cfg.name), timeout_s=timeout, say=typer.echo
+        outcome = fuse_registered(
+            cfg,
+            target,
+            timeout_s=timeout,
+            say=typer.echo,
+            config_path=config,
+            progress=progress,
+            **changes,
         )
         metrics_table(
             [{"target": target, "version": outcome.version.version, **outcome.dev_metrics}]
@@ -149,8 +124,7 @@ def fuse(
         return
     if not adapters or out is None:
         raise ConfigError("fuse: give --adapters DIR... and --out DIR, or --wait (registry)")
-    from adapterfleet.orchestration.local import fuse_task
-
+    training = fusion_training(cfg, progress=progress, **changes)
     _report(
         fuse_task(
             cfg,
@@ -175,7 +149,7 @@ def evaluate(
     """Evaluate a saved run folder (adapter or fusion, with its head) on a task's dev split."""
     from adapterfleet.orchestration.local import evaluate_run
 
-    metrics = evaluate_run(_config(config, set_), task, run)
+    metrics = evaluate_run(load(config, set_), task, run)
     metrics_table([{"task": task, **metrics}])
 
 
@@ -218,7 +192,7 @@ def predict(
     from adapterfleet.orchestration.predict import predict_file
 
     predict_file(
-        _config(config, set_),
+        load(config, set_),
         target,
         input_,
         out,
@@ -249,7 +223,7 @@ def demo(
     MLflow and the packaged MiniLM; adapters in parallel, then the fusion, then a summary."""
     from adapterfleet.cli.pipeline import run
 
-    run(config, resume=False, address=None, num_cpus=num_cpus, set_=set_)
+    run(config=config, resume=False, address=None, num_cpus=num_cpus, set_=set_)
 
 
 def _epoch_log(max_epochs: int) -> EpochLog:

@@ -7,38 +7,34 @@ from typing import Annotated
 
 import typer
 
-from adapterfleet.cli.output import fail_cleanly, metrics_table
-from adapterfleet.cli.pipeline_ref import (
+from adapterfleet.cli.options import (
     BudgetOpt,
-    ConfigOpt,
+    ConfigArg,
+    DashboardAddressOpt,
+    MaybeConfigOpt,
     NameArg,
     SetOpt,
     TrackingUriOpt,
-    resolve,
+    chosen_config,
 )
-
-AddressOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--address",
-        help="Ray dashboard address, e.g. http://HEAD:8265 "
-        "(default: RAY_API_SERVER_ADDRESS / RAY_ADDRESS).",
-    ),
-]
+from adapterfleet.cli.output import fail_cleanly, metrics_table
+from adapterfleet.cli.pipeline_ref import resolve
 
 
 @fail_cleanly
 def submit(
-    config: Annotated[Path, typer.Argument(help="Pipeline YAML file (inside the working dir).")],
-    address: AddressOpt = None,
+    config_arg: ConfigArg = None,
+    address: DashboardAddressOpt = None,
     working_dir: Annotated[Path, typer.Option(help="Folder uploaded for the job.")] = Path("."),
-    set_: Annotated[list[str] | None, typer.Option("--set", "-o", help="key.path=value")] = None,
+    set_: SetOpt = None,
     wait: Annotated[bool, typer.Option("--wait", help="Wait for the job to end.")] = False,
+    config: MaybeConfigOpt = None,
 ) -> None:
     """Submit the pipeline to a Ray cluster through the Jobs API (token auth from RAY_AUTH_TOKEN,
     RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token)."""
     from adapterfleet.orchestration.jobs import submit_pipeline
 
+    config = chosen_config(config_arg, config)
     job_id = submit_pipeline(config, address, set_ or (), working_dir=working_dir, wait=wait)
     typer.echo(
         f"submitted {job_id}\n  follow it: adapterfleet logs {job_id} --follow"
@@ -49,7 +45,7 @@ def submit(
 @fail_cleanly
 def status(
     name: NameArg = None,
-    config: ConfigOpt = None,
+    config: MaybeConfigOpt = None,
     tracking_uri: TrackingUriOpt = None,
     budget: BudgetOpt = None,
     set_: SetOpt = None,
@@ -67,7 +63,7 @@ def status(
 @fail_cleanly
 def logs(
     job_id: Annotated[str, typer.Argument(help="The submission id printed by submit.")],
-    address: AddressOpt = None,
+    address: DashboardAddressOpt = None,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Stream until it ends.")] = False,
 ) -> None:
     """Print (or follow) the logs of a submitted job."""
@@ -84,7 +80,7 @@ def logs(
 @fail_cleanly
 def stop(
     job_id: Annotated[str, typer.Argument(help="The submission id printed by submit.")],
-    address: AddressOpt = None,
+    address: DashboardAddressOpt = None,
 ) -> None:
     """Stop a submitted job."""
     from adapterfleet.orchestration.jobs import stop_job
@@ -94,7 +90,7 @@ def stop(
 
 
 @fail_cleanly
-def jobs(address: AddressOpt = None) -> None:
+def jobs(address: DashboardAddressOpt = None) -> None:
     """List the jobs of a cluster."""
     from adapterfleet.orchestration.jobs import list_jobs
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from adapterfleet.cli.output import fail_cleanly, metrics_table
+from adapterfleet.config import ConfigError
 
 if TYPE_CHECKING:
     from adapterfleet.interop import Converted
@@ -54,7 +55,6 @@ def export(
     ] = True,
 ) -> None:
     """Write adapterfleet's adapter, fusion and/or head in another library's layout."""
-    from adapterfleet.config import ConfigError
     from adapterfleet.interop import export_adapterhub
 
     if format_ not in FORMATS:

@@ -6,24 +6,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import typer
 
-NameArg = Annotated[
-    str | None, typer.Argument(help="Pipeline name (its MLflow experiment); or use -c.")
-]
-ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="Pipeline YAML file.")]
-TrackingUriOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--tracking-uri",
-        help="With NAME: the store (default $MLFLOW_TRACKING_URI, else the embedded "
-        "one, ./adapterfleet-runs/mlflow.db).",
-    ),
-]
-BudgetOpt = Annotated[str | None, typer.Option(help="With -c: the budget the pipeline ran with.")]
-SetOpt = Annotated[list[str] | None, typer.Option("--set", "-o", help="key.path=value")]
+from adapterfleet.cli.options import load
+from adapterfleet.registry.store import default_tracking_uri
 
 
 @dataclass(frozen=True)
@@ -42,14 +30,10 @@ def resolve(
 ) -> PipelineRef:
     """The pipeline a command means; a NAME that is not the config's is refused."""
     if config is not None:
-        from adapterfleet.config import load_config
-        from adapterfleet.orchestration.sweep import tracking_uri_of
-
-        chosen = [f"budget={budget}"] if budget else []
-        cfg = load_config(config, [*chosen, *(overrides or [])])
+        cfg = load(config, overrides, budget)
         if name is not None and name != cfg.name:
             raise typer.BadParameter(f"{name!r} is not the name of {config} ({cfg.name!r})")
-        return PipelineRef(cfg.name, tracking_uri or tracking_uri_of(cfg), cfg)
+        return PipelineRef(cfg.name, tracking_uri or cfg.tracking_uri, cfg)
     if name is None:
         raise typer.BadParameter("give the pipeline NAME or its config with -c CONFIG")
     return PipelineRef(name, tracking_uri or default_uri())
@@ -57,6 +41,4 @@ def resolve(
 
 def default_uri() -> str:
     """$MLFLOW_TRACKING_URI, else the embedded store of ./adapterfleet-runs."""
-    from adapterfleet.registry import default_tracking_uri
-
     return os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri(Path("adapterfleet-runs"))

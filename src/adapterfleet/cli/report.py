@@ -7,15 +7,15 @@ from typing import Annotated
 
 import typer
 
-from adapterfleet.cli.output import fail_cleanly
-from adapterfleet.cli.pipeline_ref import (
+from adapterfleet.cli.options import (
     BudgetOpt,
-    ConfigOpt,
+    MaybeConfigOpt,
     NameArg,
     SetOpt,
     TrackingUriOpt,
-    resolve,
 )
+from adapterfleet.cli.output import fail_cleanly
+from adapterfleet.cli.pipeline_ref import resolve
 
 DEFAULT_FOLDER = Path("adapterfleet-report")
 
@@ -23,7 +23,7 @@ DEFAULT_FOLDER = Path("adapterfleet-report")
 @fail_cleanly
 def report(
     name: NameArg = None,
-    config: ConfigOpt = None,
+    config: MaybeConfigOpt = None,
     tracking_uri: TrackingUriOpt = None,
     out: Annotated[
         Path | None,

@@ -1,0 +1,74 @@
+"""The options every command shares, defined once, and the one way a command loads its config.
+
+The pipeline config is `-c/--config CONFIG` in every command. `run`, `sweep resume` and `submit`
+also take it as their first argument, the spelling they had first.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from adapterfleet.config import ConfigError, PipelineConfig, load_config
+
+CONFIG_HELP = "Pipeline YAML file."
+ConfigOpt = Annotated[Path, typer.Option("--config", "-c", help=CONFIG_HELP)]
+# `run CONFIG` / `-c CONFIG`: both spellings, for the commands that took a positional first.
+ConfigArg = Annotated[
+    Path | None, typer.Argument(help=f"{CONFIG_HELP} (or -c CONFIG)", show_default=False)
+]
+MaybeConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help=CONFIG_HELP)]
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option("--set", "-o", help="Override any config key: key.path=value (repeatable)."),
+]
+BudgetOpt = Annotated[
+    str | None,
+    typer.Option(help="A budget from the config's budgets: section (= --set budget=NAME)."),
+]
+RayAddressOpt = Annotated[
+    str | None,
+    typer.Option("--address", help="Ray cluster to join ('auto', host:port); default: local."),
+]
+CpusOpt = Annotated[int | None, typer.Option(help="CPUs of the local Ray started for this run.")]
+DashboardAddressOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--address",
+        help="Ray dashboard address, e.g. http://HEAD:8265 "
+        "(default: RAY_API_SERVER_ADDRESS / RAY_ADDRESS).",
+    ),
+]
+NameArg = Annotated[
+    str | None, typer.Argument(help="Pipeline name (its MLflow experiment); or use -c.")
+]
+TrackingUriOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--tracking-uri",
+        help="With NAME: the store (default $MLFLOW_TRACKING_URI, else the embedded "
+        "one, ./adapterfleet-runs/mlflow.db).",
+    ),
+]
+
+
+def chosen_config(positional: Path | None, option: Path | None) -> Path:
+    """The config of a command that takes it either way; both or neither is refused."""
+    if positional is not None and option is not None and positional != option:
+        raise ConfigError(f"config given twice ({positional} and -c {option}); give it once")
+    chosen = positional or option
+    if chosen is None:
+        raise ConfigError("no config given; pass the pipeline YAML file with -c CONFIG")
+    return chosen
+
+
+def budget_overrides(budget: str | None, overrides: list[str] | None) -> list[str]:
+    """`--budget NAME` as the override it stands for, before the command line's own."""
+    return [*([f"budget={budget}"] if budget else []), *(overrides or [])]
+
+
+def load(path: Path, overrides: list[str] | None, budget: str | None = None) -> PipelineConfig:
+    """The validated config of `path` with `--budget` and `--set` applied."""
+    return load_config(path, budget_overrides(budget, overrides))

@@ -1,0 +1,77 @@
+"""The single commands that take more than one step below the CLI: `fuse --wait`, `prune`,
+`tasks`. Each is the one function its command calls; the CLI only parses and prints."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from adapterfleet.config import ConfigError, PipelineConfig
+from adapterfleet.console import Say
+from adapterfleet.data import load_task
+from adapterfleet.orchestration.fusion_job import FusionOutcome, run_fusion_job
+from adapterfleet.orchestration.prune import PruneReport, prune_fusion
+from adapterfleet.registry import ensure_experiment
+from adapterfleet.training import TrainConfig
+
+
+def fusion_training(config: PipelineConfig, **changes: Any) -> TrainConfig:
+    """`fusion.training` with the given changes (None values are ignored, as for CLI options
+    left out)."""
+    return replace(config.fusion.training, **{k: v for k, v in changes.items() if v is not None})
+
+
+def with_fusion_training(config: PipelineConfig, training: TrainConfig, **stage: Any) -> Any:
+    """`config` whose fusion stage trains with `training` (and the given stage changes)."""
+    return replace(config, fusion=replace(config.fusion, training=training, **stage))
+
+
+def fuse_registered(
+    config: PipelineConfig,
+    target: str,
+    *,
+    timeout_s: float,
+    say: Say,
+    config_path: object = "the config",
+    **changes: Any,
+) -> FusionOutcome:
+    """`fuse --wait`: the fusion of a configured target over its registered `best` adapters,
+    waiting for them, then registered. `changes`: learning_rate, max_epochs, seed, progress;
+    a seed given trains that seed alone."""
+    if target not in config.fusion.targets:
+        raise ConfigError(f"fusion.targets: {target!r} is not a fusion target of {config_path}")
+    seed = changes.get("seed")
+    seeds = config.fusion.seeds if seed is None else (seed,)
+    config = with_fusion_training(config, fusion_training(config, **changes), seeds=seeds)
+    uri = config.tracking_uri
+    return run_fusion_job(
+        config, target, uri, ensure_experiment(uri, config.name), timeout_s=timeout_s, say=say
+    )
+
+
+def prune_registered(
+    config: PipelineConfig, target: str, *, progress: bool, say: Say, **options: Any
+) -> PruneReport:
+    """`prune`: rank the adapters of `target`'s registered fusion and train the smaller ones
+    (`options`: keep, threshold, alias, version)."""
+    config = with_fusion_training(config, fusion_training(config, progress=progress))
+    uri = config.tracking_uri
+    experiment_id = ensure_experiment(uri, config.name)
+    return prune_fusion(config, target, uri, experiment_id, say=say, **options)
+
+
+def task_summaries(config: PipelineConfig) -> list[dict[str, Any]]:
+    """Every task of the config loaded (files, columns, labels checked): its splits and labels."""
+    rows = []
+    for name, spec in config.tasks.items():
+        data = load_task(spec)
+        rows.append(
+            {
+                "task": name,
+                "train": len(data.train),
+                "dev": len(data.dev),
+                "labels": ", ".join(data.label_names),
+                "skipped rows": data.skipped,
+            }
+        )
+    return rows

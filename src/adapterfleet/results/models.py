@@ -1,0 +1,51 @@
+"""What the registry holds for a pipeline: its registered adapters and fusions, listed or pulled."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from adapterfleet.config import PipelineConfig
+from adapterfleet.registry import adapter_model_name, fusion_model_name, list_models, pull
+from adapterfleet.registry.info import KINDS
+from adapterfleet.registry.tags import BEST_ALIAS
+
+
+def registered_rows(config: PipelineConfig) -> list[dict[str, Any]]:
+    """One row per registered adapter and fusion of the pipeline: the `best` version (else the
+    latest), its aliases, dev metric and the reduction factor and learning rate it was trained
+    with."""
+    rows = []
+    for kind in KINDS:
+        for info in list_models(config.tracking_uri, config.registry_prefix, kind):
+            metric = info.tags.get("metric")
+            rows.append(
+                {
+                    "kind": kind,
+                    "task": info.task,
+                    "model": info.name,
+                    "version": info.version,
+                    "aliases": ",".join(info.aliases),
+                    "metric": metric or "",
+                    "value": info.tags.get("metric_value", info.tags.get(f"dev_{metric}", "")),
+                    "rf": info.tags.get("reduction_factor", ""),
+                    "lr": info.tags.get("learning_rate", ""),
+                }
+            )
+    return rows
+
+
+def pull_registered(
+    config: PipelineConfig,
+    task: str,
+    to: Path,
+    *,
+    fusion: bool = False,
+    alias: str = BEST_ALIAS,
+    version: int | None = None,
+) -> tuple[str, Path]:
+    """Download `task`'s registered adapter (or fusion) into `to`, sha256-verified: by
+    `version` when given, else by `alias`. (model name, folder)."""
+    name = (fusion_model_name if fusion else adapter_model_name)(config.registry_prefix, task)
+    dest = pull(config.tracking_uri, name, to, alias=None if version else alias, version=version)
+    return name, dest

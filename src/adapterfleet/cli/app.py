@@ -14,6 +14,7 @@ from adapterfleet.cli import cluster, interop, pipeline, prune, report
 from adapterfleet.cli.options import ConfigOpt, SetOpt, load
 from adapterfleet.cli.output import fail_cleanly, metrics_table
 from adapterfleet.config import ConfigError
+from adapterfleet.registry.tags import BEST_ALIAS
 
 if TYPE_CHECKING:
     from adapterfleet.training import EpochLog
@@ -165,7 +166,7 @@ def predict(
     adapter: Annotated[
         bool, typer.Option("--adapter", help="Use the task's registered adapter, not its fusion.")
     ] = False,
-    alias: Annotated[str, typer.Option(help="Registry alias of the version.")] = "best",
+    alias: Annotated[str, typer.Option(help="Registry alias of the version.")] = BEST_ALIAS,
     version: Annotated[
         int | None, typer.Option(help="Version number (instead of --alias).")
     ] = None,

@@ -21,6 +21,7 @@ from adapterfleet.cli.options import (
     load,
 )
 from adapterfleet.cli.output import fail_cleanly, metrics_table
+from adapterfleet.registry.tags import BEST_ALIAS
 
 sweep_app = typer.Typer(help="Adapter sweeps.", no_args_is_help=True)
 
@@ -91,7 +92,7 @@ def pull(
     task: Annotated[str, typer.Argument(help="Task whose registered adapter to download.")],
     to: Annotated[Path, typer.Option("--to", help="Folder to write the adapter into.")],
     config: ConfigOpt,
-    alias: Annotated[str, typer.Option(help="Registry alias.")] = "best",
+    alias: Annotated[str, typer.Option(help="Registry alias.")] = BEST_ALIAS,
     version: Annotated[
         int | None, typer.Option(help="A version number instead of the alias.")
     ] = None,

@@ -9,6 +9,7 @@ import typer
 
 from adapterfleet.cli.options import ConfigOpt, SetOpt, load
 from adapterfleet.cli.output import fail_cleanly, metrics_table
+from adapterfleet.registry.tags import BEST_ALIAS
 
 
 @fail_cleanly
@@ -23,7 +24,7 @@ def prune(
         float | None,
         typer.Option(help="Keep the adapters whose mean fusion weight is at least this."),
     ] = None,
-    alias: Annotated[str, typer.Option(help="Registry alias of the fusion to prune.")] = "best",
+    alias: Annotated[str, typer.Option(help="Registry alias of the fusion to prune.")] = BEST_ALIAS,
     version: Annotated[
         int | None, typer.Option(help="Version number of the fusion (instead of --alias).")
     ] = None,

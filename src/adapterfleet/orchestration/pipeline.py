@@ -56,7 +56,7 @@ from adapterfleet.registry import (
     ensure_experiment,
     wait_for_models,
 )
-from adapterfleet.registry.tags import TAG_BUDGET, TAG_BUDGET_TRIMMED, TAG_OVERRIDES
+from adapterfleet.registry.tags import BEST_ALIAS, TAG_BUDGET, TAG_BUDGET_TRIMMED, TAG_OVERRIDES
 
 Say = Callable[[str], None]
 
@@ -148,7 +148,7 @@ class FusionGate(threading.Thread):
             if self.start_now:
                 self.ref = self._submit(warm=True, timeout_s=self.timeout_s, reserve=False)
             found = wait_for_models(
-                self.uri, names, "best", self.timeout_s, 1.0, self._progress, max_poll_s=2.0
+                self.uri, names, BEST_ALIAS, self.timeout_s, 1.0, self._progress, max_poll_s=2.0
             )
             if self.ref is None:
                 self._open_run(found)

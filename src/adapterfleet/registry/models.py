@@ -22,6 +22,7 @@ from adapterfleet.registry.info import (
 from adapterfleet.registry.redact import redact
 from adapterfleet.registry.store import get_client, sqlite_path
 from adapterfleet.registry.tags import (
+    BEST_ALIAS,
     TAG_ARTIFACT_PATH,
     TAG_COMPANION,
     TAG_SHA256,
@@ -45,7 +46,7 @@ def register_version(
     artifact_path: str,
     weights_file: str | Path,
     tags: Mapping[str, Any] | None = None,
-    alias: str | None = "best",
+    alias: str | None = BEST_ALIAS,
     companions: Mapping[str, str | Path] | None = None,
 ) -> ModelVersionInfo:
     """Register `runs:/<run_id>/<artifact_path>` as a version of `name` and point `alias` at it.
@@ -232,7 +233,7 @@ def pull(
     uri: str,
     name: str,
     dest: str | Path,
-    alias: str | None = "best",
+    alias: str | None = BEST_ALIAS,
     version: int | str | None = None,
     weights_filename: str | None = None,
     *,
@@ -359,7 +360,7 @@ def _download(uri: str, run_id: str, artifact_path: str, dst: Path, timeout_s: f
 
 
 def list_models(
-    uri: str, prefix: str, kind: str = "adapter", alias: str = "best"
+    uri: str, prefix: str, kind: str = "adapter", alias: str = BEST_ALIAS
 ) -> list[ModelVersionInfo]:
     """One entry per registered model `<prefix>.<kind>.*`, sorted by name: the version
     under `alias`, or the latest version when the alias is not set. Two paged searches,

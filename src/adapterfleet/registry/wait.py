@@ -9,12 +9,13 @@ from adapterfleet.registry.errors import RegistryTimeout, is_transient, safe_uri
 from adapterfleet.registry.info import ModelVersionInfo
 from adapterfleet.registry.models import _get_version
 from adapterfleet.registry.store import get_client
+from adapterfleet.registry.tags import BEST_ALIAS
 
 
 def wait_for_models(
     uri: str,
     names: Sequence[str],
-    alias: str = "best",
+    alias: str = BEST_ALIAS,
     timeout_s: float = 3600.0,
     poll_s: float = 2.0,
     on_progress: Callable[[list[str]], None] | None = None,

@@ -18,6 +18,7 @@ from typing import Any
 
 from adapterfleet.config import PipelineConfig
 from adapterfleet.registry import ModelVersionInfo, adapter_model_name, get_version
+from adapterfleet.registry.tags import BEST_ALIAS
 from adapterfleet.tuning.spec import (
     RAY_DIR,
     TAG_CONFIG_HASH,
@@ -59,7 +60,7 @@ def registered_adapter(
     uri: str, config: PipelineConfig, task: str, config_hash: str
 ) -> ModelVersionInfo | None:
     """The `@best` version of the task's adapter when it was registered for `config_hash`."""
-    info = get_version(uri, adapter_model_name(config.registry_prefix, task), alias="best")
+    info = get_version(uri, adapter_model_name(config.registry_prefix, task), alias=BEST_ALIAS)
     return info if info is not None and info.tags.get(TAG_CONFIG_HASH) == config_hash else None
 
 

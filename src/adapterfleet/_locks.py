@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -11,8 +12,6 @@ from pathlib import Path
 def exclusive_lock(path: Path, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
     """Hold an exclusive `flock` on `path` (created, with its folder, when missing) for the
     block; `on_wait()` is called once when another process holds it, before waiting."""
-    import fcntl
-
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as lock:
         try:

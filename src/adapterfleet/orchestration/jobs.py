@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from adapterfleet.config import ConfigError, apply_overrides
+
 if TYPE_CHECKING:
     from ray.job_submission import JobSubmissionClient
 
@@ -240,8 +242,6 @@ def submit_job(
 def _config_document(config_path: Path, overrides: Sequence[str]) -> dict[str, Any]:
     """The YAML with overrides applied; the full validation runs on the cluster (its data
     paths need not exist here)."""
-    from adapterfleet.config import ConfigError, apply_overrides
-
     try:
         document = yaml.safe_load(config_path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import os
 import socket
 import urllib.error
 import urllib.parse
@@ -111,9 +113,6 @@ def _check_http(uri: str, shown: str, timeout: float) -> None:
 def _check_credentials(uri: str, shown: str, timeout: float) -> None:
     """`/health` answers anyone; one small authenticated read tells whether a server started
     with `--app-name basic-auth` accepts the credentials of MLFLOW_TRACKING_USERNAME/PASSWORD."""
-    import base64
-    import os
-
     url = uri.rstrip("/") + "/api/2.0/mlflow/experiments/search?max_results=1"
     request = urllib.request.Request(url)
     user = os.environ.get("MLFLOW_TRACKING_USERNAME")

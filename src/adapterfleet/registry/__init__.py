@@ -11,10 +11,10 @@ from adapterfleet.registry.info import (
     parse_model_name,
     sha256_file,
 )
+from adapterfleet.registry.listing import list_models
 from adapterfleet.registry.models import (
     find_version_by_tag,
     get_version,
-    list_models,
     pull,
     pull_companion,
     register_version,

@@ -10,17 +10,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from adapterfleet.registry import rest_read, sqlite_read
 from adapterfleet.registry.errors import RegistryError, call_with_retry, safe_uri
 from adapterfleet.registry.info import (
-    KINDS,
     ModelVersionInfo,
     info_from_mlflow,
-    parse_model_name,
     sha256_file,
 )
 from adapterfleet.registry.redact import redact
-from adapterfleet.registry.store import get_client, sqlite_path
+from adapterfleet.registry.store import get_client
 from adapterfleet.registry.tags import (
     BEST_ALIAS,
     TAG_ARTIFACT_PATH,
@@ -36,7 +33,6 @@ if TYPE_CHECKING:
 
 DEFAULT_RETRY_TIMEOUT_S = 120.0
 _SEARCH_VERSIONS_PAGE = 10_000
-_SEARCH_MODELS_PAGE = 1_000
 
 
 def register_version(
@@ -120,14 +116,14 @@ def _find_registered(
 ) -> int | None:
     """Lowest version of `name` for this trial (or run + artifact path), None if none."""
     if trial_id is not None:
-        found = _search_versions(
+        found = search_versions(
             client, f"name = {quote(name)} AND tags.`{TAG_TRIAL_ID}` = {quote(trial_id)}"
         )
     else:
         source = f"runs:/{run_id}/{artifact_path}"
         found = [
             mv
-            for mv in _search_versions(client, f"name = {quote(name)} AND run_id = {quote(run_id)}")
+            for mv in search_versions(client, f"name = {quote(name)} AND run_id = {quote(run_id)}")
             if mv.source == source or (mv.tags or {}).get(TAG_ARTIFACT_PATH) == artifact_path
         ]
     return min((int(mv.version) for mv in found), default=None)
@@ -143,7 +139,7 @@ def _create_registered_model(client: MlflowClient, name: str) -> None:
             raise
 
 
-def _paged(search: Any, filter_string: str, page_size: int) -> list[Any]:
+def paged(search: Any, filter_string: str, page_size: int) -> list[Any]:
     """Every result of an MLflow search that pages with `page_token`."""
     out: list[Any] = []
     token: str | None = None
@@ -155,8 +151,8 @@ def _paged(search: Any, filter_string: str, page_size: int) -> list[Any]:
             return out
 
 
-def _search_versions(client: MlflowClient, filter_string: str) -> list[Any]:
-    return _paged(client.search_model_versions, filter_string, _SEARCH_VERSIONS_PAGE)
+def search_versions(client: MlflowClient, filter_string: str) -> list[Any]:
+    return paged(client.search_model_versions, filter_string, _SEARCH_VERSIONS_PAGE)
 
 
 def _is_missing(exc: Exception) -> bool:
@@ -187,7 +183,7 @@ def _get_version(
             return info_from_mlflow(client.get_model_version_by_alias(name, alias))
         if version is not None:
             return info_from_mlflow(client.get_model_version(name, str(int(version))))
-        found = _search_versions(client, f"name = {quote(name)}")
+        found = search_versions(client, f"name = {quote(name)}")
         if not found:
             return None
         latest = max(found, key=lambda mv: int(mv.version))
@@ -202,7 +198,7 @@ def find_version_by_tag(uri: str, name: str, tag: str, value: str) -> ModelVersi
     """The lowest version of `name` whose tag `tag` equals `value`, or None."""
     client = get_client(uri)
     try:
-        found = _search_versions(client, f"name = {quote(name)} AND tags.`{tag}` = {quote(value)}")
+        found = search_versions(client, f"name = {quote(name)} AND tags.`{tag}` = {quote(value)}")
     except Exception as exc:
         if _is_missing(exc):
             return None
@@ -357,65 +353,3 @@ def _download(uri: str, run_id: str, artifact_path: str, dst: Path, timeout_s: f
         what=f"download runs:/{run_id}/{artifact_path}",
         timeout_s=timeout_s,
     )
-
-
-def list_models(
-    uri: str, prefix: str, kind: str = "adapter", alias: str = BEST_ALIAS
-) -> list[ModelVersionInfo]:
-    """One entry per registered model `<prefix>.<kind>.*`, sorted by name: the version
-    under `alias`, or the latest version when the alias is not set. Two paged searches,
-    whatever the number of models."""
-    if kind not in KINDS:
-        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
-    head = f"{prefix}.{kind}."
-    db = sqlite_path(uri)
-    try:
-        if db is not None and db.is_file():
-            return _pick_versions(sqlite_read.model_versions(db, head), alias)
-        if rest_read.is_http(uri):
-            server = rest_read.Server.from_uri(uri)
-            return _pick_versions(rest_read.model_versions(server, head), alias)
-    except sqlite_read.Unreadable:
-        pass  # not a store the direct reads know: ask MLflow
-    client = get_client(uri)
-    pattern = quote(head + "%")  # '_' in the prefix is a LIKE wildcard: filtered exactly below
-    models = {
-        rm.name: rm
-        for rm in _search_models(client, f"name LIKE {pattern}")
-        if rm.name.startswith(head) and parse_model_name(rm.name) is not None
-    }
-    versions: dict[str, dict[int, Any]] = {}
-    for mv in _search_versions(client, f"name LIKE {pattern}"):
-        if mv.name in models:
-            versions.setdefault(mv.name, {})[int(mv.version)] = mv
-    out: list[ModelVersionInfo] = []
-    for name in sorted(models):
-        by_number = versions.get(name)
-        if not by_number:
-            continue
-        model_aliases = {a: int(v) for a, v in (models[name].aliases or {}).items()}
-        chosen = model_aliases.get(alias)
-        if chosen not in by_number:
-            chosen = max(by_number)
-        names = [a for a, v in model_aliases.items() if v == chosen]
-        out.append(info_from_mlflow(by_number[chosen], aliases=names))
-    return out
-
-
-def _pick_versions(
-    found: Mapping[str, tuple[list[ModelVersionInfo], dict[str, int]]], alias: str
-) -> list[ModelVersionInfo]:
-    """`list_models`' choice over what `sqlite_read` / `rest_read.model_versions` found."""
-    out = []
-    for name in sorted(found):
-        versions, aliases = found[name]
-        if not versions or parse_model_name(name) is None:
-            continue
-        by_number = {info.version: info for info in versions}
-        chosen = aliases.get(alias)
-        out.append(by_number[chosen if chosen in by_number else max(by_number)])
-    return out
-
-
-def _search_models(client: MlflowClient, filter_string: str) -> list[Any]:
-    return _paged(client.search_registered_models, filter_string, _SEARCH_MODELS_PAGE)

@@ -21,12 +21,13 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from adapterfleet.config import PipelineConfig
+from adapterfleet.console import Say
 from adapterfleet.orchestration.baselines import (
     BaselineSummary,
     collect_baselines,
@@ -57,8 +58,6 @@ from adapterfleet.registry import (
     wait_for_models,
 )
 from adapterfleet.registry.tags import BEST_ALIAS, TAG_BUDGET, TAG_BUDGET_TRIMMED, TAG_OVERRIDES
-
-Say = Callable[[str], None]
 
 
 @dataclass
@@ -207,16 +206,7 @@ def run_pipeline(
     loaded with, recorded on the experiment for the report."""
     started = time.time()
     uri = tracking_uri_of(config)
-    say(f"pipeline {config.name}: validating ({len(config.tasks)} tasks, tracking {uri})")
-    validate_pipeline(config, check_tracking=check_tracking_uri, tracking_uri=uri)
-    address = ray_address or os.environ.get("RAY_ADDRESS")
-    if address not in (None, "local") and not ray_initialized():
-        check_ray_address(str(address))
-    experiment_id = ensure_experiment(uri, config.name, tags=experiment_tags(config, overrides))
-    ensure_ray(ray_address, num_cpus)
-    import ray
-
-    check_resources(config, [n["Resources"] for n in ray.nodes() if n.get("Alive")])
+    experiment_id = _validate_and_start(config, uri, ray_address, num_cpus, overrides, say)
     summary = PipelineSummary(config.name, uri)
     early = _early_target(config)
     gates = [
@@ -242,12 +232,52 @@ def run_pipeline(
         raise
     finally:
         launcher.stage_ended.set()
-        for gate in gates:
-            gate.join()
-            if gate.outcome is not None:
-                summary.fusions[gate.target] = gate.outcome
-            elif gate.error is not None and not isinstance(gate.error, InterruptedError):
-                summary.errors[f"fusion {gate.target}"] = str(gate.error)
+        _join_fusions(gates, summary)
+    _join_baselines(config, launcher, summary, say)
+    if config.baselines.systems:
+        folder = Path(config.storage) / "report" / config.name
+        summary.report = build_report(config.name, uri, folder)
+    summary.seconds = time.time() - started
+    return summary
+
+
+def _validate_and_start(
+    config: PipelineConfig,
+    uri: str,
+    ray_address: str | None,
+    num_cpus: int | None,
+    overrides: Sequence[str],
+    say: Say,
+) -> str:
+    """Validate the whole config, then create the experiment and start (or join) Ray and check
+    that its nodes can hold a trial; the experiment id."""
+    say(f"pipeline {config.name}: validating ({len(config.tasks)} tasks, tracking {uri})")
+    validate_pipeline(config, check_tracking=check_tracking_uri, tracking_uri=uri)
+    address = ray_address or os.environ.get("RAY_ADDRESS")
+    if address not in (None, "local") and not ray_initialized():
+        check_ray_address(str(address))
+    experiment_id = ensure_experiment(uri, config.name, tags=experiment_tags(config, overrides))
+    ensure_ray(ray_address, num_cpus)
+    import ray  # started just above; importing it earlier would slow every command
+
+    check_resources(config, [n["Resources"] for n in ray.nodes() if n.get("Alive")])
+    return experiment_id
+
+
+def _join_fusions(gates: Sequence[FusionGate], summary: PipelineSummary) -> None:
+    """Wait for every fusion gate; its outcome or error goes into `summary`."""
+    for gate in gates:
+        gate.join()
+        if gate.outcome is not None:
+            summary.fusions[gate.target] = gate.outcome
+        elif gate.error is not None and not isinstance(gate.error, InterruptedError):
+            summary.errors[f"fusion {gate.target}"] = str(gate.error)
+
+
+def _join_baselines(
+    config: PipelineConfig, launcher: BaselineLauncher, summary: PipelineSummary, say: Say
+) -> None:
+    """Wait for the baselines stage (if it was started); outcomes and errors into `summary`."""
     if launcher.ident is not None:  # started
         launcher.join()
     if launcher.error is not None:
@@ -255,11 +285,6 @@ def run_pipeline(
     summary.baselines = collect_baselines(config, launcher.refs, say)
     for label, error in summary.baselines.errors.items():
         summary.errors[f"baseline {label}"] = error
-    if config.baselines.systems:
-        folder = Path(config.storage) / "report" / config.name
-        summary.report = build_report(config.name, uri, folder)
-    summary.seconds = time.time() - started
-    return summary
 
 
 def experiment_tags(config: PipelineConfig, overrides: Sequence[str] = ()) -> dict[str, str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from adapterfleet.config import ConfigError, PipelineConfig
 from adapterfleet.registry import (
@@ -20,6 +20,8 @@ from adapterfleet.registry import (
     ensure_experiment,
     open_sweep_run,
 )
+from adapterfleet.tuning.plan import plan_sweep
+from adapterfleet.tuning.spec import task_config_hash
 
 Progress = Callable[[str], None]
 
@@ -99,9 +101,7 @@ def run_adapter_stage(
     Ray (with `num_cpus`), "auto" or host:port joins a cluster. Raises `SweepError` when trials
     failed for good (its `.registered` holds the tasks that did get registered).
     """
-    from adapterfleet.tuning.plan import plan_sweep
-    from adapterfleet.tuning.spec import task_config_hash
-    from adapterfleet.tuning.sweep import DEFAULT_MAX_FAILURES, run_sweep
+    from adapterfleet.tuning.sweep import DEFAULT_MAX_FAILURES, run_sweep  # imports ray
 
     uri = tracking_uri_of(config)
     check_tracking_uri(uri)
@@ -112,29 +112,7 @@ def run_adapter_stage(
     if not plan.pending:
         return dict(plan.registered)
     ensure_ray(ray_address, num_cpus)
-    stage = config.adapters
-    sweep_runs = {
-        task: open_sweep_run(
-            uri,
-            experiment_id,
-            plan.sweep_name,
-            task,
-            tags={"config_hash": task_config_hash(config, task), "base_model": config.base_model},
-        )
-        for task in plan.pending
-    }
-    for task, run in sweep_runs.items():
-        points = stage.grid_for(task)
-        run.log_params(
-            {
-                "architecture": stage.architecture,
-                "reduction_factors": list(points.reduction_factors),
-                "learning_rates": list(points.learning_rates),
-                "seeds": list(stage.seeds),
-                "metric": stage.training.metric,
-                "max_epochs": stage.training.max_epochs,
-            }
-        )
+    sweep_runs = _open_sweep_runs(config, uri, experiment_id, plan.sweep_name, plan.pending)
     try:
         return run_sweep(
             plan,
@@ -149,6 +127,29 @@ def run_adapter_stage(
             if task not in done:
                 _end_quietly(run, status, progress)
         raise
+
+
+def _open_sweep_runs(
+    config: PipelineConfig, uri: str, experiment_id: str, sweep_name: str, tasks: Iterable[str]
+) -> dict[str, MlflowRunLogger]:
+    """The parent run of each task's sweep (reopened on resume), with the grid it searches."""
+    stage = config.adapters
+    runs = {}
+    for task in tasks:
+        tags = {"config_hash": task_config_hash(config, task), "base_model": config.base_model}
+        runs[task] = open_sweep_run(uri, experiment_id, sweep_name, task, tags=tags)
+        points = stage.grid_for(task)
+        runs[task].log_params(
+            {
+                "architecture": stage.architecture,
+                "reduction_factors": list(points.reduction_factors),
+                "learning_rates": list(points.learning_rates),
+                "seeds": list(stage.seeds),
+                "metric": stage.training.metric,
+                "max_epochs": stage.training.max_epochs,
+            }
+        )
+    return runs
 
 
 def _end_quietly(run: MlflowRunLogger, status: str, progress: Progress) -> None:

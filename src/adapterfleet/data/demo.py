@@ -36,12 +36,24 @@ def generate_demo_suite(directory: str | Path, seed: int = 0) -> dict[str, TaskS
     """
     root = Path(directory)
     root.mkdir(parents=True, exist_ok=True)
-    tasks: dict[str, dict[str, Any]] = {}
+    tasks = {
+        "demo_sentiment": _sentiment_task(root, seed),
+        "demo_aspect": _aspect_task(root, seed),
+        "demo_negation": _negation_task(root, seed),
+        "demo_delivery": _delivery_task(root, seed),
+    }
+    document = {"data_root": ".", "tasks": tasks}
+    config = root / CONFIG_NAME
+    config.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+    return load_tasks_config(config)
 
+
+def _sentiment_task(root: Path, seed: int) -> dict[str, Any]:
+    """A TSV with a header."""
     train, dev = _examples(seed, "sentiment", _sentiment, ("negative", "positive"), SOURCE_SIZES)
     _write_tsv(root / "sentiment_train.tsv", train)
     _write_tsv(root / "sentiment_dev.tsv", dev)
-    tasks["demo_sentiment"] = {
+    return {
         "train": "sentiment_train.tsv",
         "dev": "sentiment_dev.tsv",
         "text_fields": ["review"],
@@ -49,10 +61,13 @@ def generate_demo_suite(directory: str | Path, seed: int = 0) -> dict[str, TaskS
         "label_names": ["negative", "positive"],
     }
 
+
+def _aspect_task(root: Path, seed: int) -> dict[str, Any]:
+    """JSON lines, four classes."""
     train, dev = _examples(seed, "aspect", _aspect, ASPECTS, SOURCE_SIZES)
     _write_jsonl(root / "aspect_train.jsonl", train)
     _write_jsonl(root / "aspect_dev.jsonl", dev)
-    tasks["demo_aspect"] = {
+    return {
         "train": "aspect_train.jsonl",
         "dev": "aspect_dev.jsonl",
         "text_fields": ["sentence"],
@@ -60,27 +75,27 @@ def generate_demo_suite(directory: str | Path, seed: int = 0) -> dict[str, TaskS
         "label_names": list(ASPECTS),
     }
 
+
+def _negation_task(root: Path, seed: int) -> dict[str, Any]:
+    """A CSV without header (its columns declared), labels as class indices."""
     names = ("affirmed", "negated")
     train, dev = _examples(seed, "negation", _negation, names, SOURCE_SIZES)
-    columns = ["id", "text", "negated"]
     _write_headerless_csv(root / "negation_train.csv", train, names)
     _write_headerless_csv(root / "negation_dev.csv", dev, names)
-    for split in ("train", "dev"):
-        tasks.setdefault("demo_negation", {})[split] = {
-            "path": f"negation_{split}.csv",
-            "header": False,
-            "columns": columns,
-        }
-    tasks["demo_negation"] |= {
-        "text_fields": ["text"],
-        "label_field": "negated",
-        "label_names": list(names),
+    columns = ["id", "text", "negated"]
+    splits = {
+        split: {"path": f"negation_{split}.csv", "header": False, "columns": columns}
+        for split in ("train", "dev")
     }
+    return splits | {"text_fields": ["text"], "label_field": "negated", "label_names": list(names)}
 
+
+def _delivery_task(root: Path, seed: int) -> dict[str, Any]:
+    """The low-resource target: a JSON object of records, scored by accuracy and F1."""
     train, dev = _examples(seed, "delivery", _delivery, ("no", "yes"), TARGET_SIZES)
     _write_json_records(root / "delivery_train.json", train)
     _write_json_records(root / "delivery_dev.json", dev)
-    tasks["demo_delivery"] = {
+    return {
         "train": "delivery_train.json",
         "dev": "delivery_dev.json",
         "text_fields": ["review"],
@@ -88,11 +103,6 @@ def generate_demo_suite(directory: str | Path, seed: int = 0) -> dict[str, TaskS
         "label_names": ["no", "yes"],
         "metrics": ["accuracy", "f1"],
     }
-
-    document = {"data_root": ".", "tasks": tasks}
-    config = root / CONFIG_NAME
-    config.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
-    return load_tasks_config(config)
 
 
 def _examples(

@@ -83,6 +83,3 @@ class OutputSlot(nn.Module):
         if isinstance(out, tuple):
             return (adapter(out[0]), *out[1:])
         return adapter(out)
-
-
-Slot = NormSlot | OutputSlot

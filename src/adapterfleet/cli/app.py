@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from importlib.metadata import version as package_version
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -255,6 +256,50 @@ cluster.register(app)
 interop.register(app)
 prune.register(app)
 report.register(app)
+
+# `--help` lists the commands in these groups, in this order.
+PANELS = {
+    "Pipeline": ("demo", "run", "sweep", "status", "report", "tasks"),
+    "Single runs": ("train", "fuse", "evaluate", "predict", "prune"),
+    "Registry": ("adapters", "pull", "ui"),
+    "Cluster": ("submit", "jobs", "logs", "stop"),
+    "Interop": ("import-adapter", "export"),
+}
+
+
+def _command_name(info: typer.models.CommandInfo | typer.models.TyperInfo) -> str:
+    if info.name:
+        return info.name
+    callback = info.callback if isinstance(info, typer.models.CommandInfo) else None
+    return callback.__name__.replace("_", "-") if callback else ""
+
+
+def _group_commands() -> None:
+    panel_of = {name: panel for panel, names in PANELS.items() for name in names}
+    entries = [*app.registered_commands, *app.registered_groups]
+    for info in entries:
+        info.rich_help_panel = panel_of[_command_name(info)]
+    order = {name: i for i, name in enumerate(n for names in PANELS.values() for n in names)}
+    app.registered_commands.sort(key=lambda info: order[_command_name(info)])
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"adapterfleet {package_version('adapterfleet')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Show the version."),
+    ] = False,
+) -> None:
+    """Train fleets of bottleneck adapters and compose them with AdapterFusion."""
+
+
+_group_commands()
 
 
 def main() -> None:

@@ -17,7 +17,10 @@ CONFIG_HELP = "Pipeline YAML file."
 ConfigOpt = Annotated[Path, typer.Option("--config", "-c", help=CONFIG_HELP)]
 # `run CONFIG` / `-c CONFIG`: both spellings, for the commands that took a positional first.
 ConfigArg = Annotated[
-    Path | None, typer.Argument(help=f"{CONFIG_HELP} (or -c CONFIG)", show_default=False)
+    Path | None,
+    typer.Argument(
+        metavar="CONFIG", help="Pipeline YAML file (or give it with -c).", show_default=False
+    ),
 ]
 MaybeConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help=CONFIG_HELP)]
 SetOpt = Annotated[

@@ -1,0 +1,65 @@
+"""The options every command shares: one spelling of the config, the grouped help, --version."""
+
+from __future__ import annotations
+
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from adapterfleet.cli.app import PANELS, app
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+runner = CliRunner()
+
+
+def test_version_is_the_installed_package_version() -> None:
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.output.strip() == f"adapterfleet {version('adapterfleet')}"
+
+
+def test_help_lists_every_command_once_in_its_panel() -> None:
+    result = runner.invoke(app, ["--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    listed = [n for names in PANELS.values() for n in names]
+    assert len(listed) == len(set(listed))
+    registered = {
+        info.name or info.callback.__name__.replace("_", "-") for info in app.registered_commands
+    } | {g.name for g in app.registered_groups}
+    assert registered == set(listed)
+    positions = [result.output.index(f"─ {panel} ") for panel in PANELS]
+    assert positions == sorted(positions)
+
+
+@pytest.mark.parametrize("command", [["run"], ["sweep", "resume"], ["submit"]])
+def test_positional_and_option_config_are_one_argument(command: list[str], tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere.yaml"
+    for spelling in ([str(missing)], ["-c", str(missing)]):
+        result = runner.invoke(app, [*command, *spelling])
+        assert result.exit_code == 2, result.output
+        assert result.output.startswith("error: config ") and str(missing) in result.output
+    twice = runner.invoke(app, [*command, str(missing), "-c", str(tmp_path / "other.yaml")])
+    assert twice.exit_code == 2
+    assert "config given twice" in twice.output
+    neither = runner.invoke(app, command)
+    assert neither.exit_code == 2
+    assert "no config given; pass the pipeline YAML file with -c CONFIG" in neither.output
+
+
+def test_tasks_loads_the_config_with_c_and_set(tmp_path: Path) -> None:
+    result = runner.invoke(
+        app,
+        ["tasks", "-c", str(CONFIGS / "demo.yaml"), "-o", f"storage={tmp_path / 'runs'}"],
+        env={"COLUMNS": "200"},
+    )
+    assert result.exit_code == 0, result.output
+    rows = [line for line in result.output.splitlines() if line.startswith("| demo_")]
+    assert [row.split("|")[1].strip() for row in rows] == [
+        "demo_sentiment",
+        "demo_aspect",
+        "demo_negation",
+        "demo_delivery",
+    ]
+    assert (tmp_path / "runs" / "demo-data" / "tasks.yaml").is_file()

@@ -202,14 +202,16 @@ def _best_of(count: int, fn: Any) -> float:
 
 def _status_times(config: Path) -> dict[str, Any]:
     from adapterfleet.config import load_config
-    from adapterfleet.orchestration.status import pipeline_status
+    from adapterfleet.orchestration.sweep import tracking_uri_of
+    from adapterfleet.results.status import pipeline_status
 
     def cli() -> None:
         subprocess.run(_cli("status", "-c", str(config)), cwd=ROOT, env=_env(),
                        capture_output=True, check=True)  # fmt: skip
 
     loaded = load_config(config)
-    status = pipeline_status(loaded)
+    store_uri = tracking_uri_of(loaded)
+    status = pipeline_status(loaded, store_uri)
     with MlflowServer(config.parent / "status-server", backend=config.parent / "mlflow.db") as uri:
 
         def cli_server() -> None:
@@ -219,7 +221,7 @@ def _status_times(config: Path) -> dict[str, Any]:
         server_s = _best_of(3, cli_server)
     return {
         "status_cli_s": _best_of(3, cli),
-        "status_call_s": _best_of(3, lambda: pipeline_status(loaded)),
+        "status_call_s": _best_of(3, lambda: pipeline_status(loaded, store_uri)),
         "status_server_cli_s": server_s,
         "status_trials_seen": sum(t.done + t.running + t.failed for t in status.tasks),
     }

@@ -12,7 +12,7 @@ from mlflow import MlflowClient
 from mlflow.entities import Metric
 
 from adapterfleet.config import PipelineConfig, load_config
-from adapterfleet.orchestration.status import StatusPlan, pipeline_status, status_by_name
+from adapterfleet.orchestration.sweep import tracking_uri_of
 from adapterfleet.registry import (
     TAG_PARENT_RUN,
     TAG_SWEEP,
@@ -26,6 +26,7 @@ from adapterfleet.registry import (
     register_version,
 )
 from adapterfleet.registry.tags import TAG_KIND, TAG_SEED, TAG_STOPPED_EARLY, TAG_SYSTEM
+from adapterfleet.results.status import StatusPlan, pipeline_status, status_by_name
 
 TASKS = ("a", "b", "c", "d")
 GRID = "adapters: {reduction_factors: [2, 16], learning_rates: [0.1, 0.2, 0.3, 0.4, 0.5], "
@@ -115,7 +116,7 @@ def populated(tmp_path: Path) -> tuple[PipelineConfig, Store]:
 def test_status_counts_with_400_trials(populated: tuple[PipelineConfig, Store]) -> None:
     config, store = populated
     assert store.trials >= 400
-    status = pipeline_status(config)
+    status = pipeline_status(config, tracking_uri_of(config))
     print(f"\npipeline_status over {store.trials} trial runs: {status.elapsed_s:.3f}s")
     tasks = {t.task: t for t in status.tasks}
     a, b, c, d = (tasks[name] for name in TASKS)
@@ -149,7 +150,7 @@ def test_status_counts_with_400_trials(populated: tuple[PipelineConfig, Store]) 
 def test_status_not_started_and_missing_store(tmp_path: Path) -> None:
     config = write_config(tmp_path, "fusion: {targets: {a: [b, c]}}\n")
     db = tmp_path / "store" / "mlflow.db"
-    empty = pipeline_status(config)
+    empty = pipeline_status(config, tracking_uri_of(config))
     assert not empty.experiment_found and not db.exists()  # reading does not create the store
     assert [(t.task, t.done, t.pending) for t in empty.tasks][:2] == [("a", 0, 100), ("b", 0, 100)]
     assert empty.fusions[0].state == "waiting for b, c"
@@ -157,11 +158,13 @@ def test_status_not_started_and_missing_store(tmp_path: Path) -> None:
     store = Store(config, tmp_path)
     store.register("adapter", "b")
     store.register("adapter", "c")
-    ready = pipeline_status(config)
+    ready = pipeline_status(config, tracking_uri_of(config))
     assert ready.experiment_found and ready.fusions[0].state == "not started"
     failed = store.client.create_run(store.experiment, tags={TAG_KIND: "fusion", TAG_TASK: "a"})
     store.client.set_terminated(failed.info.run_id, "FAILED")
-    assert pipeline_status(config).fusions[0].state.startswith("failed (run ")
+    assert (
+        pipeline_status(config, tracking_uri_of(config)).fusions[0].state.startswith("failed (run ")
+    )
 
 
 def test_status_by_name_matches_the_config_view(
@@ -170,7 +173,7 @@ def test_status_by_name_matches_the_config_view(
     config, store = populated
     ensure_experiment(store.uri, config.name, tags=StatusPlan.from_config(config).to_tags())
     by_name = status_by_name(config.name, store.uri)
-    by_config = pipeline_status(config)
+    by_config = pipeline_status(config, tracking_uri_of(config))
     assert by_name.tasks == by_config.tasks and by_name.fusions == by_config.fusions
     assert by_name.render() == by_config.render()
 
@@ -234,7 +237,9 @@ def test_status_shows_the_baselines_per_system_and_task(tmp_path: Path) -> None:
     baseline("mt-a", "all", 0, "FINISHED", kind="mt-a")
     baseline("mt-a", "b", 0, "FINISHED", best_dev_accuracy=0.7)  # MT-A's per-task result
     baseline("mt-a", "all", 1, "RUNNING", kind="mt-a")  # its seed 1 trains every task
-    rows = {(b.system, b.task): b for b in pipeline_status(config).baselines}
+    rows = {
+        (b.system, b.task): b for b in pipeline_status(config, tracking_uri_of(config)).baselines
+    }
     assert list(rows) == [("head", "a")] + [("mt-a", t) for t in TASKS]
     head = rows[("head", "a")]
     assert (head.total, head.done, head.running, head.failed, head.pending) == (3, 2, 1, 0, 0)
@@ -242,7 +247,7 @@ def test_status_shows_the_baselines_per_system_and_task(tmp_path: Path) -> None:
     mt_b, mt_c = rows[("mt-a", "b")], rows[("mt-a", "c")]
     assert (mt_b.done, mt_b.running, mt_b.pending, mt_b.mean) == (1, 1, 1, pytest.approx(0.7))
     assert (mt_c.done, mt_c.running, mt_c.pending, mt_c.mean) == (0, 1, 2, None)
-    lines = pipeline_status(config).render().splitlines()
+    lines = pipeline_status(config, tracking_uri_of(config)).render().splitlines()
     assert lines[lines.index(next(x for x in lines if x.startswith("BASELINE"))) + 1].split() == [
         "head",
         "a",
@@ -254,4 +259,7 @@ def test_status_shows_the_baselines_per_system_and_task(tmp_path: Path) -> None:
         "accuracy",
     ]
     ensure_experiment(store.uri, config.name, tags=StatusPlan.from_config(config).to_tags())
-    assert status_by_name(config.name, store.uri).baselines == pipeline_status(config).baselines
+    assert (
+        status_by_name(config.name, store.uri).baselines
+        == pipeline_status(config, tracking_uri_of(config)).baselines
+    )

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
-from adapterfleet.orchestration.status import status_by_name
 from adapterfleet.registry import (
     TAG_KIND,
     TAG_PARENT_RUN,
@@ -29,6 +28,7 @@ from adapterfleet.registry import (
 from adapterfleet.registry import models as registry_models
 from adapterfleet.registry import status as registry_status
 from adapterfleet.registry.status import experiment_runs_and_tags
+from adapterfleet.results.status import status_by_name
 
 pytestmark = pytest.mark.integration
 pytest.importorskip("flask_wtf", reason="the basic-auth app needs mlflow[auth] (make install)")

@@ -14,8 +14,8 @@ os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 from report_support import Pipeline, table1_pipeline_in, uid  # noqa: E402
 
-from adapterfleet.orchestration.report import ReportResult, build_report  # noqa: E402
 from adapterfleet.registry import default_tracking_uri, ensure_experiment  # noqa: E402
+from adapterfleet.results.report import ReportResult, build_report  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from adapterfleet.orchestration.status import StatusPlan
 from adapterfleet.registry import (
     TAG_TASK,
     MlflowRunLogger,
@@ -22,6 +21,7 @@ from adapterfleet.registry import (
     open_trial_run,
 )
 from adapterfleet.registry.tags import TAG_LINEAGE, TAG_PRUNED_FROM
+from adapterfleet.results.status import StatusPlan
 
 BUDGET_TRIMMED = {"adapters.reduction_factors": [16], "tasks.mnli.max_train_examples": 2000}
 

@@ -93,7 +93,7 @@ def test_experiment_without_finished_runs_says_so(new_pipeline, tmp_path: Path) 
 
 def test_the_command_loads_no_torch() -> None:
     code = (
-        "import sys, adapterfleet.cli.app, adapterfleet.orchestration.report\n"
+        "import sys, adapterfleet.cli.app, adapterfleet.results.report\n"
         "assert 'torch' not in sys.modules, 'torch imported'\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

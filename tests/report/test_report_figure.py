@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from report_support import Pipeline
 
-from adapterfleet.orchestration.report import ReportResult, build_report
-from adapterfleet.orchestration.report_figure import Weights, average_weights, read_weights
+from adapterfleet.results.report import ReportResult, build_report
+from adapterfleet.results.report_figure import Weights, average_weights, read_weights
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

@@ -25,7 +25,7 @@ import pytest
 from mlflow import MlflowClient
 from report_support import BUDGET_TRIMMED, Pipeline, table_rows
 
-from adapterfleet.orchestration.report import ReportResult, build_report
+from adapterfleet.results.report import ReportResult, build_report
 
 COLUMNS = ["Head", "Full", "ST-A", "ST-A Houlsby", "MT-A", "Fusion w/ ST-A", "Fusion w/ MT-A"]
 

@@ -6,15 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from adapterfleet.orchestration.paper_table1 import paper_key, paper_number
-from adapterfleet.orchestration.report_data import (
-    Summary,
-    collect_cells,
-    newest_per_seed,
-    seed_of,
-    summarize,
-)
-from adapterfleet.orchestration.report_render import budget_data, budget_section, format_cell
 from adapterfleet.registry import RunData
 from adapterfleet.registry.tags import (
     TAG_BUDGET,
@@ -22,6 +13,15 @@ from adapterfleet.registry.tags import (
     TAG_OVERRIDES,
     TAG_STOPPED_EARLY,
 )
+from adapterfleet.results.paper_table1 import paper_key, paper_number
+from adapterfleet.results.report_data import (
+    Summary,
+    collect_cells,
+    newest_per_seed,
+    seed_of,
+    summarize,
+)
+from adapterfleet.results.report_render import budget_data, budget_section, format_cell
 
 
 def run(run_id: str, start: int, tags: dict, params: dict | None = None, acc: float = 0.5):

@@ -18,10 +18,10 @@ from ray.tune.schedulers import AsyncHyperBandScheduler, TrialScheduler
 from tuning_support import config_document, runs_of
 
 from adapterfleet.config import ConfigError, PipelineConfig, parse_config
-from adapterfleet.orchestration.status import pipeline_status
 from adapterfleet.orchestration.sweep import run_adapter_stage, tracking_uri_of
 from adapterfleet.registry import ModelVersionInfo
 from adapterfleet.registry.tags import TAG_STOPPED_EARLY
+from adapterfleet.results.status import pipeline_status
 from adapterfleet.tuning.search import (
     PerTaskScheduler,
     PerTaskSearcher,
@@ -254,6 +254,6 @@ def test_a_trial_asha_stopped_ends_finished_and_status_counts_it_apart(swept: Sw
         assert run.info.status == "FINISHED", (trial_id, run.info.status)
         assert run.data.tags.get(TAG_STOPPED_EARLY) == stopped.get(trial_id), trial_id
         assert ("best_epoch" in run.data.metrics) == (trial_id not in stopped), trial_id
-    status = pipeline_status(swept.config)
+    status = pipeline_status(swept.config, swept.uri)
     assert sum(t.stopped for t in status.tasks) == len(stopped)
     assert all((t.done + t.stopped, t.failed, t.pending) == (3, 0, 0) for t in status.tasks)

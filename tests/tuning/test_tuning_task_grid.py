@@ -10,8 +10,8 @@ import pytest
 from tuning_support import config_document, expected_best, runs_of
 
 from adapterfleet.config import parse_config
-from adapterfleet.orchestration.status import StatusPlan, pipeline_status
 from adapterfleet.orchestration.sweep import run_adapter_stage, tracking_uri_of
+from adapterfleet.results.status import StatusPlan, pipeline_status
 
 pytestmark = pytest.mark.integration
 
@@ -43,7 +43,7 @@ def test_each_task_sweeps_its_own_grid_and_registers_its_best(
         "[4, 8]",
     )
 
-    status = {t.task: t for t in pipeline_status(config).tasks}
+    status = {t.task: t for t in pipeline_status(config, uri).tasks}
     assert {task: s.total for task, s in status.items()} == {"fruit": 2, "water": 1}
     assert all(s.done + s.stopped == s.total and s.pending == 0 for s in status.values())
     plan = StatusPlan.from_config(config)  # `status NAME` reads the same totals from the tag

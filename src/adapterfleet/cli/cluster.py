@@ -51,7 +51,7 @@ def status(
     set_: SetOpt = None,
 ) -> None:
     """Tasks, trials done/running/failed, registered versions and fusion state of a pipeline."""
-    from adapterfleet.orchestration.status import pipeline_status, status_by_name
+    from adapterfleet.results.status import pipeline_status, status_by_name
 
     ref = resolve(name, config, tracking_uri, budget, set_)
     if ref.config is not None:

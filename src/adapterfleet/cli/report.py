@@ -39,7 +39,7 @@ def report(
     """Table 1 (mean ± std over seeds per task and system, the paper's BERT-base numbers beside
     them) and Figure 4 (mean fusion weights per layer) from the pipeline's finished MLflow runs:
     written to a folder (table1.md, figure4.png, report.json) and logged to MLflow."""
-    from adapterfleet.orchestration.report import build_report
+    from adapterfleet.results.report import build_report
 
     ref = resolve(name, config, tracking_uri, budget, set_)
     if ref.config is not None:

@@ -40,8 +40,6 @@ from adapterfleet.orchestration.fusion_job import (
     run_fusion_job,
     seed_configs,
 )
-from adapterfleet.orchestration.report import ReportResult, build_report
-from adapterfleet.orchestration.status import StatusPlan, pipeline_status
 from adapterfleet.orchestration.sweep import (
     check_ray_address,
     ensure_ray,
@@ -58,6 +56,8 @@ from adapterfleet.registry import (
     wait_for_models,
 )
 from adapterfleet.registry.tags import BEST_ALIAS, TAG_BUDGET, TAG_BUDGET_TRIMMED, TAG_OVERRIDES
+from adapterfleet.results.report import ReportResult, build_report
+from adapterfleet.results.status import StatusPlan, pipeline_status
 
 
 @dataclass

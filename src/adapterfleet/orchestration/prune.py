@@ -12,16 +12,25 @@ speed against the number of adapters kept go to a folder and to an MLflow run of
 
 from __future__ import annotations
 
-import json
 import math
+import shutil
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from adapterfleet.config import ConfigError, PipelineConfig
+from adapterfleet.console import Say
+from adapterfleet.orchestration.predict import (
+    check_target,
+    find_version,
+    fusion_lineage,
+    load_model,
+    pull_version,
+)
 from adapterfleet.registry import (
+    MlflowRunLogger,
     ModelVersionInfo,
     adapter_model_name,
     find_version_by_tag,
@@ -31,65 +40,9 @@ from adapterfleet.registry import (
     set_alias,
 )
 from adapterfleet.registry.tags import TAG_PRUNED_FROM
+from adapterfleet.results.prune_report import SPEED_EXAMPLES, PrunePoint, PruneReport, write_report
 
-Say = Callable[[str], None]
 TAG_KEPT = "adapterfleet.kept"
-SPEED_EXAMPLES = 512  # dev examples timed per model (the first ones, in the dev order)
-
-
-@dataclass(frozen=True)
-class PrunePoint:
-    """One fusion of the report: the source (all adapters) or a pruned one."""
-
-    kept: tuple[str, ...]  # adapter tasks, in the order the source fusion has them
-    version: int
-    alias: str
-    dev_metrics: dict[str, float]
-    examples_per_second: float
-    trained: bool  # False: the source, or a pruned fusion registered before for these adapters
-
-
-@dataclass(frozen=True)
-class PruneReport:
-    target: str
-    source_version: int
-    metric: str
-    ranking: tuple[tuple[str, float], ...]  # (adapter task, mean fusion weight), best first
-    points: tuple[PrunePoint, ...]  # the source first, then by decreasing size
-    folder: Path
-
-    def rows(self) -> list[dict[str, Any]]:
-        base = self.points[0].examples_per_second
-        return [
-            {
-                "adapters": len(p.kept),
-                "kept": ", ".join(p.kept),
-                "version": f"v{p.version} ({p.alias})",
-                **{f"dev {k}": round(v, 4) for k, v in p.dev_metrics.items()},
-                "examples/s": round(p.examples_per_second, 1),
-                "speed-up": round(p.examples_per_second / base, 2) if base else float("nan"),
-            }
-            for p in self.points
-        ]
-
-    def markdown(self) -> str:
-        rows = self.rows()
-        header = list(rows[0])
-        lines = [
-            f"# Pruning the fusion of {self.target} (from v{self.source_version})",
-            "",
-            "Mean fusion weight on the dev set (over layers and tokens), best first: "
-            + ", ".join(f"{task} {weight:.3f}" for task, weight in self.ranking)
-            + ".",
-            "",
-            "| " + " | ".join(header) + " |",
-            "|" + "---|" * len(header),
-            *("| " + " | ".join(str(row[k]) for k in header) + " |" for row in rows),
-            "",
-            f"Speed: examples per second of inference over the first {SPEED_EXAMPLES} dev "
-            "examples, every model timed in the same process, in turn, best of 3 rounds.",
-        ]
-        return "\n".join(lines) + "\n"
 
 
 def rank_adapters(weights: Any, tasks: Sequence[str]) -> list[tuple[str, float]]:
@@ -177,31 +130,22 @@ def prune_fusion(
 ) -> PruneReport:
     """Rank the adapters of `target`'s registered fusion, train and register the pruned fusions,
     time them all, and write the report (see the module's docstring)."""
-    from adapterfleet.fusion import mean_fusion_weights
-    from adapterfleet.fusion.analysis import fused_adapter_names
-    from adapterfleet.orchestration.local import prepare_task
-    from adapterfleet.orchestration.predict import check_target, find_version
-    from adapterfleet.training import evaluate
+    from adapterfleet.orchestration.local import prepare_task  # loads torch
     from adapterfleet.training.modes import metric_names, task_batches
 
     check_target(config, target)
     source = find_version(config, target, uri, alias=alias, version=version)
     folder = Path(config.storage).resolve() / "prune" / target / f"v{source.version}"
+    job = _PruneJob(config, target, uri, experiment_id, folder, say)
     tokenized = prepare_task(config, target)
     _, dev = task_batches(tokenized, config.fusion.training)
     dev_batches = list(dev)
-    timed = _first_examples(dev_batches, SPEED_EXAMPLES)
     metrics = metric_names(config.tasks[target].metrics, config.fusion.training)
 
     say(f"prune {target}: ranking the adapters of v{source.version} on {len(tokenized.dev)} dev")
-    model, tasks = _pulled_model(config, uri, source, folder / f"v{source.version}")
-    weights = mean_fusion_weights(model, target, dev_batches)
-    names = fused_adapter_names(model, target)
-    order = [tasks[name] for name in names]  # the source fusion's own order of its adapters
-    ranking = rank_adapters(weights, order)
+    order, ranking = _rank_source(job, source, dev_batches)
     sizes = sizes_to_keep(ranking, keep, threshold)
     say("prune " + target + ": " + ", ".join(f"{t} {w:.3f}" for t, w in ranking))
-    del model
 
     versions = _adapter_versions(config, uri, source)
     summary = open_prune_run(
@@ -212,32 +156,8 @@ def prune_fusion(
         tags={"adapterfleet.prune_sizes": ",".join(map(str, sizes))},
     )
     try:
-        fusions = [(source, ",".join(source.aliases) or "source", False)]
-        for k in sizes:
-            top = {t for t, _ in ranking[:k]}
-            kept = [t for t in order if t in top]
-            info, trained = _pruned_fusion(
-                config, target, uri, experiment_id, kept, versions, source, say
-            )
-            fusions.append((info, f"pruned-{k}", trained))
-        say(f"prune {target}: evaluating and timing {len(fusions)} fusions")
-        models = [_pulled_model(config, uri, i, folder / f"v{i.version}")[0] for i, _, _ in fusions]
-        speeds = inference_speeds(models, timed)
-        points = []
-        for (info, alias, trained), model, speed in zip(fusions, models, speeds, strict=True):
-            kept = tuple(t for t in order if f"adapter.{t}" in info.tags)
-            point = PrunePoint(
-                kept, info.version, alias, evaluate(model, dev_batches, metrics), speed, trained
-            )
-            points.append(point)
-            summary.log_metrics(
-                {
-                    **{f"dev_{m}": v for m, v in point.dev_metrics.items()},
-                    "examples_per_second": point.examples_per_second,
-                },
-                step=len(kept),
-            )
-        del models
+        fusions = _fusions(job, source, order, [t for t, _ in ranking], sizes, versions)
+        points = _measure(job, fusions, order, dev_batches, metrics, summary)
         report = PruneReport(
             target, source.version, metrics[0], tuple(ranking), tuple(points), folder
         )
@@ -250,49 +170,90 @@ def prune_fusion(
     return report
 
 
-def write_report(report: PruneReport) -> Path:
-    """prune.md, prune.json and prune.png under `report.folder / "report"`."""
-    out = report.folder / "report"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "prune.md").write_text(report.markdown())
-    payload = {
-        "target": report.target,
-        "source_version": report.source_version,
-        "metric": report.metric,
-        "ranking": [list(item) for item in report.ranking],
-        "points": [asdict(p) for p in report.points],
-    }
-    (out / "prune.json").write_text(json.dumps(payload, indent=1) + "\n")
-    plot_pruning(report, out / "prune.png")
-    return out
-
-
-def plot_pruning(report: PruneReport, path: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
-
-    points = sorted(report.points, key=lambda p: len(p.kept))
-    sizes = [len(p.kept) for p in points]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.4))
-    left.plot(sizes, [p.dev_metrics[report.metric] for p in points], marker="o")
-    left.set_xlabel("adapters kept")
-    left.set_ylabel(f"dev {report.metric}")
-    right.plot(sizes, [p.examples_per_second for p in points], marker="o", color="tab:orange")
-    right.set_xlabel("adapters kept")
-    right.set_ylabel("inference examples/s")
-    for axis in (left, right):
-        axis.set_xticks(sizes)
-        axis.grid(alpha=0.3)
-    fig.suptitle(f"{report.target}: pruning the fusion of v{report.source_version}", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
-
-
 # -- steps ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _PruneJob:
+    """What every step of `prune_fusion` works with."""
+
+    config: PipelineConfig
+    target: str
+    uri: str
+    experiment_id: str
+    folder: Path  # <storage>/prune/<target>/v<source version>
+    say: Say
+
+
+_Fusion = tuple[ModelVersionInfo, str, bool]  # the version, its alias in the report, trained now
+
+
+def _rank_source(
+    job: _PruneJob, source: ModelVersionInfo, dev_batches: Sequence[dict[str, Any]]
+) -> tuple[list[str], list[tuple[str, float]]]:
+    """The source fusion's adapter tasks in its own order, and their ranking by mean weight."""
+    from adapterfleet.fusion import mean_fusion_weights  # loads torch
+    from adapterfleet.fusion.analysis import fused_adapter_names
+
+    model, tasks = _pulled_model(job.config, job.uri, source, job.folder / f"v{source.version}")
+    weights = mean_fusion_weights(model, job.target, dev_batches)
+    names = fused_adapter_names(model, job.target)
+    order = [tasks[name] for name in names]  # the source fusion's own order of its adapters
+    return order, rank_adapters(weights, order)
+
+
+def _fusions(
+    job: _PruneJob,
+    source: ModelVersionInfo,
+    order: Sequence[str],
+    ranked: Sequence[str],
+    sizes: Sequence[int],
+    versions: dict[str, ModelVersionInfo],
+) -> list[_Fusion]:
+    """The source, then for each size k the fusion over the top k of `ranked` (in `order`)."""
+    fusions = [(source, ",".join(source.aliases) or "source", False)]
+    for k in sizes:
+        top = set(ranked[:k])
+        kept = [t for t in order if t in top]
+        info, trained = _pruned_fusion(
+            job.config, job.target, job.uri, job.experiment_id, kept, versions, source, job.say
+        )
+        fusions.append((info, f"pruned-{k}", trained))
+    return fusions
+
+
+def _measure(
+    job: _PruneJob,
+    fusions: Sequence[_Fusion],
+    order: Sequence[str],
+    dev_batches: Sequence[dict[str, Any]],
+    metrics: Sequence[str],
+    summary: MlflowRunLogger,
+) -> list[PrunePoint]:
+    """Every fusion pulled back, timed and evaluated on the dev set; one point each, logged."""
+    from adapterfleet.training import evaluate  # loads torch
+
+    job.say(f"prune {job.target}: evaluating and timing {len(fusions)} fusions")
+    folder = job.folder
+    models = [
+        _pulled_model(job.config, job.uri, i, folder / f"v{i.version}")[0] for i, _, _ in fusions
+    ]
+    speeds = inference_speeds(models, _first_examples(dev_batches, SPEED_EXAMPLES))
+    points = []
+    for (info, alias, trained), model, speed in zip(fusions, models, speeds, strict=True):
+        kept = tuple(t for t in order if f"adapter.{t}" in info.tags)
+        point = PrunePoint(
+            kept, info.version, alias, evaluate(model, dev_batches, metrics), speed, trained
+        )
+        points.append(point)
+        summary.log_metrics(
+            {
+                **{f"dev_{m}": v for m, v in point.dev_metrics.items()},
+                "examples_per_second": point.examples_per_second,
+            },
+            step=len(kept),
+        )
+    return points
 
 
 def _first_examples(batches: Sequence[dict[str, Any]], count: int) -> list[dict[str, Any]]:
@@ -310,10 +271,7 @@ def _pulled_model(
 ) -> tuple[Any, dict[str, str]]:
     """The fusion `info` pulled into `dest` (sha256-verified) and loaded, and its adapters'
     names -> their tasks (the folders `pull_version` writes them to)."""
-    import shutil
-
-    from adapterfleet.adapters import read_adapter_config
-    from adapterfleet.orchestration.predict import load_model, pull_version
+    from adapterfleet.adapters import read_adapter_config  # loads torch
 
     shutil.rmtree(dest, ignore_errors=True)
     pull_version(config, uri, info, dest)
@@ -324,8 +282,6 @@ def _pulled_model(
 def _adapter_versions(
     config: PipelineConfig, uri: str, source: ModelVersionInfo
 ) -> dict[str, ModelVersionInfo]:
-    from adapterfleet.orchestration.predict import fusion_lineage
-
     out = {}
     for task, number in fusion_lineage(source).items():
         info = get_version(uri, adapter_model_name(config.registry_prefix, task), version=number)
@@ -350,7 +306,7 @@ def _pruned_fusion(
 ) -> tuple[ModelVersionInfo, bool]:
     """The registered fusion over `kept` (trained now unless one with the same lineage is
     registered), with the alias `pruned-<k>`; and whether it was trained now."""
-    from adapterfleet.orchestration.fusion_job import (
+    from adapterfleet.orchestration.fusion_job import (  # loads torch
         TAG_LINEAGE_KEY,
         FusionPlan,
         _train_and_register,

@@ -14,7 +14,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from adapterfleet.config import PipelineConfig
-from adapterfleet.orchestration.sweep import tracking_uri_of
 from adapterfleet.registry import (
     ModelVersionInfo,
     RegistryError,
@@ -204,10 +203,9 @@ def _table(rows: Sequence[Sequence[str]]) -> list[str]:
     ]
 
 
-def pipeline_status(config: PipelineConfig, tracking_uri: str | None = None) -> PipelineStatus:
-    """The status of `config`'s pipeline in its tracking store (or `tracking_uri`)."""
-    uri = tracking_uri or tracking_uri_of(config)
-    return plan_status(StatusPlan.from_config(config), uri)
+def pipeline_status(config: PipelineConfig, tracking_uri: str) -> PipelineStatus:
+    """The status of `config`'s pipeline in the tracking store at `tracking_uri`."""
+    return plan_status(StatusPlan.from_config(config), tracking_uri)
 
 
 def status_by_name(name: str, tracking_uri: str) -> PipelineStatus:

@@ -17,8 +17,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from adapterfleet.orchestration.paper_table1 import PAPER_URL, paper_number
-from adapterfleet.orchestration.report_data import (
+from adapterfleet.registry import (
+    RegistryError,
+    download_run_file,
+    find_experiment,
+    finished_runs,
+    open_report_run,
+    safe_uri,
+)
+from adapterfleet.results.paper_table1 import PAPER_URL, paper_number
+from adapterfleet.results.report_data import (
     COLUMNS,
     FUSION_SYSTEMS,
     KINDS,
@@ -28,7 +36,7 @@ from adapterfleet.orchestration.report_data import (
     Summary,
     collect_cells,
 )
-from adapterfleet.orchestration.report_figure import (
+from adapterfleet.results.report_figure import (
     WEIGHTS_FILE,
     Weights,
     WeightsRow,
@@ -37,7 +45,7 @@ from adapterfleet.orchestration.report_figure import (
     plot_figure4,
     read_weights,
 )
-from adapterfleet.orchestration.report_render import (
+from adapterfleet.results.report_render import (
     F1,
     budget_data,
     budget_section,
@@ -48,15 +56,7 @@ from adapterfleet.orchestration.report_render import (
     missing_notes,
     table1,
 )
-from adapterfleet.orchestration.status import StatusPlan
-from adapterfleet.registry import (
-    RegistryError,
-    download_run_file,
-    find_experiment,
-    finished_runs,
-    open_report_run,
-    safe_uri,
-)
+from adapterfleet.results.status import StatusPlan
 
 TABLE_FILE = "table1.md"
 FIGURE_FILE = "figure4.png"

@@ -7,9 +7,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from adapterfleet.orchestration.paper_table1 import PAPER_NAME, PAPER_URL, paper_number
-from adapterfleet.orchestration.report_data import COLUMNS, TITLES, Cell, Summary
 from adapterfleet.registry.tags import TAG_BUDGET, TAG_BUDGET_TRIMMED, TAG_OVERRIDES
+from adapterfleet.results.paper_table1 import PAPER_NAME, PAPER_URL, paper_number
+from adapterfleet.results.report_data import COLUMNS, TITLES, Cell, Summary
 
 NOTHING = "—"
 F1 = "f1"

@@ -1,0 +1,208 @@
+"""The input of `adapterfleet predict`: rows of a file (any format `data/` reads) holding a task's
+text fields, with their ids, read and tokenised exactly as training reads and tokenises a split.
+
+Labels are not needed. Column renames and header-less column names come from the task's
+declaration; the id column defaults to the first of `ID_FIELDS` found in the file."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from adapterfleet.data.errors import TaskError
+from adapterfleet.data.readers import RawSplit, read_file
+from adapterfleet.data.tasks import DEFAULT_ENCODING, EXTENSIONS, FORMATS, SplitSource, TaskSpec
+
+if TYPE_CHECKING:
+    from adapterfleet.data.cache import TokenizedSplit
+
+ID_FIELDS = ("id", "idx", "index", "guid")
+
+
+@dataclass(frozen=True)
+class PredictionInput:
+    """The rows of an input file: their texts (in the task's field order) and ids."""
+
+    source: str
+    fields: tuple[str, ...]
+    texts: list[tuple[str, ...]]
+    id_field: str | None = None
+    ids: list[Any] | None = None
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+
+def input_fields(spec: TaskSpec) -> tuple[str, ...]:
+    """The columns a prediction needs: the task's text fields (or question + choices)."""
+    if spec.is_multiple_choice:
+        assert spec.question_field is not None
+        return (spec.question_field, *spec.choice_fields)
+    return spec.text_fields
+
+
+def read_input(
+    spec: TaskSpec,
+    path: Path,
+    *,
+    fmt: str | None = None,
+    header: bool = True,
+    columns: Sequence[str] | None = None,
+    id_field: str | None = None,
+) -> PredictionInput:
+    """Read the rows of `path` (tsv, csv, jsonl, json, parquet). Columns are renamed as the
+    task's splits declare; every row needs every text field; a label column is not needed.
+
+    `header=False` takes column names from `columns`, else from the task's declaration.
+    `id_field` defaults to the first of id, idx, index, guid found in the file."""
+    task = spec.name
+    path = Path(path)
+    raw = _read_rows(spec, path, fmt, header, columns)
+    renames = {old: new for s in (spec.train, spec.dev) if s for old, new in s.rename.items()}
+    rows = [{renames.get(k, k): v for k, v in row.items()} for row in raw.rows]
+    present = [renames.get(c, c) for c in raw.columns]
+    fields = input_fields(spec)
+    _check_fields(task, path, fields, present)
+    if not rows:
+        raise TaskError(task, "input", f"{path} holds no rows", "give at least one row")
+    texts = [_texts(task, path, number, row, fields) for number, row in enumerate(rows)]
+    id_field = _id_field(task, path, id_field, present)
+    ids = [row.get(id_field) for row in rows] if id_field else None
+    return PredictionInput(str(path), fields, texts, id_field, ids)
+
+
+def _read_rows(
+    spec: TaskSpec, path: Path, fmt: str | None, header: bool, columns: Sequence[str] | None
+) -> RawSplit:
+    """The raw rows of `path`, refused when it is missing, unreadable, not UTF-8 or malformed."""
+    task = spec.name
+    if not path.is_file():
+        raise TaskError(task, "input", f"file not found: {path}", "check the --input path")
+    fmt = _input_format(task, path, fmt)
+    source = _input_source(spec, path, fmt, header, columns)
+    try:
+        raw = read_file(task, "input", source)
+    except OSError as error:
+        raise TaskError(task, "input", f"cannot read {path}: {error.strerror or error}") from None
+    except TaskError as error:
+        if error.field != "input.encoding":
+            raise
+        problem = f"{path} is not text in {DEFAULT_ENCODING}"
+        raise TaskError(task, "input", problem, "save it as UTF-8") from None
+    if raw.skipped:
+        lines = ", ".join(str(n) for n in raw.bad_lines)
+        raise TaskError(
+            task,
+            "input",
+            f"{raw.skipped} malformed rows in {path} (first at lines/records {lines})",
+            "fix or remove them (one prediction is written per input row)",
+        )
+    return raw
+
+
+def _input_format(task: str, path: Path, fmt: str | None) -> str:
+    """`fmt`, else the format of `path`'s suffix; one `data/` reads."""
+    fmt = fmt or EXTENSIONS.get(path.suffix.lower())
+    if fmt not in FORMATS:
+        raise TaskError(
+            task,
+            "input",
+            f"unknown format {fmt!r} for {path.name}",
+            f"pass --format with one of {', '.join(FORMATS)}",
+        )
+    return fmt
+
+
+def _input_source(
+    spec: TaskSpec, path: Path, fmt: str, header: bool, columns: Sequence[str] | None
+) -> SplitSource:
+    if columns and fmt not in ("tsv", "csv"):
+        raise TaskError(spec.name, "--columns", f"only for tsv/csv files, not {fmt}")
+    header = header and not columns
+    if not header and fmt in ("tsv", "csv"):
+        declared = next((s.columns for s in (spec.train, spec.dev) if s and s.columns), None)
+        columns = columns or declared
+        if not columns:
+            raise TaskError(
+                spec.name, "--columns", "a file without header needs its column names", "name them"
+            )
+    return SplitSource(
+        path, fmt, header, tuple(columns) if columns and not header else None, DEFAULT_ENCODING
+    )
+
+
+def _check_fields(task: str, path: Path, fields: Sequence[str], present: Sequence[str]) -> None:
+    """Every text field the task declares must be a column of the file."""
+    for name in fields:
+        if name not in present:
+            raise TaskError(
+                task,
+                f"input column {name!r}",
+                f"not found in {path}",
+                f"columns there: {', '.join(present) or '(none)'}; give a file with the task's "
+                f"fields {list(fields)} (or name its columns with --columns)",
+            )
+
+
+def _id_field(task: str, path: Path, id_field: str | None, present: Sequence[str]) -> str | None:
+    """The id column: the one asked for (which must exist), else the first of `ID_FIELDS`."""
+    id_field = id_field or next((c for c in ID_FIELDS if c in present), None)
+    if id_field is not None and id_field not in present:
+        raise TaskError(
+            task, "--id-field", f"column {id_field!r} not found in {path}", "name an existing one"
+        )
+    return id_field
+
+
+def _texts(
+    task: str, path: Path, number: int, row: dict[str, Any], fields: Sequence[str]
+) -> tuple[str, ...]:
+    values = [row.get(name) for name in fields]
+    for name, value in zip(fields, values, strict=True):
+        if value is None:
+            raise TaskError(
+                task,
+                f"input row {number}",
+                f"no value for {name!r} in {path}",
+                "fill it in or remove the row",
+            )
+    return tuple(v if isinstance(v, str) else str(v) for v in values)
+
+
+def encode_input(
+    data: PredictionInput, spec: TaskSpec, tokenizer: Any, max_length: int
+) -> TokenizedSplit:
+    """Tokenise the rows exactly as training does (pairs as pairs, multiple choice per choice)."""
+    import datasets
+
+    from adapterfleet.data.cache import TokenizedSplit, encode_rows  # loads numpy
+
+    if spec.is_multiple_choice:
+        columns: dict[str, list[Any]] = {
+            "question": [t[0] for t in data.texts],
+            "choices": [list(t[1:]) for t in data.texts],
+        }
+    else:
+        columns = {"text_a": [t[0] for t in data.texts]}
+        if spec.is_pair:
+            columns["text_b"] = [t[1] for t in data.texts]
+    columns["label"] = [0] * len(data)
+    table = encode_rows(
+        datasets.Dataset.from_dict(columns), tokenizer, max_length, spec.is_multiple_choice
+    )
+    names = table.column_names
+    return TokenizedSplit(
+        task=spec.name,
+        split="input",
+        path=Path(data.source),
+        key="",
+        from_cache=False,
+        input_ids=table.column("input_ids").to_pylist(),
+        token_type_ids=(
+            table.column("token_type_ids").to_pylist() if "token_type_ids" in names else None
+        ),
+        labels=table.column("label").to_pylist(),
+        lengths=table.column("length").to_pylist(),
+    )

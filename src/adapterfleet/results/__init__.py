@@ -1,5 +1,6 @@
-"""The read side: a pipeline's status, the Table 1 / Figure 4 report, the paper's numbers, and
-the rendering of the prune comparison (`prune_report`).
+"""The read side: a pipeline's status, the Table 1 / Figure 4 report, the paper's numbers, the
+registered models (`models`: list, pull) and the rendering of the prune comparison
+(`prune_report`).
 
 Reads the tracking store through `adapterfleet.registry` only: no Ray, no torch, and nothing
 that trains. `orchestration` (the write side) calls into this package, never the reverse.

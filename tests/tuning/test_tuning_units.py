@@ -13,6 +13,7 @@ import pytest
 from tuning_support import config_document
 
 from adapterfleet.config import Resources, parse_config
+from adapterfleet.training.workdir import JobWorkdir
 from adapterfleet.tuning.registration import TrialOutcome, choose_best
 from adapterfleet.tuning.spec import (
     GRID_KEYS,
@@ -23,7 +24,6 @@ from adapterfleet.tuning.spec import (
     task_config_hash,
     trial_id,
 )
-from adapterfleet.tuning.workdir import TrialWorkdir
 
 
 @pytest.fixture
@@ -119,7 +119,7 @@ def _fake_checkpoint(folder: Path, epoch: int) -> Path:
 
 
 def test_workdir_resumes_from_its_newest_complete_checkpoint(tmp_path: Path) -> None:
-    work = TrialWorkdir(tmp_path / "trial")
+    work = JobWorkdir(tmp_path / "trial")
     assert work.latest_checkpoint() is None
     _fake_checkpoint(work.checkpoint_dir(1), 1)
     _fake_checkpoint(work.checkpoint_dir(2), 2)

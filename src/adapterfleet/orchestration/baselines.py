@@ -28,7 +28,7 @@ from typing import Any
 from adapterfleet.config import PipelineConfig
 from adapterfleet.orchestration.epochs import CheckpointLogger
 from adapterfleet.registry import finished_run_metrics, open_baseline_run
-from adapterfleet.tuning.workdir import TrialWorkdir
+from adapterfleet.training.workdir import JobWorkdir
 
 Say = Callable[[str], None]
 MT_A_KIND = "mt-a"  # the joint training run of MT-A; its per-task results are `baseline` runs
@@ -130,7 +130,7 @@ def run_baseline_job(
 
     torch.set_num_threads(max(1, int(config.resources.cpu)))
     started = time.time()
-    work = TrialWorkdir(Path(config.storage).resolve() / "baselines" / job.job_id)
+    work = JobWorkdir(Path(config.storage).resolve() / "baselines" / job.job_id)
     kind = MT_A_KIND if job.system == "mt-a" else "baseline"
     done = finished_run_metrics(uri, experiment_id, kind, job.job_id)
     if done is not None and (work.run_dir / "run.json").is_file():

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from adapterfleet.registry import MlflowRunLogger
 from adapterfleet.training import Callback, EpochReport
-from adapterfleet.tuning.workdir import TrialWorkdir
+from adapterfleet.training.workdir import JobWorkdir
 
 
 def epoch_metrics(report: EpochReport) -> dict[str, float]:
@@ -22,7 +22,7 @@ class CheckpointLogger(Callback):
     """Writes the loop checkpoint into `workdir` (keeping only the newest), then logs the
     epoch's metrics to the run of `logger`."""
 
-    def __init__(self, logger: MlflowRunLogger, workdir: TrialWorkdir) -> None:
+    def __init__(self, logger: MlflowRunLogger, workdir: JobWorkdir) -> None:
         self.logger, self.workdir = logger, workdir
 
     def on_epoch_end(self, report: EpochReport) -> None:

@@ -44,7 +44,7 @@ from adapterfleet.registry import (
 )
 from adapterfleet.registry.tags import TAG_LINEAGE, TAG_LINEAGE_KEY
 from adapterfleet.training import TrainConfig
-from adapterfleet.tuning.workdir import TrialWorkdir
+from adapterfleet.training.workdir import JobWorkdir
 
 Say = Callable[[str], None]
 FUSION_WEIGHTS_FILE = "model_adapter_fusion.safetensors"
@@ -65,7 +65,7 @@ class _FusionReporter(CheckpointLogger):
     came (`first_step_delay_s`)."""
 
     def __init__(
-        self, logger: MlflowRunLogger, workdir: TrialWorkdir, registered_at: float | None
+        self, logger: MlflowRunLogger, workdir: JobWorkdir, registered_at: float | None
     ) -> None:
         super().__init__(logger, workdir)
         self.registered_at = registered_at
@@ -309,7 +309,7 @@ def _train_and_register(
             for t in sources
         ]
         tokenized = prepare_task(config, target)
-        workdir = TrialWorkdir(work)
+        workdir = JobWorkdir(work)
         start = workdir.latest_checkpoint()
         if start is not None:
             relog_missing_epochs(logger, start[1])

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from adapterfleet.training.metrics import METRICS, accuracy, compute_metrics, f1
     from adapterfleet.training.optim import build_optimizer, build_scheduler, linear_schedule
     from adapterfleet.training.predict import predict_batches, predict_probabilities
+    from adapterfleet.training.workdir import JobWorkdir, checkpoint_epoch, checkpoint_history
 
 _WHERE = {
     "Callback": "callbacks",
@@ -48,6 +49,9 @@ _WHERE = {
     "linear_schedule": "optim",
     "predict_batches": "predict",
     "predict_probabilities": "predict",
+    "JobWorkdir": "workdir",
+    "checkpoint_epoch": "workdir",
+    "checkpoint_history": "workdir",
 }
 __all__ = [
     "BEST_FILE",
@@ -60,10 +64,13 @@ __all__ = [
     "EpochLog",
     "EpochReport",
     "FitResult",
+    "JobWorkdir",
     "TrainConfig",
     "accuracy",
     "build_optimizer",
     "build_scheduler",
+    "checkpoint_epoch",
+    "checkpoint_history",
     "compute_metrics",
     "evaluate",
     "f1",

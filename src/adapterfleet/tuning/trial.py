@@ -19,8 +19,8 @@ from adapterfleet.registry import TAG_SHA256, TAG_SWEEP, TAG_TASK, MlflowRunLogg
 from adapterfleet.registry.store import get_client
 from adapterfleet.registry.tags import TAG_STOPPED_EARLY
 from adapterfleet.training import Callback, EpochReport, TrainConfig
+from adapterfleet.training.workdir import JobWorkdir, checkpoint_epoch, checkpoint_history
 from adapterfleet.tuning.spec import SweepContext, TrialParams, mode_for
-from adapterfleet.tuning.workdir import TrialWorkdir, checkpoint_epoch, checkpoint_history
 
 TRAINABLE_NAME = "adapter_trial"
 FINAL_KEY = "final"  # set on the last result of a trial that ended normally
@@ -45,7 +45,7 @@ def epoch_metrics(entry: dict[str, float]) -> dict[str, float]:
 class _Reporter(Callback):
     """Checkpoint, then MLflow, then Tune, at every epoch end."""
 
-    def __init__(self, workdir: TrialWorkdir, logger: MlflowRunLogger) -> None:
+    def __init__(self, workdir: JobWorkdir, logger: MlflowRunLogger) -> None:
         self.workdir = workdir
         self.logger = logger
         self.stopped_after: int | None = None  # the epoch after which the scheduler stopped us
@@ -72,7 +72,7 @@ class _Reporter(Callback):
         self.workdir.prune_checkpoints(keep_epoch=report.epoch)
 
 
-def resume_point(workdir: TrialWorkdir) -> tuple[int, Path] | None:
+def resume_point(workdir: JobWorkdir) -> tuple[int, Path] | None:
     """The newer of Tune's checkpoint and the trial's own newest one."""
     own = workdir.latest_checkpoint()
     checkpoint = ray.tune.get_checkpoint()
@@ -132,7 +132,7 @@ def run_trial(config: dict[str, Any], ctx: SweepContext) -> None:
 
     torch.set_num_threads(max(1, int(ctx.cpu)))
     params = TrialParams.from_config(config)
-    workdir = TrialWorkdir(ctx.trial_dir(params.trial_id))
+    workdir = JobWorkdir(ctx.trial_dir(params.trial_id))
     spec = ctx.config.tasks[params.task]
     tokenizer = load_tokenizer(ctx.config.base_model)
     tokenized = tokenize_task(load_task(spec), tokenizer, ctx.config.max_length, ctx.tokens_dir)
@@ -168,7 +168,7 @@ def run_trial(config: dict[str, Any], ctx: SweepContext) -> None:
 
 
 def finish_run(
-    workdir: TrialWorkdir,
+    workdir: JobWorkdir,
     logger: MlflowRunLogger,
     params: TrialParams,
     dev_metrics: dict[str, float],

@@ -213,8 +213,7 @@ def _train(
     if job.system == "fusion-mt-a":
         if mt_a is None:
             raise ValueError(f"baseline {job.label}: needs the outcome of its MT-A job")
-        from adapterfleet.fusion import FusionConfig
-        from adapterfleet.orchestration.fusion_job import write_fusion_weights
+        from adapterfleet.fusion import FusionConfig, write_fusion_weights
         from adapterfleet.training.modes import task_batches
 
         base = Path(mt_a.run_dir)

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -54,8 +55,7 @@ def plot_fusion_heatmap(
     """Save a heatmap of `weights` (layers × adapters, or targets × adapters) as a PNG."""
     import matplotlib
 
-    matplotlib.use("Agg")
-    import numpy as np
+    matplotlib.use("Agg")  # before pyplot: no display needed
     from matplotlib import pyplot as plt
 
     data = weights.numpy()

@@ -44,7 +44,13 @@ from adapterfleet.training import (
     end_quietly,
     resume_job,
 )
-from adapterfleet.training.modes import RUN_FILE, task_batches, train_fusion_run, train_single
+from adapterfleet.training.modes import (
+    RUN_FILE,
+    mode_adapter,
+    task_batches,
+    train_fusion_run,
+    train_single,
+)
 from adapterfleet.training.multitask import train_mt_a
 
 MT_A_KIND = "mt-a"  # the joint training run of MT-A; its per-task results are `baseline` runs
@@ -219,13 +225,14 @@ def _train(
         if mt_a is None:
             raise ValueError(f"baseline {job.label}: needs the outcome of its MT-A job")
         return _train_fusion_mt_a(config, job, training, out, callbacks, resume, Path(mt_a.run_dir))
+    adapter = mode_adapter(job.system, config.baselines.reduction_factor)  # head, full: None
     run = train_single(
         job.system,
         prepare_task(config, job.task),
         config.base_model,
         training,
         out,
-        reduction_factor=config.baselines.reduction_factor,
+        adapter=adapter,
         metrics=config.tasks[job.task].metrics,
         callbacks=callbacks,
         resume_from=resume,

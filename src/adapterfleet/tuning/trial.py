@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import ray.tune
+import torch
 
-from adapterfleet.adapters import ADAPTER_WEIGHTS, load_tokenizer, sha256_file
+from adapterfleet.adapters import ADAPTER_WEIGHTS, AdapterConfig, load_tokenizer, sha256_file
 from adapterfleet.data import load_task, tokenize_task
 from adapterfleet.registry import TAG_SHA256, TAG_SWEEP, TAG_TASK, MlflowRunLogger, open_trial_run
 from adapterfleet.registry.tags import TAG_STOPPED_EARLY
@@ -26,7 +27,8 @@ from adapterfleet.training import (
     end_quietly,
     resume_job,
 )
-from adapterfleet.tuning.spec import SweepContext, TrialParams, mode_for
+from adapterfleet.training.modes import train_single
+from adapterfleet.tuning.spec import SweepContext, TrialParams
 
 TRAINABLE_NAME = "adapter_trial"
 FINAL_KEY = "final"  # set on the last result of a trial that ended normally
@@ -105,10 +107,6 @@ def open_run(ctx: SweepContext, params: TrialParams, train: TrainConfig) -> Mlfl
 
 def run_trial(config: dict[str, Any], ctx: SweepContext) -> None:
     """Train one grid point; see the module docstring."""
-    import torch
-
-    from adapterfleet.training.modes import train_single
-
     torch.set_num_threads(max(1, int(ctx.cpu)))
     params = TrialParams.from_config(config)
     workdir = JobWorkdir(ctx.trial_dir(params.trial_id))
@@ -122,12 +120,12 @@ def run_trial(config: dict[str, Any], ctx: SweepContext) -> None:
         start = resume_point(workdir, logger)
         with logger.system_metrics():
             result = train_single(
-                mode_for(ctx.config.adapters.architecture),
+                "st-a",
                 tokenized,
                 ctx.config.base_model,
                 train,
                 workdir.run_dir,
-                reduction_factor=params.reduction_factor,
+                adapter=AdapterConfig(ctx.config.adapters.architecture, params.reduction_factor),
                 metrics=spec.metrics,
                 callbacks=[EpochRecorder(workdir, logger, tune_report)],
                 resume_from=start[1] if start is not None else None,

@@ -159,8 +159,8 @@ def run_fusion_job(
 ) -> FusionOutcome:
     """Wait for the target's adapters, then train and register its fusion (or find it
     registered). With `warm`, first tokenise the target and load the base model, then poll
-    every second: a job started before its last adapter is registered
-    takes its first step seconds after it."""
+    every second: a job started before its last adapter is registered takes its first step
+    seconds after it."""
     torch.set_num_threads(max(1, int(config.resources.cpu)))
     if warm:
         _warm_up(config, target)

@@ -17,7 +17,7 @@ from tuning_support import config_document, end_all, metric_steps, runs_of, vers
 from tuning_support import write_config as write_pipeline
 
 from adapterfleet.registry import default_tracking_uri
-from adapterfleet.tuning.workdir import checkpoint_epoch
+from adapterfleet.training.workdir import checkpoint_epoch
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]

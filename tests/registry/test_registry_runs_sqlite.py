@@ -13,10 +13,12 @@ from adapterfleet.registry import (
     REDACTED,
     TAG_PARENT_RUN,
     TAG_TRIAL_ID,
+    MlflowRunLogger,
     ensure_experiment,
     open_sweep_run,
     open_trial_run,
 )
+from adapterfleet.training import EpochSink
 
 
 def test_ensure_experiment_creates_gets_and_restores(
@@ -110,6 +112,7 @@ def test_logger_metrics_artifacts_status_and_pickle(
     make_adapter: Callable[..., Path],
 ) -> None:
     run = open_trial_run(sqlite_uri, sqlite_experiment, None, new_name("trial"))
+    assert isinstance(run, EpochSink)  # what every training job logs its epochs to
     run.log_metrics({"loss": 0.9, "acc": 0.5}, step=0)
     run.log_metrics({"loss": 0.4, "acc": None}, step=1)
     folder = make_adapter(tmp_path / "adapter")
@@ -140,3 +143,20 @@ def test_logger_as_context_manager_marks_failure(
     ):
         raise RuntimeError("trial crashed")
     assert MlflowClient(sqlite_uri).get_run(run.run_id).info.status == "FAILED"
+
+
+def test_logged_steps_reads_back_the_steps_of_one_metric(
+    sqlite_uri: str, sqlite_experiment: str, new_name: Callable[[str], str]
+) -> None:
+    run = open_trial_run(sqlite_uri, sqlite_experiment, None, new_name("trial"))
+    assert isinstance(run, EpochSink)  # what every training job logs its epochs to
+    assert run.logged_steps("train_loss") == set()
+    run.log_metrics({"train_loss": 0.9, "dev_accuracy": 0.5}, step=1)
+    run.log_metrics({"train_loss": 0.7}, step=2)
+    run.log_metrics({"best_epoch": 2.0}, step=2)
+    # a logger attached anew (as in a resumed job's process) reads the same store
+    again = MlflowRunLogger.attach(sqlite_uri, run.run_id)
+    assert again.logged_steps("train_loss") == {1, 2}
+    assert again.logged_steps("dev_accuracy") == {1}
+    assert again.logged_steps("never_logged") == set()
+    run.end("FINISHED")

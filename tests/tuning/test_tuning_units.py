@@ -1,5 +1,6 @@
-"""The sweep's plain-data parts: trial ids, config hashes, best-trial choice, a trial's folder,
-and the plan's refusals. No Ray cluster is started here."""
+"""The sweep's plain-data parts: trial ids, config hashes, best-trial choice and the plan's
+refusals. No Ray cluster is started here. (A trial's folder: tests/training/
+test_training_lifecycle.py.)"""
 
 from __future__ import annotations
 
@@ -23,7 +24,6 @@ from adapterfleet.tuning.spec import (
     task_config_hash,
     trial_id,
 )
-from adapterfleet.tuning.workdir import TrialWorkdir
 
 
 @pytest.fixture
@@ -109,28 +109,6 @@ def test_choose_best_takes_the_highest_metric_then_the_smaller_rf() -> None:
     assert choose_best(tied, "accuracy").params.reduction_factor == 2
     tied_rf = [_outcome("t", 2, 0.8, lr=0.1), _outcome("t", 2, 0.8, lr=0.001)]
     assert choose_best(tied_rf, "accuracy").params.learning_rate == 0.001
-
-
-def _fake_checkpoint(folder: Path, epoch: int) -> Path:
-    folder.mkdir(parents=True)
-    history = [{"epoch": e, "dev_accuracy": 0.5} for e in range(1, epoch + 1)]
-    (folder / "trainer_state.json").write_text(json.dumps({"epoch": epoch, "history": history}))
-    return folder
-
-
-def test_workdir_resumes_from_its_newest_complete_checkpoint(tmp_path: Path) -> None:
-    work = TrialWorkdir(tmp_path / "trial")
-    assert work.latest_checkpoint() is None
-    _fake_checkpoint(work.checkpoint_dir(1), 1)
-    _fake_checkpoint(work.checkpoint_dir(2), 2)
-    work.checkpoint_dir(3).mkdir()  # a crash while writing epoch 3: no state file
-    assert work.latest_checkpoint() == (2, work.checkpoint_dir(2))
-    # a newer checkpoint from elsewhere (Tune's copy) is adopted as the trial's own
-    adopted = work.adopt_checkpoint(_fake_checkpoint(tmp_path / "tune" / "checkpoint_4", 4))
-    assert adopted == (4, work.checkpoint_dir(4))
-    assert work.latest_checkpoint() == (4, work.checkpoint_dir(4))
-    work.prune_checkpoints(keep_epoch=4)
-    assert sorted(p.name for p in (work.root / "checkpoints").iterdir()) == ["epoch-0004"]
 
 
 def test_resume_without_an_interrupted_sweep_is_refused(config) -> None:

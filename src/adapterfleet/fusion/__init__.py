@@ -1,6 +1,10 @@
 """AdapterFusion (Pfeiffer et al., 2021): per layer and token, a learned mix of frozen adapters."""
 
-from adapterfleet.fusion.analysis import mean_fusion_weights, plot_fusion_heatmap
+from adapterfleet.fusion.analysis import (
+    mean_fusion_weights,
+    plot_fusion_heatmap,
+    write_fusion_weights,
+)
 from adapterfleet.fusion.config import FusionConfig
 from adapterfleet.fusion.io import (
     FUSION_CONFIG,
@@ -42,4 +46,5 @@ __all__ = [
     "save_fusion",
     "set_active_fusion",
     "train_fusion",
+    "write_fusion_weights",
 ]

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -53,8 +55,7 @@ def plot_fusion_heatmap(
     """Save a heatmap of `weights` (layers × adapters, or targets × adapters) as a PNG."""
     import matplotlib
 
-    matplotlib.use("Agg")
-    import numpy as np
+    matplotlib.use("Agg")  # before pyplot: no display needed
     from matplotlib import pyplot as plt
 
     data = weights.numpy()
@@ -82,6 +83,19 @@ def plot_fusion_heatmap(
     fig.savefig(out, dpi=120)
     plt.close(fig)
     return out
+
+
+def write_fusion_weights(
+    model: nn.Module, target: str, sources: list[str], dev: Iterable[dict[str, Any]], folder: Path
+) -> None:
+    """The mean fusion weight per layer and adapter on the dev set (the paper's Figure 4 for
+    `target`): `fusion_weights.json` (`adapters`, `weights[layer][adapter]`) and a heatmap."""
+    weights = mean_fusion_weights(model, target, dev)
+    title = f"{target}: mean fusion weight per layer"
+    plot_fusion_heatmap(weights, sources, folder / "fusion_weights.png", title)
+    (folder / "fusion_weights.json").write_text(
+        json.dumps({"adapters": sources, "weights": weights.tolist()}, indent=1)
+    )
 
 
 def fused_adapter_names(model: nn.Module, name: str) -> list[str]:

@@ -20,17 +20,39 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from adapterfleet.config import PipelineConfig
-from adapterfleet.orchestration.epochs import CheckpointLogger
-from adapterfleet.registry import finished_run_metrics, open_baseline_run
-from adapterfleet.tuning.workdir import TrialWorkdir
+import torch
 
-Say = Callable[[str], None]
+from adapterfleet.config import PipelineConfig
+from adapterfleet.console import Say
+from adapterfleet.fusion import FusionConfig, write_fusion_weights
+from adapterfleet.orchestration.local import prepare_task
+from adapterfleet.registry import (
+    TAG_PARENT_RUN,
+    MlflowRunLogger,
+    finished_run_metrics,
+    open_baseline_run,
+)
+from adapterfleet.training import (
+    Callback,
+    EpochRecorder,
+    JobWorkdir,
+    TrainConfig,
+    end_quietly,
+    resume_job,
+)
+from adapterfleet.training.modes import (
+    RUN_FILE,
+    mode_adapter,
+    task_batches,
+    train_fusion_run,
+    train_single,
+)
+from adapterfleet.training.multitask import train_mt_a
+
 MT_A_KIND = "mt-a"  # the joint training run of MT-A; its per-task results are `baseline` runs
 ALL_TASKS = "all"  # the task of an MT-A job: every adapter task
 
@@ -126,32 +148,21 @@ def run_baseline_job(
 ) -> BaselineOutcome:
     """Train one job (or find its run finished) and log it; see the module docstring.
     `mt_a`: for fusion-mt-a, the outcome of its seed's MT-A job."""
-    import torch
-
     torch.set_num_threads(max(1, int(config.resources.cpu)))
     started = time.time()
-    work = TrialWorkdir(Path(config.storage).resolve() / "baselines" / job.job_id)
+    work = JobWorkdir(Path(config.storage).resolve() / "baselines" / job.job_id)
     kind = MT_A_KIND if job.system == "mt-a" else "baseline"
     done = finished_run_metrics(uri, experiment_id, kind, job.job_id)
-    if done is not None and (work.run_dir / "run.json").is_file():
+    if done is not None and (work.run_dir / RUN_FILE).is_file():
         print(f"baseline {job.label}: finished before, not trained again")
         return BaselineOutcome(job, _saved_metrics(work.run_dir, job), False, str(work.run_dir))
     training = replace(config.baselines.training_for(job.system), seed=job.seed)
-    tasks = ",".join(config.adapter_tasks) if job.system == "mt-a" else job.task
-    params = {"tasks": tasks, **{f"train.{k}": v for k, v in training.to_dict().items()}}
-    if job.system in ("st-a-houlsby", "mt-a"):  # the systems that add adapters
-        params["reduction_factor"] = config.baselines.reduction_factor
-    logger = open_baseline_run(
-        uri, experiment_id, job.job_id, job.system, job.task, job.seed, params, kind=kind
-    )
+    logger = _open_run(config, job, training, uri, experiment_id, kind)
     try:
-        start = work.latest_checkpoint()
+        start = resume_job(work, logger)
         if start is not None:
-            from adapterfleet.tuning.trial import relog_missing_epochs
-
-            relog_missing_epochs(logger, start[1])
             print(f"baseline {job.label}: resuming after epoch {start[0]}")
-        callbacks = [CheckpointLogger(logger, work)]
+        callbacks = [EpochRecorder(work, logger)]
         resume = start[1] if start is not None else None
         with logger.system_metrics():
             metrics = _train(config, job, training, work.run_dir, callbacks, resume, mt_a)
@@ -163,14 +174,32 @@ def run_baseline_job(
                 logger.log_metrics(result)
         _log_run_folder(logger, work.run_dir)
     except BaseException:
-        logger.end("FAILED")
+        end_quietly(logger, "FAILED")
         raise
     logger.end("FINISHED")
     work.clear_checkpoints()
     return BaselineOutcome(job, metrics, True, str(work.run_dir), time.time() - started)
 
 
-def _log_run_folder(logger: Any, run_dir: Path) -> None:
+def _open_run(
+    config: PipelineConfig,
+    job: BaselineJob,
+    training: TrainConfig,
+    uri: str,
+    experiment_id: str,
+    kind: str,
+) -> MlflowRunLogger:
+    """The job's MLflow run (reopened after a crash), with its settings as params."""
+    tasks = ",".join(config.adapter_tasks) if job.system == "mt-a" else job.task
+    params = {"tasks": tasks, **{f"train.{k}": v for k, v in training.to_dict().items()}}
+    if job.system in ("st-a-houlsby", "mt-a"):  # the systems that add adapters
+        params["reduction_factor"] = config.baselines.reduction_factor
+    return open_baseline_run(
+        uri, experiment_id, job.job_id, job.system, job.task, job.seed, params, kind=kind
+    )
+
+
+def _log_run_folder(logger: MlflowRunLogger, run_dir: Path) -> None:
     """The run folder as the run's artifacts, but for a whole encoder (`model/`: full
     fine-tuning, MT-A): that stays on the pipeline's storage, where fusion-mt-a reads it."""
     for child in sorted(run_dir.iterdir()):
@@ -183,67 +212,82 @@ def _log_run_folder(logger: Any, run_dir: Path) -> None:
 def _train(
     config: PipelineConfig,
     job: BaselineJob,
-    training: Any,
+    training: TrainConfig,
     out: Path,
-    callbacks: list[Any],
+    callbacks: list[Callback],
     resume: Path | None,
     mt_a: BaselineOutcome | None,
 ) -> dict[str, dict[str, float]]:
     """Train `job` into `out`; its dev metrics per task."""
-    from adapterfleet.orchestration.local import prepare_task
-    from adapterfleet.training.modes import train_fusion_run, train_single
-    from adapterfleet.training.multitask import train_mt_a
-
-    stage = config.baselines
     if job.system == "mt-a":
-        tasks = {t: prepare_task(config, t) for t in config.adapter_tasks}
-        run = train_mt_a(
-            tasks,
-            config.base_model,
-            training,
-            out,
-            reduction_factor=stage.reduction_factor,
-            metrics={t: config.tasks[t].metrics for t in tasks},
-            callbacks=callbacks,
-            resume_from=resume,
-        )
-        return dict(run.lineage["task_metrics"])
-    tokenized = prepare_task(config, job.task)
-    metrics = config.tasks[job.task].metrics
+        return _train_mt_a(config, training, out, callbacks, resume)
     if job.system == "fusion-mt-a":
         if mt_a is None:
             raise ValueError(f"baseline {job.label}: needs the outcome of its MT-A job")
-        from adapterfleet.fusion import FusionConfig
-        from adapterfleet.orchestration.fusion_job import write_fusion_weights
-        from adapterfleet.training.modes import task_batches
-
-        base = Path(mt_a.run_dir)
-        sources = config.fusion.targets[job.task]
-        run = train_fusion_run(
-            tokenized,
-            str(base / "model"),
-            [base / "adapters" / t for t in sources],
-            training,
-            out,
-            fusion_config=FusionConfig.preset(config.fusion.preset),
-            metrics=metrics,
-            callbacks=callbacks,
-            resume_from=resume,
-        )
-        _, dev = task_batches(tokenized, training)
-        write_fusion_weights(run.model, job.task, list(sources), dev, out)
-        return {job.task: dict(run.dev_metrics)}
+        return _train_fusion_mt_a(config, job, training, out, callbacks, resume, Path(mt_a.run_dir))
+    adapter = mode_adapter(job.system, config.baselines.reduction_factor)  # head, full: None
     run = train_single(
         job.system,
-        tokenized,
+        prepare_task(config, job.task),
         config.base_model,
         training,
         out,
-        reduction_factor=stage.reduction_factor,
-        metrics=metrics,
+        adapter=adapter,
+        metrics=config.tasks[job.task].metrics,
         callbacks=callbacks,
         resume_from=resume,
     )
+    return {job.task: dict(run.dev_metrics)}
+
+
+def _train_mt_a(
+    config: PipelineConfig,
+    training: TrainConfig,
+    out: Path,
+    callbacks: list[Callback],
+    resume: Path | None,
+) -> dict[str, dict[str, float]]:
+    """MT-A: adapters for every adapter task trained jointly with the base model."""
+    tasks = {t: prepare_task(config, t) for t in config.adapter_tasks}
+    run = train_mt_a(
+        tasks,
+        config.base_model,
+        training,
+        out,
+        reduction_factor=config.baselines.reduction_factor,
+        metrics={t: config.tasks[t].metrics for t in tasks},
+        callbacks=callbacks,
+        resume_from=resume,
+    )
+    return dict(run.lineage["task_metrics"])
+
+
+def _train_fusion_mt_a(
+    config: PipelineConfig,
+    job: BaselineJob,
+    training: TrainConfig,
+    out: Path,
+    callbacks: list[Callback],
+    resume: Path | None,
+    mt_a_dir: Path,
+) -> dict[str, dict[str, float]]:
+    """A fusion over the MT-A adapters of `fusion.targets.<task>`, on MT-A's base model (both
+    in `mt_a_dir`), with its fusion-weights heatmap."""
+    tokenized = prepare_task(config, job.task)
+    sources = config.fusion.targets[job.task]
+    run = train_fusion_run(
+        tokenized,
+        str(mt_a_dir / "model"),
+        [mt_a_dir / "adapters" / t for t in sources],
+        training,
+        out,
+        fusion_config=FusionConfig.preset(config.fusion.preset),
+        metrics=config.tasks[job.task].metrics,
+        callbacks=callbacks,
+        resume_from=resume,
+    )
+    _, dev = task_batches(tokenized, training)
+    write_fusion_weights(run.model, job.task, list(sources), dev, out)
     return {job.task: dict(run.dev_metrics)}
 
 
@@ -256,8 +300,6 @@ def _log_task_run(
     parent: str,
 ) -> None:
     """MT-A's result on one task, as a `baseline` run under the joint training run."""
-    from adapterfleet.registry import TAG_PARENT_RUN
-
     logger = open_baseline_run(
         uri, experiment_id, f"{job.job_id}-{task}", job.system, task, job.seed, {"task": task}
     )
@@ -267,7 +309,7 @@ def _log_task_run(
 
 
 def _saved_metrics(run_dir: Path, job: BaselineJob) -> dict[str, dict[str, float]]:
-    info = json.loads((run_dir / "run.json").read_text())
+    info = json.loads((run_dir / RUN_FILE).read_text())
     if job.system == "mt-a":
         return dict(info["lineage"]["task_metrics"])
     return {job.task: dict(info["dev_metrics"])}

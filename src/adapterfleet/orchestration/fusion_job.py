@@ -22,11 +22,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from adapterfleet._locks import exclusive_lock
-from adapterfleet.adapters import HEAD_WEIGHTS
+from adapterfleet.adapters import HEAD_WEIGHTS, load_encoder
 from adapterfleet.config import PipelineConfig
-from adapterfleet.fusion import FusionConfig, mean_fusion_weights, plot_fusion_heatmap
-from adapterfleet.orchestration.epochs import CheckpointLogger
+from adapterfleet.console import Say
+from adapterfleet.fusion import FUSION_WEIGHTS, FusionConfig, write_fusion_weights
+from adapterfleet.orchestration.local import prepare_task
 from adapterfleet.registry import (
     TAG_SEED,
     TAG_SYSTEM,
@@ -42,12 +45,16 @@ from adapterfleet.registry import (
     set_alias,
     wait_for_models,
 )
-from adapterfleet.registry.tags import TAG_LINEAGE, TAG_LINEAGE_KEY
-from adapterfleet.training import TrainConfig
-from adapterfleet.tuning.workdir import TrialWorkdir
-
-Say = Callable[[str], None]
-FUSION_WEIGHTS_FILE = "model_adapter_fusion.safetensors"
+from adapterfleet.registry.tags import BEST_ALIAS, TAG_LINEAGE, TAG_LINEAGE_KEY
+from adapterfleet.training import (
+    Callback,
+    EpochRecorder,
+    JobWorkdir,
+    TrainConfig,
+    end_quietly,
+    resume_job,
+)
+from adapterfleet.training.modes import RunResult, task_batches, train_fusion_run
 
 
 @dataclass(frozen=True)
@@ -58,21 +65,6 @@ class FusionOutcome:
     trained: bool  # False: it was registered already for these adapters
     wait_seconds: float  # from the job's start until all its adapters were found
     start_delay: float  # from the last adapter's registration until training began
-
-
-class _FusionReporter(CheckpointLogger):
-    """The epoch logger, plus how long after the last adapter's registration the first step
-    came (`first_step_delay_s`)."""
-
-    def __init__(
-        self, logger: MlflowRunLogger, workdir: TrialWorkdir, registered_at: float | None
-    ) -> None:
-        super().__init__(logger, workdir)
-        self.registered_at = registered_at
-
-    def on_train_start(self) -> None:
-        if self.registered_at is not None:
-            self.logger.log_metrics({"first_step_delay_s": time.time() - self.registered_at})
 
 
 def lineage_key(config: PipelineConfig, target: str, versions: dict[str, ModelVersionInfo]) -> str:
@@ -166,11 +158,9 @@ def run_fusion_job(
     say: Say = print,
 ) -> FusionOutcome:
     """Wait for the target's adapters, then train and register its fusion (or find it
-    registered). With `warm`, first import the training code, tokenise the target and load the
-    base model, then poll every second: a job started before its last adapter is registered
-    takes its first step seconds after it."""
-    import torch
-
+    registered). With `warm`, first tokenise the target and load the base model, then poll
+    every second: a job started before its last adapter is registered takes its first step
+    seconds after it."""
     torch.set_num_threads(max(1, int(config.resources.cpu)))
     if warm:
         _warm_up(config, target)
@@ -190,20 +180,22 @@ def run_fusion_job(
         shown[0] = set(missing)
 
     found = wait_for_models(
-        uri, list(names), "best", timeout_s, poll_s, progress, max_poll_s=max_poll_s
+        uri, list(names), BEST_ALIAS, timeout_s, poll_s, progress, max_poll_s=max_poll_s
     )
     waited = time.time() - started
     versions = {names[n]: info for n, info in found.items()}
     seeds = seed_configs(config)
     if len(seeds) == 1:
-        return _fusion_for_seed(config, target, uri, experiment_id, versions, waited, say, "best")
+        return _fusion_for_seed(
+            config, target, uri, experiment_id, versions, waited, say, BEST_ALIAS
+        )
     outcomes = [
         _fusion_for_seed(seeded, target, uri, experiment_id, versions, waited, say, None)
         for seeded in seeds
     ]
     metric = config.fusion.training.metric
     best = max(outcomes, key=lambda o: o.dev_metrics.get(metric, float("-inf")))
-    set_alias(uri, best.version.name, "best", best.version.version)
+    set_alias(uri, best.version.name, BEST_ALIAS, best.version.version)
     say(
         f"fusion {target}: best of {len(outcomes)} seeds is v{best.version.version} "
         f"(seed {best.version.tags.get(TAG_SEED)}, {metric} {best.dev_metrics.get(metric, 0):.4f})"
@@ -238,28 +230,11 @@ def _fusion_for_seed(
 
 
 def _warm_up(config: PipelineConfig, target: str) -> None:
-    """What a fusion job does before its first step that needs no adapter: the imports, the
-    target's tokenised splits (into the shared cache) and one load of the base model (files
-    into the page cache, the model classes imported)."""
-    from adapterfleet.adapters.base_model import load_encoder
-    from adapterfleet.orchestration.local import prepare_task
-    from adapterfleet.training.modes import train_fusion_run  # noqa: F401 - the import is the work
-
+    """What a fusion job does before its first step that needs no adapter: the target's
+    tokenised splits (into the shared cache) and one load of the base model (files into the
+    page cache, the model classes imported)."""
     prepare_task(config, target)
     load_encoder(config.base_model)
-
-
-def write_fusion_weights(
-    model: Any, target: str, sources: list[str], dev: Any, folder: Path
-) -> None:
-    """The mean fusion weight per layer and adapter on the dev set (the paper's Figure 4 for
-    `target`): `fusion_weights.json` (`adapters`, `weights[layer][adapter]`) and a heatmap."""
-    weights = mean_fusion_weights(model, target, dev)
-    title = f"{target}: mean fusion weight per layer"
-    plot_fusion_heatmap(weights, sources, folder / "fusion_weights.png", title)
-    (folder / "fusion_weights.json").write_text(
-        json.dumps({"adapters": sources, "weights": weights.tolist()}, indent=1)
-    )
 
 
 @contextmanager
@@ -279,7 +254,7 @@ def _train_and_register(
     waited: float,
     say: Say,
     *,
-    alias: str | None = "best",
+    alias: str | None = BEST_ALIAS,
     tags: dict[str, str] | None = None,
     gated: bool = True,
 ) -> FusionOutcome:
@@ -288,83 +263,124 @@ def _train_and_register(
     and `tags`.
     `gated`: the job waited for the adapters, so the delays since their registration are
     logged."""
-    from adapterfleet.orchestration.local import prepare_task
-    from adapterfleet.training.modes import task_batches, train_fusion_run
-    from adapterfleet.tuning.trial import relog_missing_epochs
-
-    target, versions, key, lineage = plan.target, plan.versions, plan.key, plan.lineage
-    sources = config.fusion.targets[target]
-    fusion_name = fusion_model_name(config.registry_prefix, target)
+    target, training = plan.target, config.fusion.training
     logger = open_plan_run(config, plan, uri, experiment_id)
     if tags:
         logger.set_tags(tags)
+    workdir = JobWorkdir(work)
     try:
-        dirs = [
-            pull(
-                uri,
-                adapter_model_name(config.registry_prefix, t),
-                work / "adapters" / t,
-                version=versions[t].version,
-            )
-            for t in sources
-        ]
+        dirs = _pull_adapters(config, plan, uri, work / "adapters")
         tokenized = prepare_task(config, target)
-        workdir = TrialWorkdir(work)
-        start = workdir.latest_checkpoint()
+        start = resume_job(workdir, logger)
         if start is not None:
-            relog_missing_epochs(logger, start[1])
             say(f"fusion {target}: resuming after epoch {start[0]}")
-        registered_at = max(v.created_ms for v in versions.values()) / 1000.0
+        registered_at = max(v.created_ms for v in plan.versions.values()) / 1000.0
         start_delay = time.time() - registered_at
+        callbacks: list[Callback] = [EpochRecorder(workdir, logger)]
         if gated:
             after = f"{start_delay:.1f}s after the last adapter"
-            say(f"fusion {target}: training over {lineage} ({after})")
+            say(f"fusion {target}: training over {plan.lineage} ({after})")
             logger.log_metrics({"training_start_delay_s": start_delay})
+            callbacks.append(_FirstStepDelay(logger, registered_at))
         else:
-            say(f"fusion {target}: training over {lineage}")
-        run = train_fusion_run(
-            tokenized,
-            config.base_model,
-            dirs,
-            config.fusion.training,
-            work / "run",
-            fusion_config=FusionConfig.preset(config.fusion.preset),
-            adapter_sha256=[versions[t].sha256 for t in sources],
-            metrics=config.tasks[target].metrics,
-            callbacks=[_FusionReporter(logger, workdir, registered_at if gated else None)],
-            resume_from=start[1] if start is not None else None,
-        )
-        _, dev = task_batches(tokenized, config.fusion.training)
-        write_fusion_weights(run.model, target, list(sources), dev, work / "run")
+            say(f"fusion {target}: training over {plan.lineage}")
+        run = _train_fusion(config, plan, tokenized, dirs, workdir, callbacks, start)
+        _, dev = task_batches(tokenized, training)
+        sources = list(config.fusion.targets[target])
+        write_fusion_weights(run.model, target, sources, dev, workdir.run_dir)
         logger.log_metrics({f"best_dev_{k}": v for k, v in run.dev_metrics.items()})
-        logger.log_artifacts(work / "run", "")
-        version = register_version(
-            uri,
-            fusion_name,
-            logger.run_id,
-            "fusion",
-            work / "run" / "fusion" / FUSION_WEIGHTS_FILE,
-            tags={
-                TAG_TRIAL_ID: plan.trial_id,
-                TAG_LINEAGE: lineage,
-                TAG_LINEAGE_KEY: key,
-                "base_model": config.base_model,
-                "metric": config.fusion.training.metric,
-                TAG_SEED: config.fusion.training.seed,
-                **{f"dev_{k}": v for k, v in run.dev_metrics.items()},
-                **{f"adapter.{t}": f"v{versions[t].version}" for t in sources},
-                **(tags or {}),
-            },
-            alias=alias,
-            companions={"head": work / "run" / "head" / HEAD_WEIGHTS},
-        )
+        logger.log_artifacts(workdir.run_dir, "")
+        version = _register(config, plan, uri, logger.run_id, run, alias, tags)
     except BaseException:
-        logger.end("FAILED")
+        end_quietly(logger, "FAILED")
         raise
     logger.end("FINISHED")
     workdir.clear_checkpoints()  # registered: a rerun finds the version, never resumes this
     say(
-        f"fusion {target}: registered {fusion_name} v{version.version} "
-        f"({config.fusion.training.metric} {run.dev_metrics[config.fusion.training.metric]:.4f})"
+        f"fusion {target}: registered {version.name} v{version.version} "
+        f"({training.metric} {run.dev_metrics[training.metric]:.4f})"
     )
     return FusionOutcome(target, version, run.dev_metrics, True, waited, start_delay)
+
+
+class _FirstStepDelay(Callback):
+    """Logs how long after the last adapter's registration the first step came
+    (`first_step_delay_s`)."""
+
+    def __init__(self, logger: MlflowRunLogger, registered_at: float) -> None:
+        self.logger, self.registered_at = logger, registered_at
+
+    def on_train_start(self) -> None:
+        self.logger.log_metrics({"first_step_delay_s": time.time() - self.registered_at})
+
+
+def _pull_adapters(config: PipelineConfig, plan: FusionPlan, uri: str, folder: Path) -> list[Path]:
+    """The plan's adapter versions, pulled into `folder/<task>` in the config's order."""
+    return [
+        pull(
+            uri,
+            adapter_model_name(config.registry_prefix, t),
+            folder / t,
+            version=plan.versions[t].version,
+        )
+        for t in config.fusion.targets[plan.target]
+    ]
+
+
+def _train_fusion(
+    config: PipelineConfig,
+    plan: FusionPlan,
+    tokenized: Any,
+    dirs: list[Path],
+    workdir: JobWorkdir,
+    callbacks: list[Callback],
+    start: tuple[int, Path] | None,
+) -> RunResult:
+    """Train the fusion over the pulled adapters into the work folder's run directory."""
+    sources = config.fusion.targets[plan.target]
+    return train_fusion_run(
+        tokenized,
+        config.base_model,
+        dirs,
+        config.fusion.training,
+        workdir.run_dir,
+        fusion_config=FusionConfig.preset(config.fusion.preset),
+        adapter_sha256=[plan.versions[t].sha256 for t in sources],
+        metrics=config.tasks[plan.target].metrics,
+        callbacks=callbacks,
+        resume_from=start[1] if start is not None else None,
+    )
+
+
+def _register(
+    config: PipelineConfig,
+    plan: FusionPlan,
+    uri: str,
+    run_id: str,
+    run: RunResult,
+    alias: str | None,
+    tags: dict[str, str] | None,
+) -> ModelVersionInfo:
+    """Register the trained fusion (its head beside it) with its lineage, settings and dev
+    metrics as tags."""
+    sources = config.fusion.targets[plan.target]
+    return register_version(
+        uri,
+        fusion_model_name(config.registry_prefix, plan.target),
+        run_id,
+        "fusion",
+        run.out_dir / "fusion" / FUSION_WEIGHTS,
+        tags={
+            TAG_TRIAL_ID: plan.trial_id,
+            TAG_LINEAGE: plan.lineage,
+            TAG_LINEAGE_KEY: plan.key,
+            "base_model": config.base_model,
+            "metric": config.fusion.training.metric,
+            TAG_SEED: config.fusion.training.seed,
+            **{f"dev_{k}": v for k, v in run.dev_metrics.items()},
+            **{f"adapter.{t}": f"v{plan.versions[t].version}" for t in sources},
+            **(tags or {}),
+        },
+        alias=alias,
+        companions={"head": run.out_dir / "head" / HEAD_WEIGHTS},
+    )

@@ -23,6 +23,7 @@ from adapterfleet.training import Callback, TrainConfig, evaluate
 from adapterfleet.training.modes import (
     RUN_FILE,
     RunResult,
+    mode_adapter,
     task_batches,
     train_fusion_run,
     train_single,
@@ -72,13 +73,14 @@ def train_task(
             metrics={name: config.tasks[name].metrics for name in tasks},
             callbacks=callbacks,
         )
+    reduction_factor = reduction_factor or config.adapters.grid_for(task).reduction_factors[0]
     return train_single(
         mode,
         tokenized,
         config.base_model,
         train_config,
         out_dir,
-        reduction_factor=reduction_factor or config.adapters.grid_for(task).reduction_factors[0],
+        adapter=mode_adapter(mode, reduction_factor),
         metrics=metrics,
         callbacks=callbacks,
     )

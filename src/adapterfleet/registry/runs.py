@@ -114,6 +114,13 @@ class MlflowRunLogger:
                 "log metrics", lambda c=chunk: self._client.log_batch(self._run_id, metrics=c)
             )
 
+    def logged_steps(self, key: str) -> set[int]:
+        """The steps at which the run holds metric `key` (a resumed job logs the others)."""
+        history = self._retry(
+            f"read metric {key!r}", lambda: self._client.get_metric_history(self._run_id, key)
+        )
+        return {m.step for m in history}
+
     def log_artifacts(self, local_dir: str | Path, artifact_path: str | None = None) -> None:
         """Upload the contents of `local_dir` under `artifact_path` of the run."""
         folder = Path(local_dir)

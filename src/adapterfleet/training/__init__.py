@@ -1,7 +1,9 @@
-"""The fit loop: train the given parameters of a frozen-base model, evaluate, stop early, resume.
+"""The fit loop: train the given parameters of a frozen-base model, evaluate, stop early, resume;
+and the job lifecycle around it (`lifecycle`: per-epoch checkpoints and metrics to an `EpochSink`).
 
-Imports torch, safetensors and tqdm only; tuning and tracking plug in through `Callback`. Names
-are imported lazily, so ``import adapterfleet.training.config`` (the settings) loads no torch.
+Imports torch, safetensors and tqdm only; tuning and tracking plug in through `Callback` and
+`EpochSink`. Names are imported lazily, so ``import adapterfleet.training.config`` (the
+settings) loads no torch.
 """
 
 from __future__ import annotations
@@ -21,10 +23,20 @@ if TYPE_CHECKING:
     )
     from adapterfleet.training.config import TrainConfig
     from adapterfleet.training.evaluation import evaluate
+    from adapterfleet.training.lifecycle import (
+        EpochHook,
+        EpochRecorder,
+        EpochSink,
+        end_quietly,
+        epoch_metrics,
+        relog_missing_epochs,
+        resume_job,
+    )
     from adapterfleet.training.loop import fit
     from adapterfleet.training.metrics import METRICS, accuracy, compute_metrics, f1
     from adapterfleet.training.optim import build_optimizer, build_scheduler, linear_schedule
     from adapterfleet.training.predict import predict_batches, predict_probabilities
+    from adapterfleet.training.workdir import JobWorkdir, checkpoint_epoch, checkpoint_history
 
 _WHERE = {
     "Callback": "callbacks",
@@ -38,6 +50,13 @@ _WHERE = {
     "TRAINABLE_FILE": "checkpoint",
     "TrainConfig": "config",
     "evaluate": "evaluation",
+    "EpochHook": "lifecycle",
+    "EpochRecorder": "lifecycle",
+    "EpochSink": "lifecycle",
+    "end_quietly": "lifecycle",
+    "epoch_metrics": "lifecycle",
+    "relog_missing_epochs": "lifecycle",
+    "resume_job": "lifecycle",
     "fit": "loop",
     "METRICS": "metrics",
     "accuracy": "metrics",
@@ -48,6 +67,9 @@ _WHERE = {
     "linear_schedule": "optim",
     "predict_batches": "predict",
     "predict_probabilities": "predict",
+    "JobWorkdir": "workdir",
+    "checkpoint_epoch": "workdir",
+    "checkpoint_history": "workdir",
 }
 __all__ = [
     "BEST_FILE",
@@ -57,20 +79,30 @@ __all__ = [
     "STATE_FILE",
     "TRAINABLE_FILE",
     "Callback",
+    "EpochHook",
     "EpochLog",
+    "EpochRecorder",
     "EpochReport",
+    "EpochSink",
     "FitResult",
+    "JobWorkdir",
     "TrainConfig",
     "accuracy",
     "build_optimizer",
     "build_scheduler",
+    "checkpoint_epoch",
+    "checkpoint_history",
     "compute_metrics",
+    "end_quietly",
+    "epoch_metrics",
     "evaluate",
     "f1",
     "fit",
     "linear_schedule",
     "predict_batches",
     "predict_probabilities",
+    "relog_missing_epochs",
+    "resume_job",
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, globals(), _WHERE)

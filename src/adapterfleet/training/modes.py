@@ -34,6 +34,7 @@ from adapterfleet.adapters import (
     sha256_file,
     train_adapter,
 )
+from adapterfleet.adapters.config import DEFAULT_REDUCTION_FACTOR
 from adapterfleet.adapters.io import ADAPTER_WEIGHTS
 from adapterfleet.adapters.model import train_only
 from adapterfleet.data import TokenizedTask, make_dataloader
@@ -49,7 +50,9 @@ from adapterfleet.training.config import TrainConfig
 from adapterfleet.training.loop import fit
 from adapterfleet.training.state import seed_everything
 
-MODES = ("head", "full", "st-a", "st-a-houlsby", "fusion", "mt-a")
+# The single-task adapter rows of Table 1 and the architecture each trains.
+ADAPTER_MODES = {"st-a": "pfeiffer", "st-a-houlsby": "houlsby"}
+SINGLE_TASK_MODES = ("head", "full", *ADAPTER_MODES)
 RUN_FILE = "run.json"
 
 
@@ -93,6 +96,18 @@ def new_model(base_model: str | nn.Module) -> AdapterModel:
     return AdapterModel(encoder)
 
 
+def mode_adapter(
+    mode: str, reduction_factor: int = DEFAULT_REDUCTION_FACTOR
+) -> AdapterConfig | None:
+    """The adapter a single-task mode trains: None for `head` and `full`."""
+    return AdapterConfig(ADAPTER_MODES[mode], reduction_factor) if mode in ADAPTER_MODES else None
+
+
+def adapter_mode(adapter: AdapterConfig) -> str:
+    """The row of Table 1 a run of `adapter` is (run.json's `mode`): st-a or st-a-houlsby."""
+    return "st-a-houlsby" if adapter.architecture == ADAPTER_MODES["st-a-houlsby"] else "st-a"
+
+
 def train_single(
     mode: str,
     tokenized: TokenizedTask,
@@ -100,26 +115,32 @@ def train_single(
     config: TrainConfig,
     out_dir: str | Path,
     *,
-    reduction_factor: int = 16,
-    non_linearity: str | None = None,
+    adapter: AdapterConfig | None = None,
     metrics: Sequence[str] = ("accuracy",),
     callbacks: Sequence[Callback] = (),
     resume_from: str | Path | None = None,
 ) -> RunResult:
-    """Train one task in `head`, `full`, `st-a` or `st-a-houlsby` mode; save its run directory."""
-    if mode not in ("head", "full", "st-a", "st-a-houlsby"):
+    """Train one task and save its run directory: `head` (the head only), `full` (every
+    weight) or `st-a` with `adapter` (any architecture; run.json then names the run by it).
+    `st-a-houlsby` is st-a with a Houlsby adapter. Without `adapter`, an adapter mode trains
+    the reduction factor 16 of Table 1."""
+    if mode not in SINGLE_TASK_MODES:
         raise ValueError(
-            f"mode {mode!r} is not a single-task mode; use head, full, st-a, st-a-houlsby"
+            f"mode {mode!r} is not a single-task mode; use {', '.join(SINGLE_TASK_MODES)}"
         )
+    if mode in ADAPTER_MODES:
+        adapter = adapter or mode_adapter(mode)
+        if mode != "st-a" and adapter_mode(adapter) != mode:
+            wanted, got = ADAPTER_MODES[mode], adapter.architecture
+            raise ValueError(f"mode {mode!r} trains a {wanted} adapter, not a {got} one")
+    elif adapter is not None:
+        raise ValueError(f"mode {mode!r} trains no adapter; use st-a")
     seed_everything(config.seed)  # the new head and adapter: one init per seed, whatever ran before
     model = new_model(base_model)
     name = tokenized.name
     model.add_head(name, head_for(tokenized))
-    adapter_config = None
-    if mode in ("st-a", "st-a-houlsby"):
-        architecture = "houlsby" if mode == "st-a-houlsby" else "pfeiffer"
-        adapter_config = AdapterConfig(architecture, reduction_factor, non_linearity or "")
-        add_adapter(model, name, adapter_config)
+    if adapter is not None:
+        add_adapter(model, name, adapter)
         trainable = train_adapter(model, name)
     else:
         encoder = list(model.encoder_model.parameters()) if mode == "full" else []
@@ -138,13 +159,14 @@ def train_single(
     out = Path(out_dir)
     save_head(model, name, out / "head")
     lineage: dict[str, Any] = {}
-    if adapter_config is not None:
+    if adapter is not None:
         save_adapter(model, name, out / "adapter")
         lineage["adapter_sha256"] = sha256_file(out / "adapter" / ADAPTER_WEIGHTS)
-        lineage["adapter"] = adapter_config.to_dict()
+        lineage["adapter"] = adapter.to_dict()
     if mode == "full":
         save_base_model(model, out / "model")
-    run = RunResult(mode, name, out, result, sum(p.numel() for p in trainable), lineage, model)
+    row = adapter_mode(adapter) if adapter is not None else mode
+    run = RunResult(row, name, out, result, sum(p.numel() for p in trainable), lineage, model)
     write_run_file(run, base_model, config)
     return run
 

@@ -27,6 +27,7 @@ from adapterfleet.registry import (
     ModelVersionInfo,
     register_version,
 )
+from adapterfleet.training.workdir import JobWorkdir
 from adapterfleet.tuning.spec import (
     TAG_BASE_MODEL,
     TAG_CONFIG_HASH,
@@ -36,7 +37,6 @@ from adapterfleet.tuning.spec import (
     TrialParams,
 )
 from adapterfleet.tuning.trial import FINAL_KEY, end_stopped_early
-from adapterfleet.tuning.workdir import TrialWorkdir
 
 Progress = Callable[[str], None]
 _ACTIVE: dict[str, Registrar] = {}
@@ -188,7 +188,7 @@ class Registrar:
         plan = self.tasks[task]
         best = choose_best(outcomes, self.metric)
         params, value = best.params, float(best.result[f"best_dev_{self.metric}"])
-        weights = TrialWorkdir(self.trials_root / params.trial_id).run_dir / "adapter"
+        weights = JobWorkdir(self.trials_root / params.trial_id).run_dir / "adapter"
         weights = weights / ADAPTER_WEIGHTS
         expected = best.result.get("adapter_sha256")
         if not weights.is_file() or sha256_file(weights) != expected:

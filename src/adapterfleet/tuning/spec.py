@@ -154,10 +154,6 @@ def storage_root(config: PipelineConfig) -> Path:
     return Path(config.storage).expanduser().resolve()
 
 
-def mode_for(architecture: str) -> str:
-    return "st-a-houlsby" if architecture == "houlsby" else "st-a"
-
-
 @dataclass(frozen=True)
 class SweepContext:
     """Everything a trial needs besides its grid point; plain data, shipped with the trainable."""

@@ -1,8 +1,9 @@
 """The Tune trainable: one adapter trial, its MLflow run, per-epoch checkpoints, resume.
 
-Runs in a Ray worker. Every epoch: the loop checkpoint goes into the trial's own folder, the
-epoch's metrics into MLflow (step = epoch), then both to Tune with `ray.tune.report`. A retried
-or restored trial continues after the newest finished epoch.
+Runs in a Ray worker, with the job lifecycle of `training.lifecycle`: every epoch, the loop
+checkpoint goes into the trial's own folder, the epoch's metrics into MLflow (step = epoch), then
+both to Tune with `ray.tune.report` (the epoch hook). A retried or restored trial continues after
+the newest finished epoch.
 """
 
 from __future__ import annotations
@@ -12,15 +13,22 @@ from pathlib import Path
 from typing import Any
 
 import ray.tune
+import torch
 
-from adapterfleet.adapters import ADAPTER_WEIGHTS, load_tokenizer, sha256_file
+from adapterfleet.adapters import ADAPTER_WEIGHTS, AdapterConfig, load_tokenizer, sha256_file
 from adapterfleet.data import load_task, tokenize_task
 from adapterfleet.registry import TAG_SHA256, TAG_SWEEP, TAG_TASK, MlflowRunLogger, open_trial_run
-from adapterfleet.registry.store import get_client
 from adapterfleet.registry.tags import TAG_STOPPED_EARLY
-from adapterfleet.training import Callback, EpochReport, TrainConfig
-from adapterfleet.tuning.spec import SweepContext, TrialParams, mode_for
-from adapterfleet.tuning.workdir import TrialWorkdir, checkpoint_epoch, checkpoint_history
+from adapterfleet.training import (
+    EpochRecorder,
+    EpochReport,
+    JobWorkdir,
+    TrainConfig,
+    end_quietly,
+    resume_job,
+)
+from adapterfleet.training.modes import train_single
+from adapterfleet.tuning.spec import SweepContext, TrialParams
 
 TRAINABLE_NAME = "adapter_trial"
 FINAL_KEY = "final"  # set on the last result of a trial that ended normally
@@ -37,64 +45,37 @@ def make_trainable(ctx: SweepContext, resources: dict[str, float]) -> Any:
     return ray.tune.with_resources(adapter_trial, resources)
 
 
-def epoch_metrics(entry: dict[str, float]) -> dict[str, float]:
-    """The metrics of one history entry as logged per epoch (everything but `epoch`)."""
-    return {k: float(v) for k, v in entry.items() if k != "epoch"}
+class _TuneReport:
+    """The trial's epoch hook: the epoch's metrics and checkpoint to Tune. `ray.tune.report`
+    ends a trial its scheduler stops with `SystemExit(0)`; the epoch is kept in `stopped_after`."""
 
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self.stopped_after: int | None = None
 
-class _Reporter(Callback):
-    """Checkpoint, then MLflow, then Tune, at every epoch end."""
-
-    def __init__(self, workdir: TrialWorkdir, logger: MlflowRunLogger) -> None:
-        self.workdir = workdir
-        self.logger = logger
-        self.stopped_after: int | None = None  # the epoch after which the scheduler stopped us
-
-    def on_epoch_end(self, report: EpochReport) -> None:
-        folder = report.save_checkpoint(self.workdir.checkpoint_dir(report.epoch))
-        metrics = {
-            "train_loss": report.train_loss,
-            "learning_rate": report.learning_rate,
-            **{f"dev_{k}": v for k, v in report.dev_metrics.items()},
-        }
-        # Logged for every epoch trained, so an epoch trained twice would show twice.
-        self.logger.log_metrics(metrics, step=report.epoch)
+    def __call__(self, report: EpochReport, metrics: dict[str, float], folder: Path) -> None:
         best = {f"best_dev_{report.metric}": report.best_metric, "best_epoch": report.best_epoch}
         try:
             ray.tune.report(
-                {**metrics, **best, "epoch": report.epoch, "mlflow_run_id": self.logger.run_id},
+                {**metrics, **best, "epoch": report.epoch, "mlflow_run_id": self.run_id},
                 checkpoint=ray.tune.Checkpoint.from_directory(str(folder)),
             )
         except SystemExit as stop:  # how `report` ends a trial its scheduler stops (code 0)
             if not stop.code:
                 self.stopped_after = report.epoch
             raise
-        self.workdir.prune_checkpoints(keep_epoch=report.epoch)
 
 
-def resume_point(workdir: TrialWorkdir) -> tuple[int, Path] | None:
-    """The newer of Tune's checkpoint and the trial's own newest one."""
-    own = workdir.latest_checkpoint()
+def resume_point(workdir: JobWorkdir, logger: MlflowRunLogger) -> tuple[int, Path] | None:
+    """Where the trial continues: the newer of Tune's checkpoint and the trial's own, its
+    epochs missing from MLflow logged first. Tune keeps a copy of every reported checkpoint, but
+    the driver writes its experiment state only every few seconds: after a driver crash Tune may
+    hand a trial an older checkpoint than the newest one the trial finished."""
     checkpoint = ray.tune.get_checkpoint()
-    if checkpoint is not None:
-        with checkpoint.as_directory() as folder:
-            epoch = checkpoint_epoch(Path(folder))
-            if epoch is not None and (own is None or epoch > own[0]):
-                own = workdir.adopt_checkpoint(Path(folder))
-    return own
-
-
-def logged_steps(logger: MlflowRunLogger, key: str) -> set[int]:
-    """Steps of `key` the run already holds (read through the registry's client)."""
-    return {m.step for m in get_client(logger.uri).get_metric_history(logger.run_id, key)}
-
-
-def relog_missing_epochs(logger: MlflowRunLogger, folder: Path) -> None:
-    """Log the epochs a checkpoint holds that never reached MLflow (a crash in between)."""
-    done = logged_steps(logger, "train_loss")
-    for entry in checkpoint_history(folder):
-        if int(entry["epoch"]) not in done:
-            logger.log_metrics(epoch_metrics(entry), step=int(entry["epoch"]))
+    if checkpoint is None:
+        return resume_job(workdir, logger)
+    with checkpoint.as_directory() as folder:
+        return resume_job(workdir, logger, offered=Path(folder))
 
 
 def trial_config(ctx: SweepContext, params: TrialParams) -> TrainConfig:
@@ -126,49 +107,43 @@ def open_run(ctx: SweepContext, params: TrialParams, train: TrainConfig) -> Mlfl
 
 def run_trial(config: dict[str, Any], ctx: SweepContext) -> None:
     """Train one grid point; see the module docstring."""
-    import torch
-
-    from adapterfleet.training.modes import train_single
-
     torch.set_num_threads(max(1, int(ctx.cpu)))
     params = TrialParams.from_config(config)
-    workdir = TrialWorkdir(ctx.trial_dir(params.trial_id))
+    workdir = JobWorkdir(ctx.trial_dir(params.trial_id))
     spec = ctx.config.tasks[params.task]
     tokenizer = load_tokenizer(ctx.config.base_model)
     tokenized = tokenize_task(load_task(spec), tokenizer, ctx.config.max_length, ctx.tokens_dir)
     train = trial_config(ctx, params)
     logger = open_run(ctx, params, train)
-    reporter = _Reporter(workdir, logger)
+    tune_report = _TuneReport(logger.run_id)
     try:
-        start = resume_point(workdir)
-        if start is not None:
-            relog_missing_epochs(logger, start[1])
+        start = resume_point(workdir, logger)
         with logger.system_metrics():
             result = train_single(
-                mode_for(ctx.config.adapters.architecture),
+                "st-a",
                 tokenized,
                 ctx.config.base_model,
                 train,
                 workdir.run_dir,
-                reduction_factor=params.reduction_factor,
+                adapter=AdapterConfig(ctx.config.adapters.architecture, params.reduction_factor),
                 metrics=spec.metrics,
-                callbacks=[reporter],
+                callbacks=[EpochRecorder(workdir, logger, tune_report)],
                 resume_from=start[1] if start is not None else None,
             )
         final = finish_run(workdir, logger, params, result.dev_metrics, result.fit.best_epoch)
     except BaseException as error:
-        if isinstance(error, SystemExit) and reporter.stopped_after is not None:
-            end_stopped_early(logger, reporter.stopped_after)
+        if isinstance(error, SystemExit) and tune_report.stopped_after is not None:
+            end_stopped_early(logger, tune_report.stopped_after)
         else:
             stopped = isinstance(error, SystemExit | KeyboardInterrupt)
-            _end_quietly(logger, "KILLED" if stopped else "FAILED")
+            end_quietly(logger, "KILLED" if stopped else "FAILED")
         raise
     logger.end("FINISHED")
     ray.tune.report({**final, FINAL_KEY: 1, "mlflow_run_id": logger.run_id})
 
 
 def finish_run(
-    workdir: TrialWorkdir,
+    workdir: JobWorkdir,
     logger: MlflowRunLogger,
     params: TrialParams,
     dev_metrics: dict[str, float],
@@ -180,7 +155,7 @@ def finish_run(
     logger.log_artifacts(run / "head", "head")
     final = {f"best_dev_{k}": float(v) for k, v in dev_metrics.items()}
     final["best_epoch"] = best_epoch
-    if not logged_steps(logger, "best_epoch"):  # a re-run of a finished trial logs once
+    if not logger.logged_steps("best_epoch"):  # a re-run of a finished trial logs once
         logger.log_metrics(final, step=best_epoch)
     sha = sha256_file(run / "adapter" / ADAPTER_WEIGHTS)
     logger.set_tags(
@@ -202,12 +177,4 @@ def end_stopped_early(logger: MlflowRunLogger, epoch: int) -> None:
         logger.set_tags({TAG_STOPPED_EARLY: epoch})
     except Exception as error:  # noqa: BLE001 - Tune's stop must go through
         print(f"could not tag MLflow run {logger.run_id} as stopped early: {error}")
-    _end_quietly(logger, "FINISHED")
-
-
-def _end_quietly(logger: MlflowRunLogger, status: str) -> None:
-    """End the run without hiding the error that got us here."""
-    try:
-        logger.end(status)
-    except Exception as error:  # noqa: BLE001 - the original error matters more
-        print(f"could not mark MLflow run {logger.run_id} {status}: {error}")
+    end_quietly(logger, "FINISHED")

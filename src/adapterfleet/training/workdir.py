@@ -1,13 +1,12 @@
-"""A trial's own folder under the sweep's storage: its run directory and loop checkpoints.
+"""A training job's own folder (a trial's, a fusion's, a baseline's): its run directory and
+its loop checkpoints.
 
-    <storage>/sweeps/<sweep>/<trial id>/
-        run/                      train_single's output (adapter/, head/, run.json)
+    <job folder>/
+        run/                      the training mode's output (adapter/, head/, run.json)
         checkpoints/epoch-0003/   the loop checkpoint of the newest finished epoch
 
-Tune keeps its own copy of every reported checkpoint, but the driver writes its experiment state
-only every few seconds: after a driver crash Tune may hand a trial an older checkpoint than the
-newest one the trial finished. The trial resumes from whichever of the two is newer, so no
-finished epoch is trained twice. No ray here.
+A job resumes from its newest complete checkpoint, so no finished epoch is trained twice; a
+checkpoint handed in from elsewhere (Tune's copy of a trial's) is adopted when it is newer.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from adapterfleet.training import STATE_FILE
+from adapterfleet.training.checkpoint import STATE_FILE
 
 CHECKPOINTS = "checkpoints"
 
@@ -40,7 +39,7 @@ def checkpoint_history(directory: Path) -> list[dict[str, float]]:
 
 
 @dataclass(frozen=True)
-class TrialWorkdir:
+class JobWorkdir:
     root: Path
 
     @property
@@ -74,7 +73,7 @@ class TrialWorkdir:
         shutil.rmtree(self.root / CHECKPOINTS, ignore_errors=True)
 
     def adopt_checkpoint(self, source: Path) -> tuple[int, Path] | None:
-        """Copy a complete checkpoint (e.g. Tune's) in as this trial's own; (epoch, folder)."""
+        """Copy a complete checkpoint (e.g. Tune's) in as this job's own; (epoch, folder)."""
         epoch = checkpoint_epoch(source)
         if epoch is None:
             return None

@@ -1,0 +1,113 @@
+"""The lifecycle every training job shares (a Tune trial, a fusion, a baseline): per-epoch
+checkpoints and metrics, resume after the newest finished epoch, and ending its run.
+
+The job hands the fit loop an `EpochRecorder` over its `JobWorkdir` and an `EpochSink` (where the
+metrics go: the MLflow run in `registry/`, a list in the tests). At every epoch end it
+
+    1. writes the loop checkpoint into the work folder,
+    2. logs the epoch's metrics (`train_loss`, `learning_rate`, `dev_<name>`) at step = epoch,
+    3. calls the job's hook (a trial reports to Tune there),
+    4. deletes the older checkpoints.
+
+The order makes a job that dies at any point resumable with each epoch logged once: a checkpoint
+whose epoch never reached the sink is re-logged by `resume_job` before training continues. No ray,
+no mlflow here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from adapterfleet.console import Say
+from adapterfleet.training.callbacks import Callback, EpochReport
+from adapterfleet.training.workdir import JobWorkdir, checkpoint_epoch, checkpoint_history
+
+# The job's own step after the metrics are logged: (report, the metrics logged, checkpoint folder).
+EpochHook = Callable[[EpochReport, dict[str, float], Path], None]
+# The metric whose logged steps tell which epochs reached the sink.
+EPOCH_KEY = "train_loss"
+
+
+@runtime_checkable
+class EpochSink(Protocol):
+    """Where a job's metrics go, and its run's end."""
+
+    @property
+    def run_id(self) -> str:
+        """Names the run in messages (and, for a trial, in its Tune results)."""
+        ...
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None: ...
+
+    def logged_steps(self, key: str) -> set[int]:
+        """The steps at which metric `key` was logged."""
+        ...
+
+    def end(self, status: str) -> None:
+        """End the run: "FINISHED", "FAILED" or "KILLED"."""
+        ...
+
+
+def epoch_metrics(report: EpochReport) -> dict[str, float]:
+    """What is logged per epoch (step = epoch): loss, learning rate, `dev_<metric>`."""
+    return {
+        "train_loss": report.train_loss,
+        "learning_rate": report.learning_rate,
+        **{f"dev_{k}": v for k, v in report.dev_metrics.items()},
+    }
+
+
+def history_metrics(entry: Mapping[str, float]) -> dict[str, float]:
+    """The metrics of one checkpoint history entry as logged per epoch (all but `epoch`)."""
+    return {k: float(v) for k, v in entry.items() if k != "epoch"}
+
+
+class EpochRecorder(Callback):
+    """Checkpoint, then the sink, then the job's hook, then prune, at every epoch end."""
+
+    def __init__(self, workdir: JobWorkdir, sink: EpochSink, hook: EpochHook | None = None) -> None:
+        self.workdir, self.sink, self.hook = workdir, sink, hook
+
+    def on_epoch_end(self, report: EpochReport) -> None:
+        folder = report.save_checkpoint(self.workdir.checkpoint_dir(report.epoch))
+        metrics = epoch_metrics(report)
+        # Logged for every epoch trained, so an epoch trained twice would show twice.
+        self.sink.log_metrics(metrics, step=report.epoch)
+        if self.hook is not None:
+            self.hook(report, metrics, folder)
+        self.workdir.prune_checkpoints(keep_epoch=report.epoch)
+
+
+def resume_job(
+    workdir: JobWorkdir, sink: EpochSink, offered: Path | None = None
+) -> tuple[int, Path] | None:
+    """(epoch, folder) of the checkpoint a job continues from, None to start afresh: the
+    newest complete one in `workdir`, or `offered` (copied in) when that is newer. The epochs
+    it holds that never reached `sink` (a crash in between) are logged first."""
+    start = workdir.latest_checkpoint()
+    if offered is not None:
+        epoch = checkpoint_epoch(offered)
+        if epoch is not None and (start is None or epoch > start[0]):
+            start = workdir.adopt_checkpoint(offered)
+    if start is not None:
+        relog_missing_epochs(sink, start[1])
+    return start
+
+
+def relog_missing_epochs(sink: EpochSink, folder: Path) -> None:
+    """Log the epochs the checkpoint in `folder` holds that `sink` does not."""
+    done = sink.logged_steps(EPOCH_KEY)
+    for entry in checkpoint_history(folder):
+        if int(entry["epoch"]) not in done:
+            sink.log_metrics(history_metrics(entry), step=int(entry["epoch"]))
+
+
+def end_quietly(sink: EpochSink, status: str, say: Say = print) -> None:
+    """End the run without hiding the error that got us here: a failure to end it is said,
+    not raised."""
+    try:
+        sink.end(status)
+    except Exception as error:  # noqa: BLE001 - the original error matters more
+        say(f"could not mark run {sink.run_id} {status}: {error}")

@@ -1,0 +1,188 @@
+"""The job lifecycle on a tiny model: per-epoch effects in order (checkpoint, sink, hook, prune),
+a resume after a crash re-logs exactly the epochs that never reached the sink, nothing twice;
+and the job folder's checkpoints. The sink is a list-backed `EpochSink`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+from adapterfleet.training import (
+    EpochRecorder,
+    EpochReport,
+    EpochSink,
+    JobWorkdir,
+    TrainConfig,
+    checkpoint_history,
+    end_quietly,
+    fit,
+    resume_job,
+)
+
+CONFIG = TrainConfig(learning_rate=0.02, max_epochs=4, patience=10, seed=3, device="cpu")
+
+
+class ListSink:
+    """An `EpochSink` that keeps what is logged in a list. `fail_at`: logging that step raises
+    once (the job dies after the checkpoint, before its metrics reached the sink)."""
+
+    run_id = "list-run"
+
+    def __init__(self, fail_at: int | None = None) -> None:
+        self.logged: list[tuple[int | None, dict[str, float]]] = []
+        self.ended: list[str] = []
+        self.fail_at = fail_at
+        self.on_log = lambda step: None
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
+        if step is not None and step == self.fail_at:
+            self.fail_at = None
+            raise ConnectionError("the tracking server went away")
+        self.on_log(step)
+        self.logged.append((step, dict(metrics)))
+
+    def logged_steps(self, key: str) -> set[int]:
+        return {step for step, metrics in self.logged if key in metrics and step is not None}
+
+    def end(self, status: str) -> None:
+        self.ended.append(status)
+
+    def steps(self, key: str = "train_loss") -> list[int | None]:
+        return [step for step, metrics in self.logged if key in metrics]
+
+
+def _on_disk(work: JobWorkdir) -> list[str]:
+    folder = work.root / "checkpoints"
+    return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+
+
+def _fit(model, task, callbacks, resume_from: Path | None = None):
+    return fit(
+        model,
+        model.trainable(),
+        task["train"],
+        task["dev"],
+        CONFIG,
+        callbacks=callbacks,
+        resume_from=resume_from,
+    )
+
+
+def test_list_sink_is_an_epoch_sink() -> None:
+    assert isinstance(ListSink(), EpochSink)
+    assert not isinstance(object(), EpochSink)
+
+
+def test_each_epoch_checkpoints_then_logs_then_calls_the_hook_then_prunes(
+    make_model, task, tmp_path: Path
+) -> None:
+    work, sink, effects = JobWorkdir(tmp_path / "job"), ListSink(), []
+    sink.on_log = lambda step: effects.append(("log", step, _on_disk(work)))
+
+    def hook(report: EpochReport, metrics: dict[str, float], folder: Path) -> None:
+        assert sink.logged[-1] == (report.epoch, metrics)  # the sink has the epoch already
+        assert folder == work.checkpoint_dir(report.epoch)
+        effects.append(("hook", report.epoch, _on_disk(work)))
+
+    model = make_model()
+    result = _fit(model, task, [EpochRecorder(work, sink, hook)])
+    assert result.epochs_run == 4
+    assert effects == [
+        ("log", 1, ["epoch-0001"]),
+        ("hook", 1, ["epoch-0001"]),
+        ("log", 2, ["epoch-0001", "epoch-0002"]),  # the older one goes only after the hook
+        ("hook", 2, ["epoch-0001", "epoch-0002"]),
+        ("log", 3, ["epoch-0002", "epoch-0003"]),
+        ("hook", 3, ["epoch-0002", "epoch-0003"]),
+        ("log", 4, ["epoch-0003", "epoch-0004"]),
+        ("hook", 4, ["epoch-0003", "epoch-0004"]),
+    ]
+    assert _on_disk(work) == ["epoch-0004"]
+    first = sink.logged[0][1]
+    assert set(first) == {"train_loss", "learning_rate", "dev_accuracy"}
+    assert first["train_loss"] == result.history[0]["train_loss"]
+
+
+def test_a_job_dying_before_its_metrics_resumes_and_logs_each_epoch_once(
+    make_model, task, tmp_path: Path
+) -> None:
+    undisturbed = ListSink()
+    _fit(make_model(), task, [EpochRecorder(JobWorkdir(tmp_path / "once"), undisturbed)])
+
+    work, sink = JobWorkdir(tmp_path / "job"), ListSink(fail_at=3)
+    with pytest.raises(ConnectionError):
+        _fit(make_model(), task, [EpochRecorder(work, sink)])
+    assert sink.steps() == [1, 2]  # epoch 3 is checkpointed, never logged
+    assert _on_disk(work) == ["epoch-0002", "epoch-0003"]
+
+    start = resume_job(work, sink)
+    assert start == (3, work.checkpoint_dir(3))
+    assert sink.steps() == [1, 2, 3]  # exactly the missing epoch
+    assert resume_job(work, sink) == start and sink.steps() == [1, 2, 3]  # nothing twice
+
+    result = _fit(make_model(), task, [EpochRecorder(work, sink)], resume_from=start[1])
+    assert result.epochs_run == 4
+    assert sink.steps() == [1, 2, 3, 4]
+    # the re-logged epoch holds what the loop logs live, with the same values
+    assert [step for step, _ in sink.logged] == [step for step, _ in undisturbed.logged]
+    for (_, got), (_, want) in zip(sink.logged, undisturbed.logged, strict=True):
+        assert got == pytest.approx(want, rel=1e-6, abs=1e-7)
+
+
+def test_resume_adopts_an_offered_checkpoint_only_when_it_is_newer(
+    make_model, task, tmp_path: Path
+) -> None:
+    elsewhere = JobWorkdir(tmp_path / "tune-copy")
+    _fit(make_model(), task, [EpochRecorder(elsewhere, ListSink())])
+    offered = elsewhere.checkpoint_dir(4)
+
+    work, sink = JobWorkdir(tmp_path / "job"), ListSink()
+    assert resume_job(work, sink) is None and sink.logged == []
+    assert resume_job(work, sink, offered=offered) == (4, work.checkpoint_dir(4))
+    assert sink.steps() == [1, 2, 3, 4]  # the adopted checkpoint's epochs, once each
+    assert checkpoint_history(work.checkpoint_dir(4)) == checkpoint_history(offered)
+
+    older = JobWorkdir(tmp_path / "older")
+    _fake_checkpoint(older.checkpoint_dir(2), 2)
+    assert resume_job(work, sink, offered=older.checkpoint_dir(2)) == (4, work.checkpoint_dir(4))
+    assert _on_disk(work) == ["epoch-0004"] and sink.steps() == [1, 2, 3, 4]
+
+
+def test_ending_quietly_says_what_failed_and_raises_nothing() -> None:
+    class Unreachable(ListSink):
+        def end(self, status: str) -> None:
+            raise ConnectionError("refused")
+
+    said: list[str] = []
+    end_quietly(Unreachable(), "FAILED", said.append)
+    assert said == ["could not mark run list-run FAILED: refused"]
+    sink = ListSink()
+    end_quietly(sink, "KILLED", said.append)
+    assert sink.ended == ["KILLED"] and len(said) == 1
+
+
+def _fake_checkpoint(folder: Path, epoch: int) -> Path:
+    folder.mkdir(parents=True)
+    history = [{"epoch": e, "dev_accuracy": 0.5} for e in range(1, epoch + 1)]
+    (folder / "trainer_state.json").write_text(json.dumps({"epoch": epoch, "history": history}))
+    return folder
+
+
+def test_workdir_resumes_from_its_newest_complete_checkpoint(tmp_path: Path) -> None:
+    work = JobWorkdir(tmp_path / "trial")
+    assert work.latest_checkpoint() is None
+    _fake_checkpoint(work.checkpoint_dir(1), 1)
+    _fake_checkpoint(work.checkpoint_dir(2), 2)
+    work.checkpoint_dir(3).mkdir()  # a crash while writing epoch 3: no state file
+    assert work.latest_checkpoint() == (2, work.checkpoint_dir(2))
+    # a newer checkpoint from elsewhere (Tune's copy) is adopted as the job's own
+    adopted = work.adopt_checkpoint(_fake_checkpoint(tmp_path / "tune" / "checkpoint_4", 4))
+    assert adopted == (4, work.checkpoint_dir(4))
+    assert work.latest_checkpoint() == (4, work.checkpoint_dir(4))
+    work.prune_checkpoints(keep_epoch=4)
+    assert _on_disk(work) == ["epoch-0004"]
+    work.clear_checkpoints()
+    assert work.latest_checkpoint() is None

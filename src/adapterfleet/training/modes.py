@@ -108,6 +108,24 @@ def adapter_mode(adapter: AdapterConfig) -> str:
     return "st-a-houlsby" if adapter.architecture == ADAPTER_MODES["st-a-houlsby"] else "st-a"
 
 
+def _checked_adapter(mode: str, adapter: AdapterConfig | None) -> AdapterConfig | None:
+    """The adapter `mode` trains (its default one when not given); a mode that trains no
+    adapter, or another architecture than the one given, is refused."""
+    if mode not in SINGLE_TASK_MODES:
+        raise ValueError(
+            f"mode {mode!r} is not a single-task mode; use {', '.join(SINGLE_TASK_MODES)}"
+        )
+    if mode not in ADAPTER_MODES:
+        if adapter is not None:
+            raise ValueError(f"mode {mode!r} trains no adapter; use st-a")
+        return None
+    adapter = adapter or mode_adapter(mode)
+    if mode != "st-a" and adapter_mode(adapter) != mode:
+        wanted, got = ADAPTER_MODES[mode], adapter.architecture
+        raise ValueError(f"mode {mode!r} trains a {wanted} adapter, not a {got} one")
+    return adapter
+
+
 def train_single(
     mode: str,
     tokenized: TokenizedTask,
@@ -124,17 +142,7 @@ def train_single(
     weight) or `st-a` with `adapter` (any architecture; run.json then names the run by it).
     `st-a-houlsby` is st-a with a Houlsby adapter. Without `adapter`, an adapter mode trains
     the reduction factor 16 of Table 1."""
-    if mode not in SINGLE_TASK_MODES:
-        raise ValueError(
-            f"mode {mode!r} is not a single-task mode; use {', '.join(SINGLE_TASK_MODES)}"
-        )
-    if mode in ADAPTER_MODES:
-        adapter = adapter or mode_adapter(mode)
-        if mode != "st-a" and adapter_mode(adapter) != mode:
-            wanted, got = ADAPTER_MODES[mode], adapter.architecture
-            raise ValueError(f"mode {mode!r} trains a {wanted} adapter, not a {got} one")
-    elif adapter is not None:
-        raise ValueError(f"mode {mode!r} trains no adapter; use st-a")
+    adapter = _checked_adapter(mode, adapter)
     seed_everything(config.seed)  # the new head and adapter: one init per seed, whatever ran before
     model = new_model(base_model)
     name = tokenized.name

@@ -1,5 +1,4 @@
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,15 +9,13 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-sys.path.insert(0, str(Path(__file__).parent))
 
 GLUE_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "glue"
 
 
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A random 2-layer BERT with the packaged MiniLM tokenizer (tests/tuning/tuning_support.py)."""
-    sys.path.insert(0, str(Path(__file__).parent / "tuning"))
+    """A random 2-layer BERT with the packaged MiniLM tokenizer (tests/tuning_support.py)."""
     from tuning_support import make_tiny_model
 
     return make_tiny_model(tmp_path_factory.mktemp("tiny-bert") / "model")

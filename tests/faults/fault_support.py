@@ -1,7 +1,5 @@
-"""Helpers of the fault tests: the tiny sweep world of tests/tuning with longer trials, an `mlflow
-server` that can be stopped and started again on the same port and store, polling.
-
-Helpers of the other folders are imported by path, as tests/cluster does."""
+"""Helpers of the fault tests: the tiny sweep world of tests/tuning_support.py with longer trials,
+an `mlflow server` that can be stopped and started again on the same port and store, polling."""
 
 from __future__ import annotations
 
@@ -16,13 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-TESTS = Path(__file__).resolve().parents[1]
-for folder in ("tuning", "cluster"):
-    if str(TESTS / folder) not in sys.path:
-        sys.path.insert(0, str(TESTS / folder))
-
-from cluster_support import registry_conftest  # noqa: E402
-from tuning_support import config_document, write_tasks  # noqa: E402
+from cluster_support import registry_conftest
+from tuning_support import config_document, write_tasks
 
 STOP_DEADLINE_S = 30.0
 

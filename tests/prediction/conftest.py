@@ -1,19 +1,15 @@
 """A registered world for the prediction and pruning tests: the tiny keyword tasks of the sweep
-tests (tests/tuning/tuning_support.py), one ST-A adapter per task trained on this machine and
+tests (tests/tuning_support.py), one ST-A adapter per task trained on this machine and
 registered as a trial would be, and the fusion for `fruit` trained and registered by the real
 fusion stage (`run_fusion_job`), all in a SQLite MLflow store under a temporary folder."""
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tuning"))
-
-from tuning_support import config_document, write_config  # noqa: E402
+from tuning_support import config_document, write_config
 
 TRAINING = {"max_epochs": 2, "batch_size": 16, "learning_rate": 0.01, "device": "cpu"}
 

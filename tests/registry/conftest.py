@@ -24,12 +24,7 @@ import pytest
 os.environ["MLFLOW_DISABLE_TELEMETRY"] = "true"
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
-try:
-    import adapterfleet  # noqa: F401
-except ImportError:  # the package is not installed in the venv: use the source tree
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
-
-from adapterfleet.registry import default_tracking_uri, ensure_experiment  # noqa: E402
+from adapterfleet.registry import default_tracking_uri, ensure_experiment
 
 SERVER_START_DEADLINE_S = 90.0
 

@@ -22,12 +22,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-TESTS = Path(__file__).resolve().parents[1]
-if str(TESTS / "tuning") not in sys.path:
-    sys.path.insert(0, str(TESTS / "tuning"))
+import ray  # noqa: F401
+import tuning_support
 
-import ray  # noqa: E402, F401
-import tuning_support  # noqa: E402
+TESTS = Path(__file__).resolve().parent
 
 THIRD_TOPIC = ("music", ("guitar piano drum violin song melody flute choir", "desk lamp chair"))
 WORKER_START_DEADLINE_S = 120.0

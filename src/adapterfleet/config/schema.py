@@ -1,0 +1,135 @@
+"""`PipelineConfig`: the validated pipeline, built by `parse_config` from a document (the YAML
+after budgets and overrides); each stage reads and checks its own section.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from adapterfleet.config.adapter_stage import AdapterStage
+from adapterfleet.config.fields import (
+    ConfigError,
+    as_int,
+    flat_changes,
+    refuse_unknown,
+    string_at,
+)
+from adapterfleet.config.stages import BaselineStage, FusionStage, Resources
+from adapterfleet.data import (
+    TaskError,
+    TaskSpec,
+    generate_demo_suite,
+    load_tasks_config,
+    tasks_from_mapping,
+)
+
+DEFAULT_STORAGE = "adapterfleet-runs"  # relative to the working directory the config is loaded in
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
+TOP_KEYS = (
+    "name",
+    "base_model",
+    "max_length",
+    "storage",
+    "tracking_uri",
+    "registry_prefix",
+    "tasks_file",
+    "data_root",
+    "tasks",
+    "demo_tasks",
+    "adapters",
+    "fusion",
+    "baselines",
+    "resources",
+    "budget",
+    "budgets",
+)
+
+
+def absolute_storage(storage: Any) -> Path:
+    """The storage folder (default `DEFAULT_STORAGE`) as an absolute path: Ray workers and
+    submitted jobs do not share the driver's working directory."""
+    return Path(str(storage or DEFAULT_STORAGE)).expanduser().resolve()
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    name: str
+    tasks: dict[str, TaskSpec]
+    base_model: str = "minilm-l6"
+    max_length: int = 128
+    storage: Path = Path(DEFAULT_STORAGE)
+    tracking_uri: str | None = None
+    registry_prefix: str = ""
+    adapters: AdapterStage = field(default_factory=AdapterStage)
+    fusion: FusionStage = field(default_factory=FusionStage)
+    baselines: BaselineStage = field(default_factory=BaselineStage)
+    resources: Resources = field(default_factory=Resources)
+    budget: str | None = None  # the budget chosen from `budgets`, if any
+    budget_changes: dict[str, Any] = field(default_factory=dict)  # flat key -> value it set
+    source: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def adapter_tasks(self) -> tuple[str, ...]:
+        return self.adapters.tasks or tuple(self.tasks)
+
+    @property
+    def tokens_dir(self) -> Path:
+        """The tokenisation cache that every run and trial of this pipeline shares."""
+        return self.storage / "tokens"
+
+
+def parse_config(document: Mapping[str, Any], base_dir: Path) -> PipelineConfig:
+    """Validate a pipeline document; relative task paths are read from `base_dir`."""
+    refuse_unknown(document, TOP_KEYS, "config")
+    name = document.get("name")
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ConfigError(f"name: {name!r} must be letters, digits, '_' or '-' (e.g. name: glue)")
+    storage = absolute_storage(document.get("storage"))
+    try:
+        tasks = read_tasks(document, base_dir, storage)
+        adapters = AdapterStage.from_mapping(document.get("adapters") or {}, tasks)
+        fusion = FusionStage.from_mapping(document.get("fusion") or {}, tasks, adapters)
+        baselines = BaselineStage.from_mapping(
+            document.get("baselines") or {}, tasks, adapters, fusion
+        )
+    except TaskError as error:
+        raise ConfigError(str(error)) from None
+    budget = document.get("budget")
+    changes = (document.get("budgets") or {}).get(budget) or {} if budget is not None else {}
+    return PipelineConfig(
+        name=name,
+        tasks=tasks,
+        base_model=string_at(document, "base_model", "minilm-l6"),
+        max_length=as_int(document.get("max_length", 128), "max_length", 8),
+        storage=storage,
+        tracking_uri=document.get("tracking_uri") or None,
+        registry_prefix=string_at(document, "registry_prefix", name),
+        adapters=adapters,
+        fusion=fusion,
+        baselines=baselines,
+        resources=Resources.from_mapping(document.get("resources") or {}),
+        budget=None if budget is None else str(budget),
+        budget_changes=flat_changes(changes),
+        source=dict(document),
+    )
+
+
+def read_tasks(document: Mapping[str, Any], base_dir: Path, storage: Path) -> dict[str, TaskSpec]:
+    """The tasks of exactly one of `tasks_file`, inline `tasks` (with `data_root`) or
+    `demo_tasks: true` (generated under `<storage>/demo-data`)."""
+    given = [k for k in ("tasks_file", "tasks", "demo_tasks") if document.get(k)]
+    if len(given) != 1:
+        raise ConfigError(
+            "tasks: give exactly one of tasks_file (a tasks YAML), tasks (inline, with data_root) "
+            f"or demo_tasks: true; found {given or 'none'}"
+        )
+    if given[0] == "demo_tasks":
+        return generate_demo_suite(storage / "demo-data")
+    if given[0] == "tasks_file":
+        return load_tasks_config(base_dir / str(document["tasks_file"]))
+    inline = {k: document[k] for k in ("data_root", "tasks") if k in document}
+    return tasks_from_mapping(inline, base_dir)

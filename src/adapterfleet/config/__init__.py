@@ -4,7 +4,7 @@ name: demo                      # names the MLflow experiment, the registry pref
 base_model: minilm-l6           # the packaged MiniLM, a hub id or a local path
 max_length: 128
 storage: adapterfleet-runs      # run folders, token cache, Ray results (relative to the cwd)
-tracking_uri: null              # null: sqlite:///<storage>/mlflow.db with local artifacts
+tracking_uri: null              # null: $MLFLOW_TRACKING_URI, else sqlite:///<storage>/mlflow.db
 registry_prefix: null           # null: the pipeline name
 tasks_file: glue.yaml           # or inline `data_root:` + `tasks:`, or `demo_tasks: true`
 adapters: {architecture, reduction_factors, learning_rates, tasks, seeds, training: {...},
@@ -18,7 +18,7 @@ budgets: {cpu: {...}, full: {...}}  # named changes to this document, chosen wit
 
 The schema (`schema`, `adapter_stage`, `stages`: frozen dataclasses that read and check their own
 section), the document (`document`: YAML, budgets, overrides) and the shared field readers
-(`fields`).
+(`fields`). A loaded config has an absolute `storage` and a resolved `tracking_uri`.
 """
 
 from adapterfleet.config.adapter_stage import (
@@ -38,6 +38,7 @@ from adapterfleet.config.schema import (
     PipelineConfig,
     absolute_storage,
     parse_config,
+    resolve_tracking_uri,
 )
 from adapterfleet.config.stages import (
     BASELINE_DEFAULTS,
@@ -72,4 +73,5 @@ __all__ = [
     "flat_changes",
     "load_config",
     "parse_config",
+    "resolve_tracking_uri",
 ]

@@ -1,9 +1,15 @@
 """`PipelineConfig`: the validated pipeline, built by `parse_config` from a document (the YAML
 after budgets and overrides); each stage reads and checks its own section.
+
+Storage and the tracking store are resolved once, when a `PipelineConfig` is built: `storage`
+becomes absolute and `tracking_uri` the store every later reader uses (driver, Ray workers,
+submitted jobs), whatever their working directory or environment. `source`, the document, stays
+as written: a cluster job re-reads it, and the cluster's own environment decides there.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -26,8 +32,10 @@ from adapterfleet.data import (
     load_tasks_config,
     tasks_from_mapping,
 )
+from adapterfleet.registry.store import default_tracking_uri
 
 DEFAULT_STORAGE = "adapterfleet-runs"  # relative to the working directory the config is loaded in
+TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 TOP_KEYS = (
     "name",
@@ -55,14 +63,20 @@ def absolute_storage(storage: Any) -> Path:
     return Path(str(storage or DEFAULT_STORAGE)).expanduser().resolve()
 
 
+def resolve_tracking_uri(tracking_uri: str | None, storage: Path) -> str:
+    """`tracking_uri` if given, else $MLFLOW_TRACKING_URI, else the embedded SQLite store
+    (`sqlite:///<storage>/mlflow.db`, artifacts beside it)."""
+    return tracking_uri or os.environ.get(TRACKING_URI_ENV) or default_tracking_uri(storage)
+
+
 @dataclass(frozen=True)
 class PipelineConfig:
     name: str
     tasks: dict[str, TaskSpec]
     base_model: str = "minilm-l6"
     max_length: int = 128
-    storage: Path = Path(DEFAULT_STORAGE)
-    tracking_uri: str | None = None
+    storage: Path = Path(DEFAULT_STORAGE)  # made absolute when built: `absolute_storage`
+    tracking_uri: str = ""  # resolved when built, from `storage` and the environment then
     registry_prefix: str = ""
     adapters: AdapterStage = field(default_factory=AdapterStage)
     fusion: FusionStage = field(default_factory=FusionStage)
@@ -70,7 +84,14 @@ class PipelineConfig:
     resources: Resources = field(default_factory=Resources)
     budget: str | None = None  # the budget chosen from `budgets`, if any
     budget_changes: dict[str, Any] = field(default_factory=dict)  # flat key -> value it set
+    # The document as read (after budget and overrides), unresolved: a cluster job re-reads it
+    # in its own environment.
     source: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        storage = absolute_storage(self.storage)
+        object.__setattr__(self, "storage", storage)
+        object.__setattr__(self, "tracking_uri", resolve_tracking_uri(self.tracking_uri, storage))
 
     @property
     def adapter_tasks(self) -> tuple[str, ...]:
@@ -106,7 +127,7 @@ def parse_config(document: Mapping[str, Any], base_dir: Path) -> PipelineConfig:
         base_model=string_at(document, "base_model", "minilm-l6"),
         max_length=as_int(document.get("max_length", 128), "max_length", 8),
         storage=storage,
-        tracking_uri=document.get("tracking_uri") or None,
+        tracking_uri=document.get("tracking_uri") or "",
         registry_prefix=string_at(document, "registry_prefix", name),
         adapters=adapters,
         fusion=fusion,

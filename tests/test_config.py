@@ -355,7 +355,7 @@ def test_the_tracking_uri_comes_from_the_environment_when_the_config_names_none(
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://mlflow.example:5000")
     config = load_config(path)
     assert config.tracking_uri == "http://mlflow.example:5000"
-    assert config.source.get("tracking_uri") is None  # a cluster job decides in its own env
+    assert config.source.get("tracking_uri") is None  # the document stays as written
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://elsewhere:5000")
     assert config.tracking_uri == "http://mlflow.example:5000"  # resolved once, at load time
     monkeypatch.delenv("MLFLOW_TRACKING_URI")

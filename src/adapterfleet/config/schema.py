@@ -4,7 +4,7 @@ after budgets and overrides); each stage reads and checks its own section.
 Storage and the tracking store are resolved once, when a `PipelineConfig` is built: `storage`
 becomes absolute and `tracking_uri` the store every later reader uses (driver, Ray workers,
 submitted jobs), whatever their working directory or environment. `source`, the document, stays
-as written: a cluster job re-reads it, and the cluster's own environment decides there.
+as written (a submitted cluster job reads the YAML file again, so its own environment decides).
 """
 
 from __future__ import annotations
@@ -71,12 +71,16 @@ def resolve_tracking_uri(tracking_uri: str | None, storage: Path) -> str:
 
 @dataclass(frozen=True)
 class PipelineConfig:
+    """The validated pipeline. When built, `storage` is made absolute and an empty
+    `tracking_uri` resolved; a copy (`dataclasses.replace`) keeps the resolved URI, even one
+    given another storage."""
+
     name: str
     tasks: dict[str, TaskSpec]
     base_model: str = "minilm-l6"
     max_length: int = 128
     storage: Path = Path(DEFAULT_STORAGE)  # made absolute when built: `absolute_storage`
-    tracking_uri: str = ""  # resolved when built, from `storage` and the environment then
+    tracking_uri: str = ""  # empty: `resolve_tracking_uri` when built (env var, else storage)
     registry_prefix: str = ""
     adapters: AdapterStage = field(default_factory=AdapterStage)
     fusion: FusionStage = field(default_factory=FusionStage)
@@ -84,8 +88,7 @@ class PipelineConfig:
     resources: Resources = field(default_factory=Resources)
     budget: str | None = None  # the budget chosen from `budgets`, if any
     budget_changes: dict[str, Any] = field(default_factory=dict)  # flat key -> value it set
-    # The document as read (after budget and overrides), unresolved: a cluster job re-reads it
-    # in its own environment.
+    # The document as read (after budget and overrides), with nothing resolved into it.
     source: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -328,3 +328,44 @@ def test_cli_options_override_a_tasks_own_training_settings(tmp_path):
     changed = adapter_training(config, "b", max_epochs=None, learning_rate=0.5)
     assert (changed.max_epochs, changed.learning_rate) == (7, 0.5)
     assert adapter_training(config, "a", max_epochs=2).max_epochs == 2
+
+
+def test_storage_is_made_absolute_and_the_default_store_lies_under_it(tmp_path, monkeypatch):
+    from adapterfleet.orchestration.sweep import tracking_uri_of
+    from adapterfleet.tuning.spec import storage_root
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)  # a relative storage is relative to the cwd, not the YAML's folder
+    config = load_config(_write(tmp_path, BASE + "storage: runs\n"))
+    assert config.storage == work.resolve() / "runs" and config.storage.is_absolute()
+    assert config.tracking_uri == f"sqlite:///{work.resolve() / 'runs' / 'mlflow.db'}"
+    assert tracking_uri_of(config) == config.tracking_uri and storage_root(config) == config.storage
+    assert config.source["storage"] == "runs" and "tracking_uri" not in config.source
+    plain = load_config(_write(tmp_path, BASE))
+    assert plain.storage == work.resolve() / "adapterfleet-runs"
+    assert plain.tracking_uri == f"sqlite:///{plain.storage / 'mlflow.db'}"
+
+
+def test_the_tracking_uri_comes_from_the_environment_when_the_config_names_none(
+    tmp_path, monkeypatch
+):
+    path = _write(tmp_path, BASE + f"storage: {tmp_path / 'runs'}\n")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://mlflow.example:5000")
+    config = load_config(path)
+    assert config.tracking_uri == "http://mlflow.example:5000"
+    assert config.source.get("tracking_uri") is None  # the document stays as written
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://elsewhere:5000")
+    assert config.tracking_uri == "http://mlflow.example:5000"  # resolved once, at load time
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
+    assert load_config(path).tracking_uri == f"sqlite:///{tmp_path.resolve() / 'runs/mlflow.db'}"
+
+
+def test_the_configs_own_tracking_uri_wins_over_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://mlflow.example:5000")
+    path = _write(tmp_path, BASE + "tracking_uri: http://own:5000\n")
+    assert load_config(path).tracking_uri == "http://own:5000"
+    changed = load_config(path, ["tracking_uri=sqlite:///elsewhere.db"])
+    assert changed.tracking_uri == "sqlite:///elsewhere.db"
+    assert changed.source["tracking_uri"] == "sqlite:///elsewhere.db"

@@ -16,7 +16,6 @@ from adapterfleet.registry import (
     MlflowRunLogger,
     ModelVersionInfo,
     check_tracking_uri,
-    default_tracking_uri,
     ensure_experiment,
     open_sweep_run,
 )
@@ -27,12 +26,9 @@ Progress = Callable[[str], None]
 
 
 def tracking_uri_of(config: PipelineConfig) -> str:
-    """The config's tracking URI, else MLFLOW_TRACKING_URI, else the embedded SQLite store under
-    `config.storage`."""
-    from adapterfleet.tuning.spec import storage_root
-
-    from_env = os.environ.get("MLFLOW_TRACKING_URI")
-    return config.tracking_uri or from_env or default_tracking_uri(storage_root(config))
+    """`config.tracking_uri`, resolved when the config was loaded (the config's own, else
+    MLFLOW_TRACKING_URI, else the embedded SQLite store under `config.storage`)."""
+    return config.tracking_uri
 
 
 def ensure_ray(address: str | None, num_cpus: int | None) -> None:

@@ -150,8 +150,9 @@ def sweep_hash(config_hashes: Mapping[str, str]) -> str:
 
 
 def storage_root(config: PipelineConfig) -> Path:
-    """`config.storage` as an absolute path (Ray workers do not share the driver's cwd)."""
-    return Path(config.storage).expanduser().resolve()
+    """`config.storage`, absolute since the config was built (Ray workers do not share the
+    driver's cwd)."""
+    return config.storage
 
 
 @dataclass(frozen=True)

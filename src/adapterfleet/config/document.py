@@ -1,0 +1,99 @@
+"""The pipeline document: the YAML file, its named budgets and `--set key.path=value` overrides.
+
+`load_config` reads the file, applies the overrides, merges the chosen budget (the overrides are
+applied again after it, so the command line wins) and hands the document to `parse_config`.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from adapterfleet.config.fields import ConfigError, as_mapping
+from adapterfleet.config.schema import PipelineConfig, parse_config
+from adapterfleet.data import load_yaml
+
+
+def load_config(path: str | Path, overrides: Sequence[str] = ()) -> PipelineConfig:
+    """Read, override and validate a pipeline YAML file; every error is one line."""
+    path = Path(path)
+    document = apply_overrides(read_document(path), overrides)
+    document = apply_budget(document, overrides)
+    document.setdefault("name", re.sub(r"[^A-Za-z0-9_-]", "-", path.stem))
+    return parse_config(document, path.parent)
+
+
+def read_document(path: Path) -> dict[str, Any]:
+    """The settings mapping of a pipeline YAML file; a syntax error names its line."""
+    if not path.is_file():
+        raise ConfigError(f"config file {path} not found; pass the path of a pipeline YAML file")
+    try:
+        document = load_yaml(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        raise ConfigError(f"{path}: YAML syntax error{where}: {problem}") from None
+    if not isinstance(document, Mapping):
+        raise ConfigError(f"{path}: expected a mapping of settings at the top level")
+    return dict(document)
+
+
+def apply_budget(document: dict[str, Any], overrides: Sequence[str] = ()) -> dict[str, Any]:
+    """Merge the changes of the budget named by `budget` (from `budgets`) into the document;
+    the command line's overrides are applied again after it, so they win."""
+    name = document.get("budget")
+    if name is None:
+        return document
+    budgets = as_mapping(document.get("budgets") or {}, "budgets")
+    if name not in budgets:
+        known = ", ".join(map(str, budgets)) or "none (add a budgets: section)"
+        raise ConfigError(f"budget: {name!r} is not declared in budgets; declared: {known}")
+    changes = as_mapping(budgets[name] or {}, f"budgets.{name}")
+    if "budget" in changes or "budgets" in changes:
+        raise ConfigError(f"budgets.{name}: a budget cannot set budget or budgets")
+    return apply_overrides(_merged(document, changes), overrides)
+
+
+def _merged(document: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
+    """`document` with `changes` merged in: mappings key by key, anything else replaced."""
+    out = copy.deepcopy(dict(document))
+    for key, value in changes.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = _merged(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def apply_overrides(document: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    """`adapters.training.max_epochs=3` style overrides; values are read as YAML scalars."""
+    document = copy.deepcopy(document)
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"override {item!r} must look like key.path=value")
+        node = document
+        parts = key.strip().split(".")
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"override {item!r}: {part} is not a mapping")
+            node = child
+        node[parts[-1]] = _scalar(raw)
+    return document
+
+
+def _scalar(raw: str) -> Any:
+    """An override value read as YAML (numbers, lists, mappings); plain text when it is not."""
+    if not raw.strip():
+        return None
+    try:
+        return yaml.safe_load(raw)
+    except yaml.YAMLError:
+        return raw

@@ -1,0 +1,159 @@
+"""`PipelineConfig`: the validated pipeline, built by `parse_config` from a document (the YAML
+after budgets and overrides); each stage reads and checks its own section.
+
+Storage and the tracking store are resolved once, when a `PipelineConfig` is built: `storage`
+becomes absolute and `tracking_uri` the store every later reader uses (driver, Ray workers,
+submitted jobs), whatever their working directory or environment. `source`, the document, stays
+as written (a submitted cluster job reads the YAML file again, so its own environment decides).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from adapterfleet.config.adapter_stage import AdapterStage
+from adapterfleet.config.fields import (
+    ConfigError,
+    as_int,
+    flat_changes,
+    refuse_unknown,
+    string_at,
+)
+from adapterfleet.config.stages import BaselineStage, FusionStage, Resources
+from adapterfleet.data import (
+    TaskError,
+    TaskSpec,
+    generate_demo_suite,
+    load_tasks_config,
+    tasks_from_mapping,
+)
+from adapterfleet.registry.store import default_tracking_uri
+
+DEFAULT_STORAGE = "adapterfleet-runs"  # relative to the working directory the config is loaded in
+TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
+TOP_KEYS = (
+    "name",
+    "base_model",
+    "max_length",
+    "storage",
+    "tracking_uri",
+    "registry_prefix",
+    "tasks_file",
+    "data_root",
+    "tasks",
+    "demo_tasks",
+    "adapters",
+    "fusion",
+    "baselines",
+    "resources",
+    "budget",
+    "budgets",
+)
+
+
+def absolute_storage(storage: Any) -> Path:
+    """The storage folder (default `DEFAULT_STORAGE`) as an absolute path: Ray workers and
+    submitted jobs do not share the driver's working directory."""
+    return Path(str(storage or DEFAULT_STORAGE)).expanduser().resolve()
+
+
+def resolve_tracking_uri(tracking_uri: str | None, storage: Path) -> str:
+    """`tracking_uri` if given, else $MLFLOW_TRACKING_URI, else the embedded SQLite store
+    (`sqlite:///<storage>/mlflow.db`, artifacts beside it)."""
+    return tracking_uri or os.environ.get(TRACKING_URI_ENV) or default_tracking_uri(storage)
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """The validated pipeline. When built, `storage` is made absolute and an empty
+    `tracking_uri` resolved; a copy (`dataclasses.replace`) keeps the resolved URI, even one
+    given another storage."""
+
+    name: str
+    tasks: dict[str, TaskSpec]
+    base_model: str = "minilm-l6"
+    max_length: int = 128
+    storage: Path = Path(DEFAULT_STORAGE)  # made absolute when built: `absolute_storage`
+    tracking_uri: str = ""  # empty: `resolve_tracking_uri` when built (env var, else storage)
+    registry_prefix: str = ""
+    adapters: AdapterStage = field(default_factory=AdapterStage)
+    fusion: FusionStage = field(default_factory=FusionStage)
+    baselines: BaselineStage = field(default_factory=BaselineStage)
+    resources: Resources = field(default_factory=Resources)
+    budget: str | None = None  # the budget chosen from `budgets`, if any
+    budget_changes: dict[str, Any] = field(default_factory=dict)  # flat key -> value it set
+    # The document as read (after budget and overrides), with nothing resolved into it.
+    source: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        storage = absolute_storage(self.storage)
+        object.__setattr__(self, "storage", storage)
+        object.__setattr__(self, "tracking_uri", resolve_tracking_uri(self.tracking_uri, storage))
+
+    @property
+    def adapter_tasks(self) -> tuple[str, ...]:
+        return self.adapters.tasks or tuple(self.tasks)
+
+    @property
+    def tokens_dir(self) -> Path:
+        """The tokenisation cache that every run and trial of this pipeline shares."""
+        return self.storage / "tokens"
+
+
+def parse_config(document: Mapping[str, Any], base_dir: Path) -> PipelineConfig:
+    """Validate a pipeline document; relative task paths are read from `base_dir`."""
+    refuse_unknown(document, TOP_KEYS, "config")
+    name = document.get("name")
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ConfigError(f"name: {name!r} must be letters, digits, '_' or '-' (e.g. name: glue)")
+    storage = absolute_storage(document.get("storage"))
+    try:
+        tasks = read_tasks(document, base_dir, storage)
+        adapters = AdapterStage.from_mapping(document.get("adapters") or {}, tasks)
+        fusion = FusionStage.from_mapping(document.get("fusion") or {}, tasks, adapters)
+        baselines = BaselineStage.from_mapping(
+            document.get("baselines") or {}, tasks, adapters, fusion
+        )
+    except TaskError as error:
+        raise ConfigError(str(error)) from None
+    budget = document.get("budget")
+    changes = (document.get("budgets") or {}).get(budget) or {} if budget is not None else {}
+    return PipelineConfig(
+        name=name,
+        tasks=tasks,
+        base_model=string_at(document, "base_model", "minilm-l6"),
+        max_length=as_int(document.get("max_length", 128), "max_length", 8),
+        storage=storage,
+        tracking_uri=document.get("tracking_uri") or "",
+        registry_prefix=string_at(document, "registry_prefix", name),
+        adapters=adapters,
+        fusion=fusion,
+        baselines=baselines,
+        resources=Resources.from_mapping(document.get("resources") or {}),
+        budget=None if budget is None else str(budget),
+        budget_changes=flat_changes(changes),
+        source=dict(document),
+    )
+
+
+def read_tasks(document: Mapping[str, Any], base_dir: Path, storage: Path) -> dict[str, TaskSpec]:
+    """The tasks of exactly one of `tasks_file`, inline `tasks` (with `data_root`) or
+    `demo_tasks: true` (generated under `<storage>/demo-data`)."""
+    given = [k for k in ("tasks_file", "tasks", "demo_tasks") if document.get(k)]
+    if len(given) != 1:
+        raise ConfigError(
+            "tasks: give exactly one of tasks_file (a tasks YAML), tasks (inline, with data_root) "
+            f"or demo_tasks: true; found {given or 'none'}"
+        )
+    if given[0] == "demo_tasks":
+        return generate_demo_suite(storage / "demo-data")
+    if given[0] == "tasks_file":
+        return load_tasks_config(base_dir / str(document["tasks_file"]))
+    inline = {k: document[k] for k in ("data_root", "tasks") if k in document}
+    return tasks_from_mapping(inline, base_dir)

@@ -1,0 +1,178 @@
+"""`fusion:`, `baselines:` and `resources:`: the stages after the sweep, and what a trial gets.
+
+Each class reads and checks its own section (`from_mapping`); `Resources` also checks its range
+when built, so a changed copy (`dataclasses.replace`) is checked too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from adapterfleet.adapters.config import DEFAULT_REDUCTION_FACTOR
+from adapterfleet.config.adapter_stage import AdapterStage
+from adapterfleet.config.fields import (
+    ConfigError,
+    as_float,
+    as_int,
+    as_mapping,
+    check_tasks,
+    list_at,
+    refuse_unknown,
+    seeds_at,
+    training_at,
+    trainings_at,
+)
+from adapterfleet.data import TaskSpec
+from adapterfleet.training.config import TrainConfig
+
+FUSION_DEFAULTS = {"learning_rate": 5e-5, "max_epochs": 10, "patience": 3}
+FUSION_KEYS = ("targets", "preset", "training", "seeds")
+# The columns of the paper's Table 1 besides ST-A and Fusion w/ ST-A (the pipeline's own stages).
+BASELINE_SYSTEMS = ("head", "full", "st-a-houlsby", "mt-a", "fusion-mt-a")
+BASELINE_DEFAULTS = {"learning_rate": 1e-4, "max_epochs": 30, "patience": 3}
+BASELINE_KEYS = ("systems", "tasks", "seeds", "reduction_factor", "training", "system_training")
+
+
+@dataclass(frozen=True)
+class FusionStage:
+    targets: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    preset: str = "dynamic"
+    training: TrainConfig = field(default_factory=lambda: TrainConfig(**FUSION_DEFAULTS))
+    seeds: tuple[int, ...] = ()  # one fusion per seed, `best` the best of them; () = training.seed
+
+    @property
+    def fusion_seeds(self) -> tuple[int, ...]:
+        return self.seeds or (self.training.seed,)
+
+    @classmethod
+    def from_mapping(
+        cls, raw: Any, tasks: Mapping[str, TaskSpec], adapters: AdapterStage
+    ) -> FusionStage:
+        """The `fusion:` section: each target task fuses `all` or some of the adapter tasks."""
+        raw = as_mapping(raw, "fusion")
+        refuse_unknown(raw, FUSION_KEYS, "fusion")
+        preset = raw.get("preset", "dynamic")
+        if preset not in ("dynamic", "static"):
+            raise ConfigError(f"fusion.preset: {preset!r} is unknown; use dynamic or static")
+        targets: dict[str, tuple[str, ...]] = {}
+        for target, sources in as_mapping(raw.get("targets") or {}, "fusion.targets").items():
+            check_tasks([str(target)], tasks, "fusion.targets")
+            names = adapters.tasks if sources in ("all", None) else tuple(str(s) for s in sources)
+            if isinstance(sources, str) and sources != "all":
+                raise ConfigError(f"fusion.targets.{target}: use 'all' or a list of adapter tasks")
+            check_tasks(names, {t: None for t in adapters.tasks}, f"fusion.targets.{target}")
+            targets[str(target)] = names
+        training = training_at(raw.get("training"), FUSION_DEFAULTS, "fusion.training")
+        seeds = seeds_at(raw, "fusion.seeds") if raw.get("seeds") is not None else ()
+        return cls(targets, preset, training, seeds)
+
+
+@dataclass(frozen=True)
+class BaselineStage:
+    """The other systems of the paper's Table 1, trained per task and seed for comparison.
+
+    `mt-a` trains the adapters of every adapter task jointly with the base model (one job per
+    seed); `fusion-mt-a` fuses those adapters on top of that base for each of `tasks`."""
+
+    systems: tuple[str, ...] = ()
+    tasks: tuple[str, ...] = ()
+    seeds: tuple[int, ...] = (0,)
+    reduction_factor: int = DEFAULT_REDUCTION_FACTOR
+    training: TrainConfig = field(default_factory=lambda: TrainConfig(**BASELINE_DEFAULTS))
+    system_training: dict[str, TrainConfig] = field(default_factory=dict)
+
+    def training_for(self, system: str) -> TrainConfig:
+        return self.system_training.get(system, self.training)
+
+    @classmethod
+    def from_mapping(
+        cls, raw: Any, tasks: Mapping[str, TaskSpec], adapters: AdapterStage, fusion: FusionStage
+    ) -> BaselineStage:
+        """The `baselines:` section; none (or empty) trains no baseline. Tasks default to the
+        fusion targets, else every task; systems to all of `BASELINE_SYSTEMS`."""
+        raw = as_mapping(raw, "baselines")
+        refuse_unknown(raw, BASELINE_KEYS, "baselines")
+        if not raw:
+            return cls()
+        systems = tuple(
+            str(s) for s in list_at(raw, "systems", list(BASELINE_SYSTEMS), "baselines")
+        )
+        unknown = [s for s in systems if s not in BASELINE_SYSTEMS]
+        if unknown:
+            raise ConfigError(
+                f"baselines.systems: unknown system(s) {unknown}; use {', '.join(BASELINE_SYSTEMS)}"
+            )
+        default_tasks = list(fusion.targets) or list(tasks)
+        names = tuple(str(t) for t in list_at(raw, "tasks", default_tasks, "baselines"))
+        check_tasks(names, tasks, "baselines.tasks")
+        _check_mt_a(systems, names, adapters, fusion)
+        base = {**BASELINE_DEFAULTS, **as_mapping(raw.get("training") or {}, "baselines.training")}
+        per_system = as_mapping(raw.get("system_training") or {}, "baselines.system_training")
+        extra = [s for s in per_system if s not in systems]
+        if extra:
+            raise ConfigError(
+                f"baselines.system_training: {extra} not in baselines.systems {list(systems)}"
+            )
+        return cls(
+            systems=systems,
+            tasks=names,
+            seeds=seeds_at(raw, "baselines.seeds"),
+            reduction_factor=as_int(
+                raw.get("reduction_factor", DEFAULT_REDUCTION_FACTOR),
+                "baselines.reduction_factor",
+                1,
+            ),
+            training=training_at(base, {}, "baselines.training"),
+            system_training=trainings_at(per_system, base, "baselines.system_training"),
+        )
+
+
+def _check_mt_a(
+    systems: tuple[str, ...], names: tuple[str, ...], adapters: AdapterStage, fusion: FusionStage
+) -> None:
+    """MT-A has adapters for the adapter tasks only; fusion-mt-a needs mt-a and a fusion target
+    for each of its tasks."""
+    if "mt-a" in systems or "fusion-mt-a" in systems:
+        outside = [t for t in names if t not in adapters.tasks]
+        if outside:
+            raise ConfigError(
+                f"baselines.tasks: {outside} are not adapter tasks, so MT-A (trained over "
+                "adapters.tasks) has no adapter for them; add them to adapters.tasks"
+            )
+    if "fusion-mt-a" in systems:
+        if "mt-a" not in systems:
+            raise ConfigError("baselines.systems: fusion-mt-a needs mt-a in the list too")
+        untargeted = [t for t in names if t not in fusion.targets]
+        if untargeted:
+            raise ConfigError(
+                f"baselines.tasks: fusion-mt-a fuses the adapters of fusion.targets.<task>, "
+                f"and {untargeted} have none; add them to fusion.targets"
+            )
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What each trial (and job) asks Ray for; fractional GPUs allowed."""
+
+    cpu: float = 1.0
+    gpu: float = 0.0
+
+    def __post_init__(self) -> None:
+        cpu, gpu = self.cpu, self.gpu
+        if cpu <= 0 or gpu < 0 or (gpu > 1 and gpu != int(gpu)):
+            raise ConfigError(
+                f"resources: cpu must be > 0 and gpu a fraction in [0, 1] or a whole number, "
+                f"got cpu={cpu}, gpu={gpu}"
+            )
+
+    @classmethod
+    def from_mapping(cls, raw: Any) -> Resources:
+        """The `resources:` section (per trial)."""
+        raw = as_mapping(raw, "resources")
+        refuse_unknown(raw, ("cpu", "gpu"), "resources")
+        return cls(
+            as_float(raw.get("cpu", 1), "resources.cpu"),
+            as_float(raw.get("gpu", 0), "resources.gpu"),
+        )

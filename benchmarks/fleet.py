@@ -202,7 +202,6 @@ def _best_of(count: int, fn: Any) -> float:
 
 def _status_times(config: Path) -> dict[str, Any]:
     from adapterfleet.config import load_config
-    from adapterfleet.orchestration.sweep import tracking_uri_of
     from adapterfleet.results.status import pipeline_status
 
     def cli() -> None:
@@ -210,7 +209,7 @@ def _status_times(config: Path) -> dict[str, Any]:
                        capture_output=True, check=True)  # fmt: skip
 
     loaded = load_config(config)
-    store_uri = tracking_uri_of(loaded)
+    store_uri = loaded.tracking_uri
     status = pipeline_status(loaded, store_uri)
     with MlflowServer(config.parent / "status-server", backend=config.parent / "mlflow.db") as uri:
 

@@ -16,7 +16,6 @@ import pytest
 from test_cluster_status_sqlite import Store, populated  # noqa: F401 - the fixture
 
 from adapterfleet.config import PipelineConfig
-from adapterfleet.orchestration.sweep import tracking_uri_of
 from adapterfleet.registry import ensure_experiment, rest_read
 from adapterfleet.registry.sqlite_read import Unreadable
 from adapterfleet.registry.store import sqlite_path
@@ -58,7 +57,7 @@ def test_status_through_a_server_equals_sqlite_and_imports_no_mlflow(
 ) -> None:
     config, store = populated
     ensure_experiment(store.uri, config.name, tags=StatusPlan.from_config(config).to_tags())
-    on_sqlite = pipeline_status(config, tracking_uri_of(config))
+    on_sqlite = pipeline_status(config, config.tracking_uri)
     backend = sqlite_path(store.uri)
     assert backend is not None
     (tmp_path / "server").mkdir()

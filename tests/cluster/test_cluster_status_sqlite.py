@@ -12,7 +12,6 @@ from mlflow import MlflowClient
 from mlflow.entities import Metric
 
 from adapterfleet.config import PipelineConfig, load_config
-from adapterfleet.orchestration.sweep import tracking_uri_of
 from adapterfleet.registry import (
     TAG_PARENT_RUN,
     TAG_SWEEP,
@@ -116,7 +115,7 @@ def populated(tmp_path: Path) -> tuple[PipelineConfig, Store]:
 def test_status_counts_with_400_trials(populated: tuple[PipelineConfig, Store]) -> None:
     config, store = populated
     assert store.trials >= 400
-    status = pipeline_status(config, tracking_uri_of(config))
+    status = pipeline_status(config, config.tracking_uri)
     print(f"\npipeline_status over {store.trials} trial runs: {status.elapsed_s:.3f}s")
     tasks = {t.task: t for t in status.tasks}
     a, b, c, d = (tasks[name] for name in TASKS)
@@ -150,7 +149,7 @@ def test_status_counts_with_400_trials(populated: tuple[PipelineConfig, Store]) 
 def test_status_not_started_and_missing_store(tmp_path: Path) -> None:
     config = write_config(tmp_path, "fusion: {targets: {a: [b, c]}}\n")
     db = tmp_path / "store" / "mlflow.db"
-    empty = pipeline_status(config, tracking_uri_of(config))
+    empty = pipeline_status(config, config.tracking_uri)
     assert not empty.experiment_found and not db.exists()  # reading does not create the store
     assert [(t.task, t.done, t.pending) for t in empty.tasks][:2] == [("a", 0, 100), ("b", 0, 100)]
     assert empty.fusions[0].state == "waiting for b, c"
@@ -158,13 +157,11 @@ def test_status_not_started_and_missing_store(tmp_path: Path) -> None:
     store = Store(config, tmp_path)
     store.register("adapter", "b")
     store.register("adapter", "c")
-    ready = pipeline_status(config, tracking_uri_of(config))
+    ready = pipeline_status(config, config.tracking_uri)
     assert ready.experiment_found and ready.fusions[0].state == "not started"
     failed = store.client.create_run(store.experiment, tags={TAG_KIND: "fusion", TAG_TASK: "a"})
     store.client.set_terminated(failed.info.run_id, "FAILED")
-    assert (
-        pipeline_status(config, tracking_uri_of(config)).fusions[0].state.startswith("failed (run ")
-    )
+    assert pipeline_status(config, config.tracking_uri).fusions[0].state.startswith("failed (run ")
 
 
 def test_status_by_name_matches_the_config_view(
@@ -173,7 +170,7 @@ def test_status_by_name_matches_the_config_view(
     config, store = populated
     ensure_experiment(store.uri, config.name, tags=StatusPlan.from_config(config).to_tags())
     by_name = status_by_name(config.name, store.uri)
-    by_config = pipeline_status(config, tracking_uri_of(config))
+    by_config = pipeline_status(config, config.tracking_uri)
     assert by_name.tasks == by_config.tasks and by_name.fusions == by_config.fusions
     assert by_name.render() == by_config.render()
 
@@ -237,9 +234,7 @@ def test_status_shows_the_baselines_per_system_and_task(tmp_path: Path) -> None:
     baseline("mt-a", "all", 0, "FINISHED", kind="mt-a")
     baseline("mt-a", "b", 0, "FINISHED", best_dev_accuracy=0.7)  # MT-A's per-task result
     baseline("mt-a", "all", 1, "RUNNING", kind="mt-a")  # its seed 1 trains every task
-    rows = {
-        (b.system, b.task): b for b in pipeline_status(config, tracking_uri_of(config)).baselines
-    }
+    rows = {(b.system, b.task): b for b in pipeline_status(config, config.tracking_uri).baselines}
     assert list(rows) == [("head", "a")] + [("mt-a", t) for t in TASKS]
     head = rows[("head", "a")]
     assert (head.total, head.done, head.running, head.failed, head.pending) == (3, 2, 1, 0, 0)
@@ -247,7 +242,7 @@ def test_status_shows_the_baselines_per_system_and_task(tmp_path: Path) -> None:
     mt_b, mt_c = rows[("mt-a", "b")], rows[("mt-a", "c")]
     assert (mt_b.done, mt_b.running, mt_b.pending, mt_b.mean) == (1, 1, 1, pytest.approx(0.7))
     assert (mt_c.done, mt_c.running, mt_c.pending, mt_c.mean) == (0, 1, 2, None)
-    lines = pipeline_status(config, tracking_uri_of(config)).render().splitlines()
+    lines = pipeline_status(config, config.tracking_uri).render().splitlines()
     assert lines[lines.index(next(x for x in lines if x.startswith("BASELINE"))) + 1].split() == [
         "head",
         "a",
@@ -261,5 +256,5 @@ def test_status_shows_the_baselines_per_system_and_task(tmp_path: Path) -> None:
     ensure_experiment(store.uri, config.name, tags=StatusPlan.from_config(config).to_tags())
     assert (
         status_by_name(config.name, store.uri).baselines
-        == pipeline_status(config, tracking_uri_of(config)).baselines
+        == pipeline_status(config, config.tracking_uri).baselines
     )

@@ -15,7 +15,7 @@ from fault_support import checkpoint_epochs, sweep_document, wait_for
 from tuning_support import metric_steps, runs_of, version_numbers
 
 from adapterfleet.config import parse_config
-from adapterfleet.orchestration.sweep import run_adapter_stage, tracking_uri_of
+from adapterfleet.orchestration.sweep import run_adapter_stage
 
 pytestmark = pytest.mark.integration
 EPOCHS = 6
@@ -90,7 +90,7 @@ def test_a_killed_trial_worker_resumes_after_its_last_finished_epoch(
     assert any("failed, retrying from its last checkpoint" in line for line in lines), lines
     assert sorted(registered) == ["fruit"]
 
-    uri = tracking_uri_of(config)
+    uri = config.tracking_uri
     trial_runs = runs_of(uri, "trial")
     assert [r.data.tags["adapterfleet.trial_id"] for r in trial_runs] == ["fruit-rf4-lr0.01-s0"]
     run = trial_runs[0]

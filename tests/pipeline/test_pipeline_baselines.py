@@ -12,7 +12,6 @@ from tuning_support import PIPELINE, config_document, mlflow_client, runs_of, wr
 from adapterfleet.config import load_config
 from adapterfleet.orchestration.baselines import plan_baselines
 from adapterfleet.orchestration.pipeline import run_pipeline, summary_rows
-from adapterfleet.orchestration.sweep import tracking_uri_of
 
 pytestmark = pytest.mark.integration
 FAST = {"max_epochs": 2, "batch_size": 16, "learning_rate": 0.01, "device": "cpu"}
@@ -46,7 +45,7 @@ def test_fusion_seeds_and_baselines_are_trained_logged_and_not_redone(
     assert config.baselines.training_for("head").max_epochs == 1  # the budget's change
     assert config.baselines.training_for("full").learning_rate == 0.001
     summary = run_pipeline(config, say=print)
-    uri = tracking_uri_of(config)
+    uri = config.tracking_uri
     client = mlflow_client(uri)
     assert not summary.errors, summary.errors
 

@@ -15,7 +15,6 @@ import pytest
 from helpers import GLUE_DIR
 
 from adapterfleet.config import load_config
-from adapterfleet.orchestration.sweep import tracking_uri_of
 
 pytestmark = [
     pytest.mark.integration,
@@ -44,7 +43,7 @@ def test_the_tiny_budget_fills_every_cell_of_table_1_and_draws_figure_4(tmp_path
     assert ui is not None, run.stdout[-2000:]
     path, *options = shlex.split(ui.group(1))
     assert options[::2] == ["-o"] * (len(options) // 2), options
-    store = tracking_uri_of(load_config(ROOT / path, options[1::2]))
+    store = load_config(ROOT / path, options[1::2]).tracking_uri
     assert store == f"sqlite:///{tmp_path.resolve()}/mlflow.db"
     data = json.loads((folder / "report.json").read_text())
     assert set(data["tasks"]) >= {"rte", "mrpc"}

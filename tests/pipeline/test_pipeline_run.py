@@ -16,7 +16,6 @@ from tuning_support import config_document, mlflow_client, runs_of, version_numb
 
 from adapterfleet.config import load_config
 from adapterfleet.orchestration.pipeline import _early_target, run_pipeline, summary_rows
-from adapterfleet.orchestration.sweep import tracking_uri_of
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,7 +36,7 @@ def test_run_registers_adapters_then_the_fusion_and_a_rerun_redoes_nothing(
 ):
     config = load_config(_config(tmp_path, tiny_model))
     summary = run_pipeline(config, say=print)
-    uri = tracking_uri_of(config)
+    uri = config.tracking_uri
     assert sorted(summary.adapters) == ["fruit", "water"] and not summary.errors
     fusion = summary.fusions["fruit"]
     assert fusion.trained and 0.0 <= fusion.dev_metrics["accuracy"] <= 1.0
@@ -117,7 +116,7 @@ def test_fuse_wait_started_first_trains_once_another_job_registers_the_adapters(
     print(output)
     assert waiter.returncode == 0, output
     assert "waiting for fruit, water" in output
-    uri = tracking_uri_of(load_config(path))
+    uri = load_config(path).tracking_uri
     assert version_numbers(uri, "tinysweep.fusion.fruit") == [1]
     version = mlflow_client(uri).get_model_version("tinysweep.fusion.fruit", "1")
     assert version.tags["seed"] == "5"  # --seed: that seed alone, whatever fusion.seeds says

@@ -29,7 +29,6 @@ def world(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> World:
     from adapterfleet.config import load_config
     from adapterfleet.orchestration.fusion_job import run_fusion_job
     from adapterfleet.orchestration.local import train_task
-    from adapterfleet.orchestration.sweep import tracking_uri_of
     from adapterfleet.registry import (
         TAG_TASK,
         adapter_model_name,
@@ -43,7 +42,7 @@ def world(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> World:
     document["fusion"] = {"targets": {"fruit": "all"}, "training": TRAINING}
     config_path = write_config(root, document)
     config = load_config(config_path)
-    uri = tracking_uri_of(config)
+    uri = config.tracking_uri
     experiment = ensure_experiment(uri, config.name)
     runs = {}
     for task in ("fruit", "water"):

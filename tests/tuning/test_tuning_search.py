@@ -18,7 +18,7 @@ from ray.tune.schedulers import AsyncHyperBandScheduler, TrialScheduler
 from tuning_support import config_document, runs_of
 
 from adapterfleet.config import ConfigError, PipelineConfig, parse_config
-from adapterfleet.orchestration.sweep import run_adapter_stage, tracking_uri_of
+from adapterfleet.orchestration.sweep import run_adapter_stage
 from adapterfleet.registry import ModelVersionInfo
 from adapterfleet.registry.tags import TAG_STOPPED_EARLY
 from adapterfleet.results.status import pipeline_status
@@ -206,7 +206,7 @@ def swept(ray_local: None, tiny_model: Path, tmp_path_factory: pytest.TempPathFa
     config = parse_config(document, root)
     lines: list[str] = []
     registered = run_adapter_stage(config, progress=lines.append)
-    return Swept(config, tracking_uri_of(config), registered, lines)
+    return Swept(config, config.tracking_uri, registered, lines)
 
 
 @pytest.mark.integration

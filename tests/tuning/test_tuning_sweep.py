@@ -21,7 +21,7 @@ from tuning_support import (
 )
 
 from adapterfleet.config import PipelineConfig, parse_config
-from adapterfleet.orchestration.sweep import run_adapter_stage, tracking_uri_of
+from adapterfleet.orchestration.sweep import run_adapter_stage
 from adapterfleet.registry import ModelVersionInfo, adapter_model_name, pull, sha256_file
 from adapterfleet.tuning.spec import task_config_hash
 
@@ -43,7 +43,7 @@ def swept(ray_local: None, tiny_model: Path, tmp_path_factory: pytest.TempPathFa
     config = parse_config(config_document(root, tiny_model), root)
     lines: list[str] = []
     registered = run_adapter_stage(config, progress=lines.append)
-    return Swept(config, tracking_uri_of(config), registered, lines)
+    return Swept(config, config.tracking_uri, registered, lines)
 
 
 def _trial_runs(swept: Swept) -> list[Any]:

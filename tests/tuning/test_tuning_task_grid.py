@@ -10,7 +10,7 @@ import pytest
 from tuning_support import config_document, expected_best, runs_of
 
 from adapterfleet.config import parse_config
-from adapterfleet.orchestration.sweep import run_adapter_stage, tracking_uri_of
+from adapterfleet.orchestration.sweep import run_adapter_stage
 from adapterfleet.results.status import StatusPlan, pipeline_status
 
 pytestmark = pytest.mark.integration
@@ -24,7 +24,7 @@ def test_each_task_sweeps_its_own_grid_and_registers_its_best(
     config = parse_config(document, tmp_path)
     lines: list[str] = []
     registered = run_adapter_stage(config, progress=lines.append)
-    uri = tracking_uri_of(config)
+    uri = config.tracking_uri
 
     trial_runs = runs_of(uri, "trial")
     assert sorted(r.data.tags["adapterfleet.trial_id"] for r in trial_runs) == [

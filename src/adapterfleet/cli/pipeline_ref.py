@@ -3,7 +3,6 @@ or its config file (with `--budget` and `--set`), from which name and store foll
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,7 +10,7 @@ from typing import Any
 import typer
 
 from adapterfleet.cli.options import load
-from adapterfleet.registry.store import default_tracking_uri
+from adapterfleet.config import absolute_storage, resolve_tracking_uri
 
 
 @dataclass(frozen=True)
@@ -41,4 +40,4 @@ def resolve(
 
 def default_uri() -> str:
     """$MLFLOW_TRACKING_URI, else the embedded store of ./adapterfleet-runs."""
-    return os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri(Path("adapterfleet-runs"))
+    return resolve_tracking_uri(None, absolute_storage(None))

@@ -45,7 +45,6 @@ from adapterfleet.orchestration.sweep import (
     ensure_ray,
     ray_initialized,
     run_adapter_stage,
-    tracking_uri_of,
 )
 from adapterfleet.orchestration.validate import check_resources, validate_pipeline
 from adapterfleet.registry import (
@@ -205,7 +204,7 @@ def run_pipeline(
     """Run the pipeline of `config`; `overrides`: the command line's `--set` changes it was
     loaded with, recorded on the experiment for the report."""
     started = time.time()
-    uri = tracking_uri_of(config)
+    uri = config.tracking_uri
     experiment_id = _validate_and_start(config, uri, ray_address, num_cpus, overrides, say)
     summary = PipelineSummary(config.name, uri)
     early = _early_target(config)

@@ -29,7 +29,7 @@ from adapterfleet.config import ConfigError, PipelineConfig
 from adapterfleet.console import Say
 from adapterfleet.data.prediction_input import PredictionInput, encode_input, read_input
 from adapterfleet.data.tasks import TaskSpec
-from adapterfleet.orchestration.sweep import ensure_ray, tracking_uri_of
+from adapterfleet.orchestration.sweep import ensure_ray
 from adapterfleet.registry import (
     ModelVersionInfo,
     RegistryError,
@@ -258,7 +258,7 @@ def predict_file(
     data = read_input(
         spec, input_path, fmt=input_format, header=header, columns=columns, id_field=id_field
     )
-    uri = tracking_uri_of(config)
+    uri = config.tracking_uri
     info = find_version(config, target, uri, adapter=adapter, alias=alias, version=version)
     training = config.adapters.training_for(target) if adapter else config.fusion.training
     setup = _Setup(

@@ -25,12 +25,6 @@ from adapterfleet.tuning.spec import task_config_hash
 Progress = Callable[[str], None]
 
 
-def tracking_uri_of(config: PipelineConfig) -> str:
-    """`config.tracking_uri`, resolved when the config was loaded (the config's own, else
-    MLFLOW_TRACKING_URI, else the embedded SQLite store under `config.storage`)."""
-    return config.tracking_uri
-
-
 def ensure_ray(address: str | None, num_cpus: int | None) -> None:
     """Join the Ray cluster at `address` ("auto", host:port, ray://...); with no address, the
     cluster of RAY_ADDRESS (as inside a submitted job), else a new local Ray of this process,
@@ -99,7 +93,7 @@ def run_adapter_stage(
     """
     from adapterfleet.tuning.sweep import DEFAULT_MAX_FAILURES, run_sweep  # imports ray
 
-    uri = tracking_uri_of(config)
+    uri = config.tracking_uri
     check_tracking_uri(uri)
     experiment_id = ensure_experiment(uri, config.name)
     plan = plan_sweep(config, uri, experiment_id, resume=resume)

@@ -23,7 +23,6 @@ from adapterfleet.tuning.spec import (
     RAY_DIR,
     TAG_CONFIG_HASH,
     SweepError,
-    storage_root,
     sweep_hash,
     task_config_hash,
 )
@@ -53,7 +52,7 @@ class SweepPlan:
 
 
 def experiment_path(config: PipelineConfig) -> Path:
-    return storage_root(config) / RAY_DIR / config.name
+    return config.storage / RAY_DIR / config.name
 
 
 def registered_adapter(

@@ -149,12 +149,6 @@ def sweep_hash(config_hashes: Mapping[str, str]) -> str:
     return _digest(dict(sorted(config_hashes.items())))
 
 
-def storage_root(config: PipelineConfig) -> Path:
-    """`config.storage`, absolute since the config was built (Ray workers do not share the
-    driver's cwd)."""
-    return config.storage
-
-
 @dataclass(frozen=True)
 class SweepContext:
     """Everything a trial needs besides its grid point; plain data, shipped with the trainable."""
@@ -168,7 +162,7 @@ class SweepContext:
 
     @property
     def storage(self) -> Path:
-        return storage_root(self.config)
+        return self.config.storage
 
     @property
     def tokens_dir(self) -> Path:
@@ -179,4 +173,4 @@ class SweepContext:
 
 
 def trials_root(config: PipelineConfig, sweep_name: str) -> Path:
-    return storage_root(config) / TRIALS_DIR / sweep_name
+    return config.storage / TRIALS_DIR / sweep_name

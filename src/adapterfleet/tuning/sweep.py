@@ -35,7 +35,6 @@ from adapterfleet.tuning.spec import (
     SweepContext,
     SweepError,
     grid,
-    storage_root,
     trials_root,
 )
 from adapterfleet.tuning.trial import make_trainable
@@ -44,12 +43,12 @@ DEFAULT_MAX_FAILURES = 2
 
 
 def worker_config(config: PipelineConfig) -> PipelineConfig:
-    """`config` with its storage and a local base model folder as absolute paths: trials run
-    in a working directory of Tune's."""
+    """`config` with a local base model folder as an absolute path (its storage is absolute
+    already): trials run in a working directory of Tune's."""
     base_model = config.base_model
     if os.path.isdir(base_model) and not os.path.isabs(base_model):
         base_model = str(Path(base_model).resolve())
-    return dataclasses.replace(config, storage=storage_root(config), base_model=base_model)
+    return dataclasses.replace(config, base_model=base_model)
 
 
 def param_space(config: PipelineConfig, tasks: tuple[str, ...]) -> dict[str, object]:
@@ -115,7 +114,7 @@ def build_tuner(
         ),
         run_config=ray.tune.RunConfig(
             name=plan.config.name,
-            storage_path=str(storage_root(plan.config) / RAY_DIR),
+            storage_path=str(plan.config.storage / RAY_DIR),
             failure_config=ray.tune.FailureConfig(max_failures=max_failures),
             checkpoint_config=ray.tune.CheckpointConfig(num_to_keep=2),
             callbacks=[RegistrationCallback(plan.sweep_name)],

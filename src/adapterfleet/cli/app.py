@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from adapterfleet.cli import cluster, interop, pipeline, prune, report
-from adapterfleet.cli.options import ConfigOpt, SetOpt, load
+from adapterfleet.cli.options import ConfigOpt, EpochsOpt, LrOpt, SeedOpt, SetOpt, load
 from adapterfleet.cli.output import fail_cleanly, metrics_table
 from adapterfleet.config import ConfigError
 from adapterfleet.registry.tags import BEST_ALIAS
@@ -47,10 +47,10 @@ def train(
     out: Annotated[Path, typer.Option(help="Run folder to write.")],
     mode: Annotated[str, typer.Option(help="head, full, st-a, st-a-houlsby or mt-a.")] = "st-a",
     reduction_factor: Annotated[int | None, typer.Option(help="Adapter reduction factor.")] = None,
-    lr: Annotated[float | None, typer.Option(help="Learning rate.")] = None,
-    epochs: Annotated[int | None, typer.Option(help="Maximum epochs.")] = None,
+    lr: LrOpt = None,
+    epochs: EpochsOpt = None,
     batch_size: Annotated[int | None, typer.Option(help="Training batch size.")] = None,
-    seed: Annotated[int | None, typer.Option(help="Random seed.")] = None,
+    seed: SeedOpt = None,
     set_: SetOpt = None,
 ) -> None:
     """Train one task in one mode (a row of the paper's Table 1) on this machine."""
@@ -91,9 +91,9 @@ def fuse(
         bool, typer.Option("--wait", help="Take the adapters from the registry, waiting for them.")
     ] = False,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for adapters.")] = 24 * 3600,
-    lr: Annotated[float | None, typer.Option(help="Learning rate.")] = None,
-    epochs: Annotated[int | None, typer.Option(help="Maximum epochs.")] = None,
-    seed: Annotated[int | None, typer.Option(help="Random seed.")] = None,
+    lr: LrOpt = None,
+    epochs: EpochsOpt = None,
+    seed: SeedOpt = None,
     base_model: Annotated[
         str | None, typer.Option(help="Base model (e.g. an MT-A model/).")
     ] = None,

@@ -31,6 +31,10 @@ BudgetOpt = Annotated[
     str | None,
     typer.Option(help="A budget from the config's budgets: section (= --set budget=NAME)."),
 ]
+# The training settings a single run may change from the command line (train, fuse).
+LrOpt = Annotated[float | None, typer.Option(help="Learning rate.")]
+EpochsOpt = Annotated[int | None, typer.Option(help="Maximum epochs.")]
+SeedOpt = Annotated[int | None, typer.Option(help="Random seed.")]
 RayAddressOpt = Annotated[
     str | None,
     typer.Option("--address", help="Ray cluster to join ('auto', host:port); default: local."),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -29,8 +29,6 @@ from adapterfleet.training.modes import (
     train_single,
 )
 from adapterfleet.training.multitask import train_mt_a
-
-Say = Callable[[str], None]
 
 
 def prepare_task(config: PipelineConfig, task: str, tokenizer: Any = None) -> TokenizedTask:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from adapterfleet.config import ConfigError, PipelineConfig
+from adapterfleet.console import Say
 from adapterfleet.registry import (
     MlflowRunLogger,
     ModelVersionInfo,
@@ -19,10 +20,9 @@ from adapterfleet.registry import (
     ensure_experiment,
     open_sweep_run,
 )
+from adapterfleet.training import end_quietly
 from adapterfleet.tuning.plan import plan_sweep
 from adapterfleet.tuning.spec import task_config_hash
-
-Progress = Callable[[str], None]
 
 
 def ensure_ray(address: str | None, num_cpus: int | None) -> None:
@@ -81,7 +81,7 @@ def run_adapter_stage(
     ray_address: str | None = None,
     num_cpus: int | None = None,
     max_failures: int | None = None,
-    progress: Progress = print,
+    progress: Say = print,
 ) -> dict[str, ModelVersionInfo]:
     """Sweep, pick and register the adapter of every task; the `@best` version per task.
 
@@ -115,7 +115,7 @@ def run_adapter_stage(
         status = "KILLED" if isinstance(error, KeyboardInterrupt) else "FAILED"
         for task, run in sweep_runs.items():
             if task not in done:
-                _end_quietly(run, status, progress)
+                end_quietly(run, status, progress)
         raise
 
 
@@ -142,20 +142,13 @@ def _open_sweep_runs(
     return runs
 
 
-def _end_quietly(run: MlflowRunLogger, status: str, progress: Progress) -> None:
-    try:
-        run.end(status)
-    except Exception as error:  # noqa: BLE001 - the sweep's own error is the one to raise
-        progress(f"could not mark sweep run {run.run_id} {status}: {error}")
-
-
 def resume_sweep(
     config: PipelineConfig,
     *,
     ray_address: str | None = None,
     num_cpus: int | None = None,
     max_failures: int | None = None,
-    progress: Progress = print,
+    progress: Say = print,
 ) -> dict[str, ModelVersionInfo]:
     """`run_adapter_stage` with `resume=True`: continue the interrupted sweep of `config`."""
     return run_adapter_stage(

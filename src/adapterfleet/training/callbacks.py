@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from adapterfleet.console import Say
+
 
 @dataclass(frozen=True)
 class EpochReport:
@@ -94,7 +96,7 @@ class EpochLog(Callback):
     """One line per epoch through `say`: training loss, dev metrics, the best so far and the
     epoch's time. It shows progress where no progress bar can (a log file, a pipe, `nohup`)."""
 
-    def __init__(self, say: Callable[[str], None], max_epochs: int | None = None) -> None:
+    def __init__(self, say: Say, max_epochs: int | None = None) -> None:
         self.say = say
         self.max_epochs = max_epochs
 

@@ -9,7 +9,7 @@ tasks whose last trial ended while no driver was listening.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +19,7 @@ import ray.tune
 
 from adapterfleet.adapters import ADAPTER_WEIGHTS, HEAD_WEIGHTS, sha256_file
 from adapterfleet.config import PipelineConfig
+from adapterfleet.console import Say
 from adapterfleet.registry import (
     TAG_SWEEP,
     TAG_TASK,
@@ -38,7 +39,6 @@ from adapterfleet.tuning.spec import (
 )
 from adapterfleet.tuning.trial import FINAL_KEY, end_stopped_early
 
-Progress = Callable[[str], None]
 _ACTIVE: dict[str, Registrar] = {}
 
 
@@ -124,7 +124,7 @@ class Registrar:
     sweep_name: str
     trials_root: Path
     tasks: dict[str, TaskPlan]
-    progress: Progress = print
+    progress: Say = print
     registered: dict[str, ModelVersionInfo] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
 

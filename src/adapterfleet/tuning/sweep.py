@@ -17,11 +17,11 @@ import ray.tune
 
 from adapterfleet.adapters import load_tokenizer
 from adapterfleet.config import PipelineConfig
+from adapterfleet.console import Say
 from adapterfleet.data import load_task, tokenize_task
 from adapterfleet.registry import MlflowRunLogger, ModelVersionInfo
 from adapterfleet.tuning.plan import SweepPlan, set_aside, write_meta
 from adapterfleet.tuning.registration import (
-    Progress,
     Registrar,
     RegistrationCallback,
     TaskPlan,
@@ -86,7 +86,7 @@ def task_plans(plan: SweepPlan, sweep_runs: Mapping[str, MlflowRunLogger]) -> di
     }  # fmt: skip
 
 
-def prepare_data(ctx: SweepContext, tasks: tuple[str, ...], progress: Progress) -> None:
+def prepare_data(ctx: SweepContext, tasks: tuple[str, ...], progress: Say) -> None:
     """Tokenise every task once into the shared cache the trials read."""
     tokenizer = load_tokenizer(ctx.config.base_model)
     for task in tasks:
@@ -129,7 +129,7 @@ def run_sweep(
     plan: SweepPlan,
     sweep_runs: Mapping[str, MlflowRunLogger],
     *,
-    progress: Progress = print,
+    progress: Say = print,
     max_failures: int = DEFAULT_MAX_FAILURES,
     verbose: int = 0,
 ) -> dict[str, ModelVersionInfo]:

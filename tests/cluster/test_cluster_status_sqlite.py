@@ -67,12 +67,15 @@ class Store:
         self.trials += 1
         return run_id
 
-    def register(self, kind: str, task: str, alias: str | None = "best") -> int:
+    def register(
+        self, kind: str, task: str, alias: str | None = "best", tags: dict | None = None
+    ) -> int:
         run_id = self.client.create_run(self.experiment, tags={TAG_KIND: kind}).info.run_id
         weights = self.folder / f"{kind}-{task}.safetensors"
         weights.write_bytes(task.encode())
         name = (adapter_model_name if kind == "adapter" else fusion_model_name)("statusdemo", task)
-        return register_version(self.uri, name, run_id, kind, weights, alias=alias).version
+        info = register_version(self.uri, name, run_id, kind, weights, tags=tags, alias=alias)
+        return info.version
 
 
 @pytest.fixture
@@ -105,7 +108,8 @@ def populated(tmp_path: Path) -> tuple[PipelineConfig, Store]:
     store.register("adapter", "c")
     store.register("adapter", "c")  # v2 takes the alias
     store.register("adapter", "d", alias=None)
-    store.register("fusion", "b")
+    # as the fusion stage tags it: the metric and its dev value
+    store.register("fusion", "b", tags={"metric": "accuracy", "dev_accuracy": 0.78666666})
     # as open_fusion_run makes it: a kind tag and a trial id (the fusion id)
     fusion_run = {TAG_KIND: "fusion", TAG_TASK: "d", TAG_TRIAL_ID: "fusion-d-0123456789ab"}
     store.client.create_run(store.experiment, tags=fusion_run)
@@ -130,6 +134,7 @@ def test_status_counts_with_400_trials(populated: tuple[PipelineConfig, Store]) 
     fusions = {f.target: f for f in status.fusions}
     assert fusions["a"].state == "waiting for a, d" and fusions["a"].missing == ("a", "d")
     assert fusions["b"].state == "v1 @best" and fusions["b"].version == 1
+    assert fusions["b"].best == pytest.approx(0.78666666) and fusions["a"].best is None
     assert fusions["c"].state == "waiting for d"
     assert fusions["d"].state == "training"
     text = status.render()
@@ -144,6 +149,10 @@ def test_status_counts_with_400_trials(populated: tuple[PipelineConfig, Store]) 
     row_c = next(line for line in lines if line.startswith("c "))
     assert row_c.endswith("v2 @best")
     assert any(line.split()[:2] == ["c", "c,d"] and "waiting for d" in line for line in lines)
+    fusion_header = next(line for line in lines if line.startswith("FUSION"))
+    assert fusion_header.split() == ["FUSION", "ADAPTERS", "STATE", "BEST"]
+    row_fusion_b = next(line for line in lines if line.split()[:2] == ["b", "b,c"])
+    assert row_fusion_b.split()[2:] == ["v1", "@best", "0.7867", "accuracy"]
 
 
 def test_status_not_started_and_missing_store(tmp_path: Path) -> None:

@@ -106,6 +106,7 @@ def fuse(
     """
     from adapterfleet.orchestration.commands import fuse_registered, fusion_training
     from adapterfleet.orchestration.local import fuse_task
+    from adapterfleet.results.formats import version_label
 
     cfg = load(config, set_)
     changes = {"learning_rate": lr, "max_epochs": epochs, "seed": seed}
@@ -120,9 +121,8 @@ def fuse(
             progress=progress,
             **changes,
         )
-        metrics_table(
-            [{"target": target, "version": outcome.version.version, **outcome.dev_metrics}]
-        )
+        version = version_label(outcome.version.version, outcome.version.aliases)
+        metrics_table([{"target": target, "version": version, **outcome.dev_metrics}])
         return
     if not adapters or out is None:
         raise ConfigError("fuse: give --adapters DIR... and --out DIR, or --wait (registry)")

@@ -9,25 +9,26 @@ from adapterfleet.config import PipelineConfig
 from adapterfleet.registry import adapter_model_name, fusion_model_name, list_models, pull
 from adapterfleet.registry.info import KINDS
 from adapterfleet.registry.tags import BEST_ALIAS
+from adapterfleet.results.formats import tag_number, version_label
 
 
 def registered_rows(config: PipelineConfig) -> list[dict[str, Any]]:
     """One row per registered adapter and fusion of the pipeline: the `best` version (else the
-    latest), its aliases, dev metric and the reduction factor and learning rate it was trained
-    with."""
+    latest) as `v3 @best`, its dev metric and the reduction factor and learning rate it was
+    trained with."""
     rows = []
     for kind in KINDS:
         for info in list_models(config.tracking_uri, config.registry_prefix, kind):
-            metric = info.tags.get("metric")
+            metric = info.tags.get("metric") or ""
+            value = info.tags.get("metric_value", info.tags.get(f"dev_{metric}"))
             rows.append(
                 {
                     "kind": kind,
                     "task": info.task,
                     "model": info.name,
-                    "version": info.version,
-                    "aliases": ",".join(info.aliases),
-                    "metric": metric or "",
-                    "value": info.tags.get("metric_value", info.tags.get(f"dev_{metric}", "")),
+                    "version": version_label(info.version, info.aliases),
+                    "metric": metric,
+                    "value": tag_number(value) if tag_number(value) is not None else "",
                     "rf": info.tags.get("reduction_factor", ""),
                     "lr": info.tags.get("learning_rate", ""),
                 }

@@ -23,6 +23,7 @@ from adapterfleet.registry import (
     safe_uri,
 )
 from adapterfleet.registry.status import FAILED, RUNNING, experiment_runs_and_tags
+from adapterfleet.results.formats import metric_label, tag_number, version_label
 
 BEST_ALIAS = "best"
 TAG_PLAN = "adapterfleet.pipeline"  # experiment tag: the StatusPlan as JSON
@@ -136,6 +137,7 @@ class FusionStatus:
     state: str  # "v2 @best", "waiting for a, b", "training", "failed", "not started"
     version: int | None = None
     missing: tuple[str, ...] = ()
+    best: float | None = None  # the registered fusion's dev metric
 
 
 @dataclass(frozen=True)
@@ -171,29 +173,26 @@ class PipelineStatus:
             lines.append("no runs yet (experiment not found)")
         task_rows = [("TASK", "DONE", "STOP", "RUN", "FAIL", "PEND", "BEST", "ADAPTER")]
         for t in self.tasks:
-            best = "-" if t.best is None else f"{t.best:.4f} {t.metric}"
+            best = metric_label(t.best, t.metric)
             counts = (t.done, t.stopped, t.running, t.failed, t.pending)
-            version = _version_text(t.adapter_version, t.adapter_aliases)
+            version = version_label(t.adapter_version, t.adapter_aliases)
             task_rows.append((t.task, *map(str, counts), best, version))
         lines += _table(task_rows)
         if self.fusions:
-            rows = [("FUSION", "ADAPTERS", "STATE")]
-            rows += [(f.target, ",".join(f.adapters), f.state) for f in self.fusions]
+            rows = [("FUSION", "ADAPTERS", "STATE", "BEST")]
+            rows += [
+                (f.target, ",".join(f.adapters), f.state, metric_label(f.best, self.metric))
+                for f in self.fusions
+            ]
             lines += ["", *_table(rows)]
         if self.baselines:
             rows = [("BASELINE", "TASK", "DONE", "RUN", "FAIL", "PEND", "MEAN")]
             for b in self.baselines:
-                mean = "-" if b.mean is None else f"{b.mean:.4f} {self.metric}"
+                mean = metric_label(b.mean, self.metric)
                 counts = (b.done, b.running, b.failed, b.pending)
                 rows.append((b.system, b.task, *map(str, counts), mean))
             lines += ["", *_table(rows)]
         return "\n".join(lines)
-
-
-def _version_text(version: int | None, aliases: Sequence[str]) -> str:
-    if version is None:
-        return "-"
-    return f"v{version}" + "".join(f" @{a}" for a in aliases)
 
 
 def _table(rows: Sequence[Sequence[str]]) -> list[str]:
@@ -356,8 +355,9 @@ def _fusion_status(
 ) -> FusionStatus:
     sources = tuple(sources)
     if model is not None:
-        text = _version_text(model.version, model.aliases)
-        return FusionStatus(target, sources, text, version=model.version)
+        text = version_label(model.version, model.aliases)
+        best = tag_number(model.tags.get(f"dev_{model.tags.get('metric')}"))
+        return FusionStatus(target, sources, text, version=model.version, best=best)
     missing = tuple(s for s in sources if BEST_ALIAS not in getattr(adapters.get(s), "aliases", ()))
     if missing:
         return FusionStatus(target, sources, f"waiting for {', '.join(missing)}", missing=missing)

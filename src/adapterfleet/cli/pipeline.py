@@ -123,16 +123,12 @@ def ui(
     host: Annotated[str, typer.Option(help="Address to bind; loopback unless told.")] = "127.0.0.1",
     set_: SetOpt = None,
 ) -> None:
-    """Start the MLflow UI on the pipeline's tracking store (bound to 127.0.0.1 by default)."""
-    from adapterfleet.registry import safe_uri
+    """Start the MLflow UI on the pipeline's tracking store (bound to 127.0.0.1 by default);
+    print links to its runs and the model registry in MLflow's machine-learning view."""
     from adapterfleet.registry.ui import serve_ui
 
-    uri = load(config, set_).tracking_uri
-    if uri.startswith("http"):
-        typer.echo(f"the tracking store is a server already: open {safe_uri(uri)}")
-        return
-    typer.echo(f"MLflow UI on http://{host}:{port} for {safe_uri(uri)} (Ctrl-C stops it)")
-    serve_ui(uri, host, port)
+    cfg = load(config, set_)
+    raise typer.Exit(serve_ui(cfg.tracking_uri, cfg.name, host, port, say=typer.echo))
 
 
 def register(app: typer.Typer) -> None:

@@ -142,9 +142,19 @@ class MlflowRunLogger:
         )
 
     @contextmanager
-    def system_metrics(self, interval_s: float = 10.0) -> Iterator[None]:
+    def system_metrics(
+        self, interval_s: float = 10.0, enabled: bool | None = None
+    ) -> Iterator[None]:
         """Sample CPU, memory, disk, network (and GPU where available) into this run's
-        `system/*` metrics while the block runs; nothing when psutil is missing."""
+        `system/*` metrics while the block runs; nothing when psutil is missing.
+
+        Off unless `enabled`, or (None) MLflow's own switch `MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING`
+        is true: the UI lists a run's system metrics above its own."""
+        if enabled is None:
+            enabled = _system_metrics_switch()
+        if not enabled:
+            yield
+            return
         try:
             from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
 
@@ -181,6 +191,12 @@ class MlflowRunLogger:
             self.end("FINISHED")
         else:
             self.end("KILLED" if issubclass(exc_type, KeyboardInterrupt) else "FAILED")
+
+
+def _system_metrics_switch() -> bool:
+    from mlflow.environment_variables import MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING
+
+    return bool(MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING.get())
 
 
 def _reattach(uri: str, run_id: str, retry_timeout_s: float) -> MlflowRunLogger:

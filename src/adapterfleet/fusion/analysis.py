@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import textwrap
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -61,9 +62,8 @@ def heatmap_figure(
     from matplotlib import pyplot as plt
 
     data = weights.numpy()
-    fig, ax = plt.subplots(
-        figsize=(max(5.0, 1.6 + 0.9 * len(adapter_names)), 2.2 + 0.45 * data.shape[0])
-    )
+    width = max(5.0, 1.6 + 0.9 * len(adapter_names))
+    fig, ax = plt.subplots(figsize=(width, 2.4 + 0.45 * data.shape[0]))
     image = ax.imshow(data, cmap="viridis", vmin=0.0, vmax=max(float(data.max()), 1e-6))
     names = [f"{n} (target)" if n == target else str(n) for n in adapter_names]
     ax.set_xticks(range(len(names)), labels=names, rotation=45, ha="right")
@@ -75,7 +75,8 @@ def heatmap_figure(
     for (row, col), value in np.ndenumerate(data):
         shade = "white" if value < 0.6 * data.max() else "black"
         ax.text(col, row, f"{value:.2f}", ha="center", va="center", fontsize=7, color=shade)
-    ax.set_title(title, fontsize=10)
+    wrapped = [textwrap.fill(line, int(width * 8)) for line in title.splitlines()]
+    ax.set_title("\n".join(wrapped), fontsize=9)  # wrapped to the figure's width
     fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label=WEIGHT_LABEL)
     fig.tight_layout()
     return fig

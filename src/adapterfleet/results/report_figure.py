@@ -150,7 +150,8 @@ def _box_cells(ax: Any, cells: Sequence[tuple[int, int]]) -> None:
     from matplotlib.patches import Rectangle
 
     for row, col in cells:
-        box = Rectangle((col - 0.5, row - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=1.5)
+        corner = (col - 0.45, row - 0.45)  # inside the cell: clear of the axes' frame
+        box = Rectangle(corner, 0.9, 0.9, fill=False, edgecolor="red", linewidth=2)
         ax.add_patch(box)
 
 

@@ -227,3 +227,19 @@ def test_mean_weights_per_layer_sum_to_one_and_the_heatmap_is_a_png(tmp_path):
     assert torch.allclose(weights.sum(1), torch.ones(2))
     png = plot_fusion_heatmap(weights, ["task0", "task1", "task2"], tmp_path / "f.png", "target")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_heatmap_labels_its_axes_colour_bar_average_and_the_targets_own_adapter(tmp_path):
+    from adapterfleet.fusion.analysis import heatmap_figure, heatmap_title
+
+    weights = torch.tensor([[0.2, 0.8], [0.6, 0.4]])
+    fig = heatmap_figure(weights, ["other", "target"], heatmap_title("target"), target="target")
+    ax, bar = fig.axes
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("adapter", "layer")
+    assert bar.get_ylabel() == "mean fusion weight"
+    title = " ".join(ax.get_title().split())  # wrapped to the figure's width
+    assert "dev set's tokens" in title and "per layer" in title
+    ticks = {t.get_text(): t.get_fontweight() for t in ax.get_xticklabels()}
+    assert ticks == {"other": "normal", "target (target)": "bold"}
+    fig.savefig(tmp_path / "f.png")
+    assert (tmp_path / "f.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -16,13 +16,14 @@ from tuning_support import config_document, mlflow_client, runs_of, version_numb
 
 from adapterfleet.config import load_config
 from adapterfleet.orchestration.pipeline import _early_target, run_pipeline, summary_rows
+from adapterfleet.registry.descriptions import COMMAND_ENV, TAG_NOTE
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _config(tmp_path: Path, model: Path, **fusion):
-    document = config_document(tmp_path, model)
+def _config(tmp_path: Path, model: Path, adapters=None, **fusion):
+    document = config_document(tmp_path, model, **(adapters or {}))
     document["fusion"] = {
         "targets": {"fruit": "all"},
         "training": {"max_epochs": 2, "batch_size": 16, "learning_rate": 0.01, "device": "cpu"},
@@ -32,11 +33,14 @@ def _config(tmp_path: Path, model: Path, **fusion):
 
 
 def test_run_registers_adapters_then_the_fusion_and_a_rerun_redoes_nothing(
-    tmp_path, tiny_model, ray_local
+    tmp_path, tiny_model, ray_local, monkeypatch
 ):
-    config = load_config(_config(tmp_path, tiny_model))
+    monkeypatch.setenv(COMMAND_ENV, "adapterfleet run -c pipeline.yaml")
+    water = {"task_training": {"water": {"max_epochs": 3}}}
+    config = load_config(_config(tmp_path, tiny_model, water))
     summary = run_pipeline(config, say=print)
     uri = config.tracking_uri
+    _check_what_the_ui_shows(uri, summary)
     assert sorted(summary.adapters) == ["fruit", "water"] and not summary.errors
     fusion = summary.fusions["fruit"]
     assert fusion.trained and 0.0 <= fusion.dev_metrics["accuracy"] <= 1.0
@@ -74,6 +78,41 @@ def test_run_registers_adapters_then_the_fusion_and_a_rerun_redoes_nothing(
     assert (len(runs_of(uri, "trial")), len(runs_of(uri, "fusion"))) == before == (4, 1)
     assert version_numbers(uri, "tinysweep.adapter.fruit") == [1]
     assert version_numbers(uri, "tinysweep.fusion.fruit") == [1]
+
+
+def _check_what_the_ui_shows(uri: str, summary) -> None:
+    """Sweep runs named by task with their trials' max_epochs; every run, the experiment, each
+    registered model and version described; no `train.progress` param; metric tags rounded."""
+    client = mlflow_client(uri)
+    sweeps = {r.data.tags["adapterfleet.task"]: r for r in runs_of(uri, "sweep")}
+    assert {t: r.info.run_name for t, r in sweeps.items()} == {
+        "fruit": "sweep fruit",
+        "water": "sweep water",
+    }
+    assert sweeps["water"].data.params["max_epochs"] == "3"  # task_training, as its trials
+    assert sweeps["fruit"].data.params["max_epochs"] == "2"
+    fruit = sweeps["fruit"].data.tags[TAG_NOTE]
+    assert "Made by `adapterfleet run -c pipeline.yaml`" in fruit and "Best trial" in fruit
+    runs = [*runs_of(uri, "trial"), *runs_of(uri, "fusion")]
+    for run in [*runs, *sweeps.values()]:
+        assert run.data.tags.get(TAG_NOTE), run.info.run_name
+        assert "train.progress" not in run.data.params, run.info.run_name
+    assert client.get_experiment_by_name("tinysweep").tags.get(TAG_NOTE)
+    for task, info in summary.adapters.items():
+        version = client.get_model_version(info.name, str(info.version))
+        assert f"Adapter of task `{task}`" in version.description
+        assert client.get_registered_model(info.name).description
+        value = version.tags["metric_value"]
+        assert value == str(round(float(value), 4))
+    fusion = summary.fusions["fruit"].version
+    described = client.get_model_version(fusion.name, str(fusion.version)).description
+    for task, info in summary.adapters.items():
+        link = f"[{task} v{info.version}](#/models/{info.name}/versions/{info.version})"
+        assert link in described
+    assert "over the ST-A adapter of `fruit`" in described
+    assert client.get_registered_model(fusion.name).description
+    accuracy = fusion.tags["dev_accuracy"]
+    assert accuracy == str(round(float(accuracy), 4))
 
 
 def test_fuse_wait_started_first_trains_once_another_job_registers_the_adapters(

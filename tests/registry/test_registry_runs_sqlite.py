@@ -40,6 +40,7 @@ def test_reopening_sweep_and_trial_reuses_their_runs(
 ) -> None:
     sweep_name, trial_id = new_name("sweep"), new_name("trial")
     sweep = open_sweep_run(sqlite_uri, sqlite_experiment, sweep_name, "rte", {"owner": "ci"})
+    sweep.log_new_params({"max_epochs": 2})
     trial = open_trial_run(
         sqlite_uri, sqlite_experiment, sweep.run_id, trial_id, "rf16", {"lr": 0.001}
     )
@@ -54,6 +55,7 @@ def test_reopening_sweep_and_trial_reuses_their_runs(
     )
     assert sweep2.run_id == sweep.run_id
     assert trial2.run_id == trial.run_id
+    sweep2.log_new_params({"max_epochs": 10, "metric": "accuracy"})  # MLflow refuses a change
 
     client = MlflowClient(sqlite_uri)
     runs = client.search_runs(
@@ -62,7 +64,9 @@ def test_reopening_sweep_and_trial_reuses_their_runs(
     assert [r.info.run_id for r in runs] == [trial.run_id]
     run = client.get_run(trial.run_id)
     assert run.info.status == "RUNNING"
-    assert client.get_run(sweep.run_id).info.status == "RUNNING"
+    swept = client.get_run(sweep.run_id)
+    assert swept.info.status == "RUNNING" and swept.info.run_name == "sweep rte"
+    assert swept.data.params == {"max_epochs": "2", "metric": "accuracy"}  # kept, added
     assert run.data.tags[TAG_PARENT_RUN] == sweep.run_id
     assert run.info.run_name == "rf16"
     assert run.data.params == {"lr": "0.001"}

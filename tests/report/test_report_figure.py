@@ -94,3 +94,25 @@ def test_without_weights_files_no_figure_is_drawn_and_a_stale_one_goes(
     assert "seed 0 (run" in result.markdown and "no fusion_weights.json" in result.markdown
     assert json.loads((out / "report.json").read_text())["figure4"] is None
     assert result.run_id is None
+
+
+def test_figure4_labels_its_axes_colour_bar_and_boxes_each_targets_own_adapter(
+    tmp_path: Path,
+) -> None:
+    from matplotlib.patches import Rectangle
+
+    from adapterfleet.results.report_figure import WeightsRow, figure4
+
+    weights = Weights(("rte", "mrpc"), ((0.6, 0.4), (0.2, 0.8)))
+    fig = figure4([WeightsRow("rte", "fusion-st-a", 1, weights)])
+    *panels, bar = fig.axes  # layer 1, layer 2, mean over layers, then the colour bar
+    assert [ax.get_title() for ax in panels] == ["layer 1", "layer 2", "mean over layers"]
+    assert {ax.get_xlabel() for ax in panels} == {"adapter"}
+    assert panels[0].get_ylabel() == "fusion target (system)"
+    assert bar.get_ylabel() == "mean fusion weight"
+    assert "averaged over the dev set's tokens" in fig.get_suptitle()
+    boxes = [p for p in panels[0].patches if isinstance(p, Rectangle) and not p.get_fill()]
+    corners = [(b.get_x(), b.get_y()) for b in boxes]
+    assert corners == [(pytest.approx(-0.45), pytest.approx(-0.45))]  # row rte, column rte
+    fig.savefig(tmp_path / "figure4.png")
+    assert png_size(tmp_path / "figure4.png")[0] > 0

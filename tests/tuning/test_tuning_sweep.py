@@ -66,7 +66,7 @@ def test_the_best_adapter_of_each_task_is_registered_with_its_tags(swept: Swept)
         assert tags["config_hash"] == task_config_hash(swept.config, task)
         assert tags["base_model"] == swept.config.base_model
         assert tags["metric"] == "accuracy"
-        assert float(tags["metric_value"]) == run.data.metrics["best_dev_accuracy"]
+        assert float(tags["metric_value"]) == round(run.data.metrics["best_dev_accuracy"], 4)
         assert tags["reduction_factor"] == run.data.params["reduction_factor"]
         assert float(tags["learning_rate"]) == 0.01
         assert tags["adapterfleet.sweep"].startswith("tinysweep-")

@@ -4,6 +4,8 @@ prints; no logic. Each command imports what it calls when it runs, so `--help` l
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import sys
 from importlib.metadata import version as package_version
 from pathlib import Path
@@ -15,6 +17,7 @@ from adapterfleet.cli import cluster, interop, pipeline, prune, report
 from adapterfleet.cli.options import ConfigOpt, EpochsOpt, LrOpt, SeedOpt, SetOpt, load
 from adapterfleet.cli.output import fail_cleanly, metrics_table
 from adapterfleet.config import ConfigError
+from adapterfleet.registry.descriptions import COMMAND_ENV
 from adapterfleet.registry.tags import BEST_ALIAS
 
 if TYPE_CHECKING:
@@ -303,6 +306,8 @@ _group_commands()
 
 
 def main() -> None:
+    # the command line, for the descriptions of what it writes to MLflow (inherited by local Ray)
+    os.environ[COMMAND_ENV] = shlex.join(["adapterfleet", *sys.argv[1:]])
     app()
 
 

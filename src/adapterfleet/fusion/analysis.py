@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import textwrap
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -46,43 +47,61 @@ def mean_fusion_weights(
     return (totals / tokens).cpu()
 
 
-def plot_fusion_heatmap(
-    weights: torch.Tensor,
-    adapter_names: Sequence[str],
-    path: str | os.PathLike[str],
-    title: str,
-) -> Path:
-    """Save a heatmap of `weights` (layers × adapters, or targets × adapters) as a PNG."""
+WEIGHT_LABEL = "mean fusion weight"
+AVERAGED = "softmax weight of each adapter, averaged over the dev set's tokens"
+
+
+def heatmap_figure(
+    weights: torch.Tensor, adapter_names: Sequence[str], title: str, target: str | None = None
+) -> Any:
+    """The matplotlib figure of `weights` (layers × adapters): axes `adapter` and `layer`, the
+    colour bar labelled, each cell annotated; the target's own adapter in bold, `(target)`."""
     import matplotlib
 
     matplotlib.use("Agg")  # before pyplot: no display needed
     from matplotlib import pyplot as plt
 
     data = weights.numpy()
-    fig, ax = plt.subplots(
-        figsize=(max(5.0, 1.6 + 0.9 * len(adapter_names)), 1.6 + 0.45 * data.shape[0])
-    )
+    width = max(5.0, 1.6 + 0.9 * len(adapter_names))
+    fig, ax = plt.subplots(figsize=(width, 2.4 + 0.45 * data.shape[0]))
     image = ax.imshow(data, cmap="viridis", vmin=0.0, vmax=max(float(data.max()), 1e-6))
-    ax.set_xticks(range(len(adapter_names)), labels=list(adapter_names), rotation=45, ha="right")
+    names = [f"{n} (target)" if n == target else str(n) for n in adapter_names]
+    ax.set_xticks(range(len(names)), labels=names, rotation=45, ha="right")
+    for label, name in zip(ax.get_xticklabels(), adapter_names, strict=True):
+        label.set_fontweight("bold" if name == target else "normal")
     ax.set_yticks(range(data.shape[0]), labels=[f"layer {i + 1}" for i in range(data.shape[0])])
+    ax.set_xlabel("adapter")
+    ax.set_ylabel("layer")
     for (row, col), value in np.ndenumerate(data):
-        ax.text(
-            col,
-            row,
-            f"{value:.2f}",
-            ha="center",
-            va="center",
-            fontsize=7,
-            color="white" if value < 0.6 * data.max() else "black",
-        )
-    ax.set_title(title, fontsize=10)
-    fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+        shade = "white" if value < 0.6 * data.max() else "black"
+        ax.text(col, row, f"{value:.2f}", ha="center", va="center", fontsize=7, color=shade)
+    wrapped = [textwrap.fill(line, int(width * 8)) for line in title.splitlines()]
+    ax.set_title("\n".join(wrapped), fontsize=9)  # wrapped to the figure's width
+    fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label=WEIGHT_LABEL)
     fig.tight_layout()
+    return fig
+
+
+def plot_fusion_heatmap(
+    weights: torch.Tensor,
+    adapter_names: Sequence[str],
+    path: str | os.PathLike[str],
+    title: str,
+    target: str | None = None,
+) -> Path:
+    """Save `heatmap_figure` of `weights` (layers × adapters) as a PNG."""
+    fig = heatmap_figure(weights, adapter_names, title, target)
+    from matplotlib import pyplot as plt
+
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=120)
     plt.close(fig)
     return out
+
+
+def heatmap_title(target: str) -> str:
+    return f"Fusion for {target}: mean fusion weight per layer\n({AVERAGED})"
 
 
 def write_fusion_weights(
@@ -91,8 +110,8 @@ def write_fusion_weights(
     """The mean fusion weight per layer and adapter on the dev set (the paper's Figure 4 for
     `target`): `fusion_weights.json` (`adapters`, `weights[layer][adapter]`) and a heatmap."""
     weights = mean_fusion_weights(model, target, dev)
-    title = f"{target}: mean fusion weight per layer"
-    plot_fusion_heatmap(weights, sources, folder / "fusion_weights.png", title)
+    path = folder / "fusion_weights.png"
+    plot_fusion_heatmap(weights, sources, path, heatmap_title(target), target=target)
     (folder / "fusion_weights.json").write_text(
         json.dumps({"adapters": sources, "weights": weights.tolist()}, indent=1)
     )

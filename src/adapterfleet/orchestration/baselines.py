@@ -36,6 +36,7 @@ from adapterfleet.registry import (
     finished_run_metrics,
     open_baseline_run,
 )
+from adapterfleet.registry.descriptions import TAG_NOTE, baseline_note
 from adapterfleet.training import (
     Callback,
     EpochRecorder,
@@ -191,12 +192,14 @@ def _open_run(
 ) -> MlflowRunLogger:
     """The job's MLflow run (reopened after a crash), with its settings as params."""
     tasks = ",".join(config.adapter_tasks) if job.system == "mt-a" else job.task
-    params = {"tasks": tasks, **{f"train.{k}": v for k, v in training.to_dict().items()}}
+    params = {"tasks": tasks, **training.run_params()}
     if job.system in ("st-a-houlsby", "mt-a"):  # the systems that add adapters
         params["reduction_factor"] = config.baselines.reduction_factor
-    return open_baseline_run(
+    logger = open_baseline_run(
         uri, experiment_id, job.job_id, job.system, job.task, job.seed, params, kind=kind
     )
+    logger.set_description(baseline_note(job.system, tasks.split(","), job.seed))
+    return logger
 
 
 def _log_run_folder(logger: MlflowRunLogger, run_dir: Path) -> None:
@@ -303,7 +306,7 @@ def _log_task_run(
     logger = open_baseline_run(
         uri, experiment_id, f"{job.job_id}-{task}", job.system, task, job.seed, {"task": task}
     )
-    logger.set_tags({TAG_PARENT_RUN: parent})
+    logger.set_tags({TAG_PARENT_RUN: parent, TAG_NOTE: baseline_note(job.system, [task], job.seed)})
     logger.log_metrics(result)
     logger.end("FINISHED")
 

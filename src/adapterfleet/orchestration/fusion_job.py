@@ -45,6 +45,7 @@ from adapterfleet.registry import (
     set_alias,
     wait_for_models,
 )
+from adapterfleet.registry import descriptions as notes
 from adapterfleet.registry.tags import BEST_ALIAS, TAG_LINEAGE, TAG_LINEAGE_KEY
 from adapterfleet.training import (
     Callback,
@@ -130,8 +131,11 @@ def open_plan_run(
         "target": plan.target,
         "adapters": plan.lineage,
         "preset": config.fusion.preset,
-        **{f"train.{k}": v for k, v in config.fusion.training.to_dict().items()},
+        **config.fusion.training.run_params(),
     }
+    versions = {t: plan.versions[t] for t in config.fusion.targets[plan.target]}
+    epochs, preset = config.fusion.training.max_epochs, config.fusion.preset
+    note = notes.fusion_run_note(plan.target, preset, config.base_model, versions, epochs)
     return open_fusion_run(
         uri,
         experiment_id,
@@ -142,6 +146,7 @@ def open_plan_run(
             TAG_LINEAGE: plan.lineage,
             TAG_SYSTEM: "fusion-st-a",
             TAG_SEED: config.fusion.training.seed,
+            notes.TAG_NOTE: note,
         },
     )
 
@@ -364,6 +369,7 @@ def _register(
     """Register the trained fusion (its head beside it) with its lineage, settings and dev
     metrics as tags."""
     sources = config.fusion.targets[plan.target]
+    versions, metric = {t: plan.versions[t] for t in sources}, config.fusion.training.metric
     return register_version(
         uri,
         fusion_model_name(config.registry_prefix, plan.target),
@@ -375,12 +381,14 @@ def _register(
             TAG_LINEAGE: plan.lineage,
             TAG_LINEAGE_KEY: plan.key,
             "base_model": config.base_model,
-            "metric": config.fusion.training.metric,
+            "metric": metric,
             TAG_SEED: config.fusion.training.seed,
-            **{f"dev_{k}": v for k, v in run.dev_metrics.items()},
+            **{f"dev_{k}": notes.tag_number(v) for k, v in run.dev_metrics.items()},
             **{f"adapter.{t}": f"v{plan.versions[t].version}" for t in sources},
             **(tags or {}),
         },
         alias=alias,
         companions={"head": run.out_dir / "head" / HEAD_WEIGHTS},
+        description=notes.fusion_version_note(plan.target, versions, metric, run.dev_metrics),
+        model_description=notes.fusion_model_note(plan.target),
     )

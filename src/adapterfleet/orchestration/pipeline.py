@@ -54,6 +54,7 @@ from adapterfleet.registry import (
     ensure_experiment,
     wait_for_models,
 )
+from adapterfleet.registry.descriptions import TAG_NOTE, experiment_note
 from adapterfleet.registry.tags import BEST_ALIAS, TAG_BUDGET, TAG_BUDGET_TRIMMED, TAG_OVERRIDES
 from adapterfleet.results.report import ReportResult, build_report
 from adapterfleet.results.status import StatusPlan, pipeline_status
@@ -295,6 +296,10 @@ def experiment_tags(config: PipelineConfig, overrides: Sequence[str] = ()) -> di
         tags[TAG_BUDGET] = config.budget
         tags[TAG_BUDGET_TRIMMED] = _tag_json(config.budget_changes)
     tags[TAG_OVERRIDES] = _tag_json([o for o in overrides if not o.startswith("budget=")])
+    stages = (config.adapter_tasks, list(config.fusion.targets), config.baselines.systems)
+    tags[TAG_NOTE] = experiment_note(
+        config.name, config.base_model, config.registry_prefix, *stages
+    )
     return tags
 
 

@@ -20,9 +20,10 @@ from adapterfleet.registry import (
     ensure_experiment,
     open_sweep_run,
 )
+from adapterfleet.registry.descriptions import TAG_NOTE
 from adapterfleet.training import end_quietly
 from adapterfleet.tuning.plan import plan_sweep
-from adapterfleet.tuning.spec import task_config_hash
+from adapterfleet.tuning.spec import sweep_description, task_config_hash
 
 
 def ensure_ray(address: str | None, num_cpus: int | None) -> None:
@@ -126,17 +127,21 @@ def _open_sweep_runs(
     stage = config.adapters
     runs = {}
     for task in tasks:
-        tags = {"config_hash": task_config_hash(config, task), "base_model": config.base_model}
+        tags = {
+            "config_hash": task_config_hash(config, task),
+            "base_model": config.base_model,
+            TAG_NOTE: sweep_description(config, task, sweep_name),
+        }
         runs[task] = open_sweep_run(uri, experiment_id, sweep_name, task, tags=tags)
         points = stage.grid_for(task)
-        runs[task].log_params(
+        runs[task].log_new_params(  # a reopened run keeps what it was logged with
             {
                 "architecture": stage.architecture,
                 "reduction_factors": list(points.reduction_factors),
                 "learning_rates": list(points.learning_rates),
                 "seeds": list(stage.seeds),
                 "metric": stage.training.metric,
-                "max_epochs": stage.training.max_epochs,
+                "max_epochs": stage.training_for(task).max_epochs,  # what its trials use
             }
         )
     return runs

@@ -44,8 +44,14 @@ def register_version(
     tags: Mapping[str, Any] | None = None,
     alias: str | None = BEST_ALIAS,
     companions: Mapping[str, str | Path] | None = None,
+    *,
+    description: str | None = None,
+    model_description: str | None = None,
 ) -> ModelVersionInfo:
     """Register `runs:/<run_id>/<artifact_path>` as a version of `name` and point `alias` at it.
+
+    `description`: the new version's (markdown, shown in the UI); `model_description`: the
+    registered model's, set when the model has none yet.
 
     `companions` maps other artifact folders of the same run that belong with it (e.g. the
     task head, `{"head": <local model_head.safetensors>}`) to their local weights file: their
@@ -75,9 +81,11 @@ def register_version(
     client = get_client(uri)
     existing = _find_registered(client, name, run_id, artifact_path, trial_id)
     if existing is None:
-        _create_registered_model(client, name)
+        _create_registered_model(client, name, model_description)
         source = f"runs:/{run_id}/{artifact_path}"
-        created = client.create_model_version(name, source, run_id=run_id, tags=all_tags)
+        created = client.create_model_version(
+            name, source, run_id=run_id, tags=all_tags, description=description
+        )
         existing = _find_registered(client, name, run_id, artifact_path, trial_id)
         if existing is None:  # pragma: no cover - search cannot see what was just created
             existing = int(created.version)
@@ -129,14 +137,17 @@ def _find_registered(
     return min((int(mv.version) for mv in found), default=None)
 
 
-def _create_registered_model(client: MlflowClient, name: str) -> None:
+def _create_registered_model(client: MlflowClient, name: str, description: str | None) -> None:
+    """Create model `name` with `description`; one that exists gets it only if it has none."""
     from mlflow.exceptions import MlflowException
 
     try:
-        client.create_registered_model(name)
+        client.create_registered_model(name, description=description)
     except MlflowException as exc:
         if exc.error_code != "RESOURCE_ALREADY_EXISTS":
             raise
+        if description and not client.get_registered_model(name).description:
+            client.update_registered_model(name, description=description)
 
 
 def paged(search: Any, filter_string: str, page_size: int) -> list[Any]:

@@ -9,6 +9,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from adapterfleet.registry.descriptions import TAG_NOTE, prune_note, report_note
 from adapterfleet.registry.errors import call_with_retry
 from adapterfleet.registry.redact import redact
 from adapterfleet.registry.store import get_client
@@ -92,6 +93,16 @@ class MlflowRunLogger:
                 "log params", lambda c=chunk: self._client.log_batch(self._run_id, params=c)
             )
 
+    def log_new_params(self, params: Mapping[str, Any]) -> None:
+        """`log_params` of the keys the run does not hold yet: a reopened run keeps the values
+        it was logged with (MLflow refuses to change a param)."""
+        run = self._retry("read params", lambda: self._client.get_run(self._run_id))
+        self.log_params({k: v for k, v in params.items() if k not in run.data.params})
+
+    def set_description(self, text: str) -> None:
+        """The run's description in the MLflow UI (markdown; the `mlflow.note.content` tag)."""
+        self.set_tags({TAG_NOTE: text})
+
     def set_tags(self, tags: Mapping[str, Any]) -> None:
         from mlflow.entities import RunTag
 
@@ -142,9 +153,19 @@ class MlflowRunLogger:
         )
 
     @contextmanager
-    def system_metrics(self, interval_s: float = 10.0) -> Iterator[None]:
+    def system_metrics(
+        self, interval_s: float = 10.0, enabled: bool | None = None
+    ) -> Iterator[None]:
         """Sample CPU, memory, disk, network (and GPU where available) into this run's
-        `system/*` metrics while the block runs; nothing when psutil is missing."""
+        `system/*` metrics while the block runs; nothing when psutil is missing.
+
+        Off unless `enabled`, or (None) MLflow's own switch `MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING`
+        is true: the UI lists a run's system metrics above its own."""
+        if enabled is None:
+            enabled = _system_metrics_switch()
+        if not enabled:
+            yield
+            return
         try:
             from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
 
@@ -181,6 +202,12 @@ class MlflowRunLogger:
             self.end("FINISHED")
         else:
             self.end("KILLED" if issubclass(exc_type, KeyboardInterrupt) else "FAILED")
+
+
+def _system_metrics_switch() -> bool:
+    from mlflow.environment_variables import MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING
+
+    return bool(MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING.get())
 
 
 def _reattach(uri: str, run_id: str, retry_timeout_s: float) -> MlflowRunLogger:
@@ -240,11 +267,11 @@ def open_sweep_run(
     *,
     retry_timeout_s: float = DEFAULT_RETRY_TIMEOUT_S,
 ) -> MlflowRunLogger:
-    """The parent run of a sweep: reused (and set RUNNING) when one tagged
+    """The parent run of a sweep, named `sweep <task>`: reused (and set RUNNING) when one tagged
     `adapterfleet.sweep=<sweep_name>` (and the same task) exists in the experiment, created
     otherwise."""
     match = {TAG_KIND: "sweep", TAG_SWEEP: sweep_name, TAG_TASK: task}
-    return _open_run(uri, experiment_id, match, sweep_name, tags, retry_timeout_s)
+    return _open_run(uri, experiment_id, match, f"sweep {task}", tags, retry_timeout_s)
 
 
 def open_trial_run(
@@ -301,6 +328,7 @@ def open_prune_run(
     """The run of one pruning of `target`'s fusion version `source` ("vN", kind `prune`):
     reused when the same pruning runs again."""
     match = {TAG_KIND: "prune", TAG_TASK: target, TAG_PRUNED_FROM: source}
+    tags = {TAG_NOTE: prune_note(target, source), **(tags or {})}
     return _open_run(uri, experiment_id, match, f"prune-{target}-{source}", tags, retry_timeout_s)
 
 
@@ -350,4 +378,5 @@ def open_report_run(
     """The run `adapterfleet report` logs its table and figure to (kind `report`), reused by
     every later report of the same experiment."""
     match = {TAG_KIND: "report"}
-    return _open_run(uri, experiment_id, match, "report", None, retry_timeout_s)
+    tags = {TAG_NOTE: report_note()}
+    return _open_run(uri, experiment_id, match, "report", tags, retry_timeout_s)

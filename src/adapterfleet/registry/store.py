@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from adapterfleet._locks import exclusive_lock
+from adapterfleet.registry.descriptions import TAG_NOTE, made_by
 from adapterfleet.registry.errors import RegistryError, safe_uri
 
 if TYPE_CHECKING:
@@ -215,7 +216,8 @@ def _ensure_experiment(
     if experiment is None:
         location = artifact_location or default_artifact_location(uri)
         try:
-            return str(client.create_experiment(name, artifact_location=location))
+            note = {TAG_NOTE: f"Runs of the adapterfleet pipeline `{name}`.{made_by()}"}
+            return str(client.create_experiment(name, artifact_location=location, tags=note))
         except MlflowException as exc:
             if exc.error_code != "RESOURCE_ALREADY_EXISTS":
                 raise

@@ -37,6 +37,7 @@ from adapterfleet.results.report_data import (
     collect_cells,
 )
 from adapterfleet.results.report_figure import (
+    FIGURE4_CAPTION,
     WEIGHTS_FILE,
     Weights,
     WeightsRow,
@@ -176,7 +177,7 @@ def render(
         "F1 (tasks whose runs logged F1)": [f1] if f1 else [],
         "ST-A: the grid point each cell reports": chosen_points(tasks, cells, metric),
         "Fusion w/ ST-A: the adapter versions fused": lineages(tasks, cells),
-        "Figure 4": [f"![Figure 4]({FIGURE_FILE})"] if figure else [],
+        "Figure 4": [f"![Figure 4]({FIGURE_FILE})", "", FIGURE4_CAPTION] if figure else [],
         "What the budget trimmed": budget_section(budget),
         "Notes": [f"- {note}" for note in notes],
     }

@@ -18,6 +18,17 @@ import numpy as np
 WEIGHTS_FILE = "fusion_weights.json"
 _SYSTEM_NAMES = {"fusion-st-a": "ST-A", "fusion-mt-a": "MT-A"}
 _PANELS_PER_ROW = 4
+FIGURE4_CAPTION = (
+    "Each cell: the mean fusion weight of an adapter (column) in a fusion (row: target and "
+    "system), i.e. its softmax weight averaged over the dev set's tokens, per layer (one panel "
+    "each) and averaged over layers (last panel); each row is the mean over its seeds. The red "
+    "box marks the target's own adapter."
+)
+FIGURE4_TITLE = (
+    "Figure 4: mean fusion weight of each adapter (its softmax weight averaged over the dev "
+    "set's tokens),\none panel per layer and one for the mean over layers; rows: fusion target "
+    "(system), mean over seeds; red box: the target's own adapter"
+)
 
 
 @dataclass(frozen=True)
@@ -85,6 +96,18 @@ def figure_data(rows: Sequence[WeightsRow]) -> dict[str, Any]:
 
 def plot_figure4(rows: Sequence[WeightsRow], path: Path) -> Path:
     """One heatmap panel per layer plus one of the mean over layers, annotated, as a PNG."""
+    fig = figure4(rows)
+    from matplotlib import pyplot as plt
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def figure4(rows: Sequence[WeightsRow]) -> Any:
+    """The matplotlib figure of `plot_figure4`: axes `adapter` and `fusion target (system)`,
+    the colour bar labelled, what is averaged in the title, each target's own adapter boxed."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -108,19 +131,28 @@ def plot_figure4(rows: Sequence[WeightsRow], path: Path) -> Path:
         layout="constrained",
     )
     image = None
+    own = [(i, columns.index(r.target)) for i, r in enumerate(rows) if r.target in columns]
     for index, ax in enumerate(axes.flat):
         if index >= len(panels):
             ax.axis("off")
             continue
         title, matrix = panels[index]
         image = _heatmap(ax, matrix, columns, [r.label for r in rows], title, top, index % ncols)
-    fig.suptitle("Figure 4: mean fusion weight per target × adapter (mean over seeds)")
+        _box_cells(ax, own)
+    fig.suptitle(FIGURE4_TITLE)
     if image is not None:
-        fig.colorbar(image, ax=axes, shrink=0.8, label="fusion weight")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return path
+        fig.colorbar(image, ax=axes, shrink=0.8, label="mean fusion weight")
+    return fig
+
+
+def _box_cells(ax: Any, cells: Sequence[tuple[int, int]]) -> None:
+    """Outline each (row, column) cell: a target's own adapter."""
+    from matplotlib.patches import Rectangle
+
+    for row, col in cells:
+        corner = (col - 0.45, row - 0.45)  # inside the cell: clear of the axes' frame
+        box = Rectangle(corner, 0.9, 0.9, fill=False, edgecolor="red", linewidth=2)
+        ax.add_patch(box)
 
 
 def _heatmap(
@@ -137,6 +169,9 @@ def _heatmap(
     )
     ax.set_xticks(range(len(columns)), labels=list(columns), rotation=45, ha="right", fontsize=8)
     ax.set_yticks(range(len(labels)), labels=list(labels) if position == 0 else [], fontsize=8)
+    ax.set_xlabel("adapter", fontsize=8)
+    if position == 0:
+        ax.set_ylabel("fusion target (system)", fontsize=8)
     for (row, col), value in np.ndenumerate(matrix):
         if not np.isfinite(value):  # an adapter this fusion did not have
             ax.text(col, row, "—", ha="center", va="center", fontsize=7, color="grey")

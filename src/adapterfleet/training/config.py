@@ -62,6 +62,11 @@ class TrainConfig:
         """A JSON-ready dict of every field."""
         return dataclasses.asdict(self)
 
+    def run_params(self) -> dict[str, Any]:
+        """The settings a run logs, as `train.<field>`: every field but `progress` (how progress
+        is shown, not a setting of the run)."""
+        return {f"train.{k}": v for k, v in self.to_dict().items() if k != "progress"}
+
     def hash_dict(self) -> dict[str, Any]:
         """`to_dict()` less the fields added after config hashes were first written, while they
         hold their defaults: the hash of a config that does not use them stays what it was."""

@@ -28,6 +28,12 @@ from adapterfleet.registry import (
     ModelVersionInfo,
     register_version,
 )
+from adapterfleet.registry.descriptions import (
+    TAG_NOTE,
+    adapter_model_note,
+    adapter_version_note,
+    tag_number,
+)
 from adapterfleet.training.workdir import JobWorkdir
 from adapterfleet.tuning.spec import (
     TAG_BASE_MODEL,
@@ -36,8 +42,9 @@ from adapterfleet.tuning.spec import (
     TAG_METRIC_VALUE,
     SweepError,
     TrialParams,
+    sweep_description,
 )
-from adapterfleet.tuning.trial import FINAL_KEY, end_stopped_early
+from adapterfleet.tuning.trial import FINAL_KEY, end_stopped_early, trial_settings
 
 _ACTIVE: dict[str, Registrar] = {}
 
@@ -201,7 +208,7 @@ class Registrar:
             TAG_BASE_MODEL: self.config.base_model,
             TAG_CONFIG_HASH: plan.config_hash,
             TAG_METRIC: self.metric,
-            TAG_METRIC_VALUE: value,
+            TAG_METRIC_VALUE: tag_number(value),
             TAG_SWEEP: self.sweep_name,
             TAG_TRIAL_ID: params.trial_id,
             TAG_TASK: task,
@@ -215,6 +222,10 @@ class Registrar:
         info = register_version(
             self.uri, plan.model_name, run_id, "adapter", weights, tags,
             companions={"head": head} if head.is_file() else None,
+            description=adapter_version_note(
+                task, params.trial_id, self.sweep_name, trial_settings(params), self.metric, value
+            ),
+            model_description=adapter_model_note(task),
         )  # fmt: skip
         self.registered[task] = info
         self.progress(
@@ -223,8 +234,10 @@ class Registrar:
         )
         if plan.sweep_run is not None:
             plan.sweep_run.log_metrics({f"best_dev_{self.metric}": value})
+            best = (params.trial_id, self.metric, value, info)
+            note = sweep_description(self.config, task, self.sweep_name, best)
             plan.sweep_run.set_tags(
-                {"best_trial": params.trial_id, "registered_version": info.version}
+                {"best_trial": params.trial_id, "registered_version": info.version, TAG_NOTE: note}
             )
             plan.sweep_run.end("FINISHED")
         return info

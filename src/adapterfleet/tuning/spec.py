@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from adapterfleet.config import PipelineConfig
+from adapterfleet.registry import ModelVersionInfo
+from adapterfleet.registry.descriptions import sweep_note
 
 GRID_KEYS = ("task", "reduction_factor", "learning_rate", "seed")
 POINT_KEY = "point"  # with adapters.task_grid: the Tune config holds the grid point under this key
@@ -141,6 +143,29 @@ def search_settings(config: PipelineConfig) -> dict[str, Any]:
         settings["asha_grace_period"] = stage.asha_grace_period
         settings["asha_reduction"] = stage.asha_reduction
     return settings
+
+
+def sweep_description(
+    config: PipelineConfig,
+    task: str,
+    sweep_name: str,
+    best: tuple[str, str, float, ModelVersionInfo] | None = None,
+) -> str:
+    """The description of a task's sweep run: what it searches, how long each trial trains;
+    `best` (trial id, metric, value, version) once the best trial is registered."""
+    stage = config.adapters
+    if stage.search == "grid":
+        points = stage.grid_for(task)
+        search = (
+            f"a grid of reduction factors {list(points.reduction_factors)} × learning rates "
+            f"{list(points.learning_rates)} × seeds {list(stage.seeds)}"
+        )
+    else:
+        search = f"{stage.num_samples} trials picked by {stage.search}"
+    if stage.scheduler != "fifo":
+        search += f" ({stage.scheduler} may stop trials early)"
+    epochs = stage.training_for(task).max_epochs
+    return sweep_note(task, sweep_name, stage.architecture, config.base_model, search, epochs, best)
 
 
 def sweep_hash(config_hashes: Mapping[str, str]) -> str:

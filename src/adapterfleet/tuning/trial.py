@@ -18,6 +18,7 @@ import torch
 from adapterfleet.adapters import ADAPTER_WEIGHTS, AdapterConfig, load_tokenizer, sha256_file
 from adapterfleet.data import load_task, tokenize_task
 from adapterfleet.registry import TAG_SHA256, TAG_SWEEP, TAG_TASK, MlflowRunLogger, open_trial_run
+from adapterfleet.registry.descriptions import TAG_NOTE, trial_note
 from adapterfleet.registry.tags import TAG_STOPPED_EARLY
 from adapterfleet.training import (
     EpochRecorder,
@@ -88,6 +89,14 @@ def trial_config(ctx: SweepContext, params: TrialParams) -> TrainConfig:
 
 def open_run(ctx: SweepContext, params: TrialParams, train: TrainConfig) -> MlflowRunLogger:
     stage = ctx.config.adapters
+    note = trial_note(
+        params.task,
+        params.trial_id,
+        stage.architecture,
+        ctx.config.base_model,
+        trial_settings(params),
+        train.max_epochs,
+    )
     return open_trial_run(
         ctx.tracking_uri,
         ctx.experiment_id,
@@ -99,9 +108,17 @@ def open_run(ctx: SweepContext, params: TrialParams, train: TrainConfig) -> Mlfl
             "architecture": stage.architecture,
             "base_model": ctx.config.base_model,
             "max_length": ctx.config.max_length,
-            **{f"train.{k}": v for k, v in train.to_dict().items()},
+            **train.run_params(),
         },
-        tags={TAG_TASK: params.task, TAG_SWEEP: ctx.sweep_name},
+        tags={TAG_TASK: params.task, TAG_SWEEP: ctx.sweep_name, TAG_NOTE: note},
+    )
+
+
+def trial_settings(params: TrialParams) -> str:
+    """The trial's grid point in words, for descriptions."""
+    return (
+        f"reduction factor {params.reduction_factor}, learning rate {params.learning_rate}, "
+        f"seed {params.seed}"
     )
 
 

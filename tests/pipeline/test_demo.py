@@ -37,7 +37,9 @@ def test_the_demo_runs_end_to_end_and_ends_with_its_summary(tmp_path: Path) -> N
     # One line per epoch of every trial (one epoch per source, four for the target) and fusion.
     trial_epochs = [line for line in lines if re.match(r"trial \S+ epoch \d+/\d+: ", line)]
     assert len(trial_epochs) == 3 * 1 + 4
-    fusion_epochs = [line for line in lines if re.match(r"fusion demo_delivery .*epoch \d+/3: ", line)]
+    fusion_epochs = [
+        line for line in lines if re.match(r"fusion demo_delivery .*epoch \d+/3: ", line)
+    ]
     assert len(fusion_epochs) == 3
     registered = max(i for i, line in enumerate(lines) if "registered demo.fusion" in line)
     table = [line for line in lines[registered:] if line.startswith("| demo_")]

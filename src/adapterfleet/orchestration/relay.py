@@ -128,8 +128,8 @@ class WorkerRelay:
                     self._relay(line[len(MARK) :])
                 else:
                     rest.append(line)
-            if rest and self._ray_printer is not None and self._forwards(data):
-                self._ray_printer({**data, "lines": rest})
+            if rest and self._forwards(data):
+                self._print({**data, "lines": rest})
         except Exception as error:  # noqa: BLE001 - Ray's log thread must go on
             print(f"(a worker's lines were not printed: {error})", file=sys.stderr)
 
@@ -141,6 +141,21 @@ class WorkerRelay:
                 self._changed.notify_all()
         else:
             self.say(line)
+
+    def _print(self, data: dict) -> None:
+        """Ray's printer for Ray's own lines (it keeps the autoscaler's events alone) and on a
+        terminal; else each worker line after a plain `(task pid=N)`, as it comes: Ray's
+        deduplication colours its `[repeated Nx]` notes whatever the settings."""
+        ray_own = data.get("pid") in ("raylet", "autoscaler")
+        if ray_own or sys.stdout.isatty():
+            if self._ray_printer is not None:
+                self._ray_printer(data)
+            return
+        name = data.get("actor_name") or data.get("task_name")
+        prefix = f"({name} pid={data.get('pid')}) " if name else f"(pid={data.get('pid')}) "
+        sink = sys.stderr if data.get("is_err") else sys.stdout
+        for line in data["lines"]:
+            print(prefix + line, file=sink, flush=True)
 
     def _forwards(self, data: dict) -> bool:
         if self.level >= Level.VERBOSE:
@@ -158,12 +173,12 @@ def ray_log_level(level: Level) -> int | None:
 
 @contextmanager
 def library_output(level: Level) -> Iterator[None]:
-    """Ray's and MLflow's loggers at WARNING (ERROR for `Level.QUIET`, untouched at VERBOSE),
-    and Ray's colour codes off when stdout is not a terminal, while the block runs. Importing
-    Ray sets its logger to INFO: `ensure_ray` sets it again once Ray is imported."""
+    """Ray's and MLflow's loggers at WARNING (ERROR for `Level.QUIET`, untouched at VERBOSE)
+    while the block runs; Ray's colour codes off for good when stdout is not a terminal (Ray
+    prints the worker lines it held back for deduplication as late as at its shutdown).
+    Importing Ray sets its logger to INFO: `ensure_ray` sets it again once Ray is imported."""
     from adapterfleet.registry.logs import tracking_log_level
 
-    colour = os.environ.get("RAY_COLOR_PREFIX")
     if not sys.stdout.isatty():
         os.environ["RAY_COLOR_PREFIX"] = "0"
     ray_logger = logging.getLogger("ray")
@@ -179,10 +194,6 @@ def library_output(level: Level) -> Iterator[None]:
             yield
     finally:
         ray_logger.setLevel(before or logging.INFO)  # Ray's own default
-        if colour is None:
-            os.environ.pop("RAY_COLOR_PREFIX", None)
-        else:
-            os.environ["RAY_COLOR_PREFIX"] = colour
 
 
 @contextmanager

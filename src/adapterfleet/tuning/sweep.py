@@ -127,24 +127,32 @@ def build_tuner(
     return tuner
 
 
+# Tune's own output off: its legacy engine, which at verbosity 0 prints nothing (the new one
+# prints the configuration box and a TensorBoard hint whatever the verbosity), and no hint to
+# snapshot less often when short epochs checkpoint often (our trials keep two checkpoints).
+QUIET_TUNE = {
+    "RAY_AIR_NEW_OUTPUT": "0",
+    "TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S": "0",
+}
+
+
 @contextmanager
 def tune_output(verbose: int) -> Iterator[None]:
-    """Tune's own console output: at `verbose` 0 none at all. Its new output engine prints the
-    experiment's configuration box and a TensorBoard hint whatever the verbosity; its legacy
-    engine (`RAY_AIR_NEW_OUTPUT=0`) at verbosity 0 prints nothing. Our lines come from
-    `RegistrationCallback` either way."""
+    """Tune's own console output while the block runs: none at `verbose` 0 (`QUIET_TUNE`); our
+    lines come from `RegistrationCallback` either way."""
     if verbose:
         yield
         return
-    before = os.environ.get("RAY_AIR_NEW_OUTPUT")
-    os.environ["RAY_AIR_NEW_OUTPUT"] = "0"
+    before = {name: os.environ.get(name) for name in QUIET_TUNE}
+    os.environ.update(QUIET_TUNE)
     try:
         yield
     finally:
-        if before is None:
-            os.environ.pop("RAY_AIR_NEW_OUTPUT", None)
-        else:
-            os.environ["RAY_AIR_NEW_OUTPUT"] = before
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def run_sweep(

@@ -25,7 +25,7 @@ from tuning_support import (
 )
 
 from adapterfleet.config import PipelineConfig, load_config
-from adapterfleet.orchestration.fusion_job import lineage_key
+from adapterfleet.orchestration.fusion_plan import lineage_key
 from adapterfleet.registry import (
     TAG_TASK,
     RegistryError,

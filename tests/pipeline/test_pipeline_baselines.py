@@ -11,7 +11,8 @@ from tuning_support import PIPELINE, config_document, mlflow_client, runs_of, wr
 
 from adapterfleet.config import load_config
 from adapterfleet.orchestration.baselines import plan_baselines
-from adapterfleet.orchestration.pipeline import run_pipeline, summary_rows
+from adapterfleet.orchestration.pipeline import run_pipeline
+from adapterfleet.orchestration.summary import summary_rows
 
 pytestmark = pytest.mark.integration
 FAST = {"max_epochs": 2, "batch_size": 16, "learning_rate": 0.01, "device": "cpu"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -12,10 +13,20 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from tuning_support import config_document, mlflow_client, runs_of, version_numbers, write_config
+from tuning_support import (
+    config_document,
+    metric_steps,
+    mlflow_client,
+    runs_of,
+    version_numbers,
+    write_config,
+)
+from typer.testing import CliRunner
 
+from adapterfleet.cli.app import app
 from adapterfleet.config import load_config
-from adapterfleet.orchestration.pipeline import _early_target, run_pipeline, summary_rows
+from adapterfleet.orchestration.pipeline import _early_target, run_pipeline
+from adapterfleet.orchestration.summary import summary_rows
 from adapterfleet.registry.descriptions import COMMAND_ENV, TAG_NOTE
 
 pytestmark = pytest.mark.integration
@@ -32,14 +43,46 @@ def _config(tmp_path: Path, model: Path, adapters=None, **fusion):
     return write_config(tmp_path, document)
 
 
+def _epochs(output: str, label: str) -> list[int]:
+    """The epochs of the lines `LABEL epoch K/N: ...` in `output`, in order."""
+    pattern = rf"^{re.escape(label)} epoch (\d+)/\d+: train loss \d\.\d{{4}}, dev accuracy "
+    return [int(m.group(1)) for m in re.finditer(pattern, output, re.M)]
+
+
+def check_console(output: str, uri: str) -> None:
+    """The pipeline's own lines only: one per epoch of every trial and of the fusion (as many
+    as MLflow holds), the trial counts on each, nothing of Ray's, Tune's or MLflow's own, no
+    colour codes; the fusion's registration the last line."""
+    assert "\x1b[" not in output
+    noise = ("Checkpoint successfully", " INFO ", "Configuration for", "tensorboard", "pid=")
+    for text in (*noise, "[adapterfleet]"):  # Ray's, Tune's, MLflow's; our relay's mark
+        assert text not in output, text
+    epochs = 0
+    for run in runs_of(uri, "trial"):
+        steps = metric_steps(uri, run.info.run_id, "train_loss")
+        assert _epochs(output, f"trial {run.data.tags['adapterfleet.trial_id']}") == steps != []
+        epochs += len(steps)
+    counts = r"\[trials \d done, \d running, \d pending; fusions 1 waiting\]$"
+    assert len(re.findall(counts, output, re.M)) == epochs
+    (fusion,) = runs_of(uri, "fusion")
+    label = f"fusion fruit ({fusion.data.tags['adapterfleet.trial_id']})"
+    assert _epochs(output, label) == metric_steps(uri, fusion.info.run_id, "train_loss") == [1, 2]
+    lines = output.strip().splitlines()
+    registered = r"fusion fruit: registered tinysweep\.fusion\.fruit v1 \(accuracy \d\.\d{4}\)"
+    assert re.fullmatch(registered, lines[-1]), lines[-1]
+
+
 def test_run_registers_adapters_then_the_fusion_and_a_rerun_redoes_nothing(
-    tmp_path, tiny_model, ray_local, monkeypatch
+    tmp_path, tiny_model, ray_local, monkeypatch, capfd
 ):
     monkeypatch.setenv(COMMAND_ENV, "adapterfleet run -c pipeline.yaml")
     water = {"task_training": {"water": {"max_epochs": 3}}}
-    config = load_config(_config(tmp_path, tiny_model, water))
+    path = _config(tmp_path, tiny_model, water)
+    config = load_config(path)
     summary = run_pipeline(config, say=print)
     uri = config.tracking_uri
+    output = capfd.readouterr()
+    check_console(output.out + output.err, uri)
     _check_what_the_ui_shows(uri, summary)
     assert sorted(summary.adapters) == ["fruit", "water"] and not summary.errors
     fusion = summary.fusions["fruit"]
@@ -73,8 +116,18 @@ def test_run_registers_adapters_then_the_fusion_and_a_rerun_redoes_nothing(
     assert not (fusion_work[0] / "checkpoints").exists()  # registered: its checkpoint is gone
 
     before = (len(runs_of(uri, "trial")), len(runs_of(uri, "fusion")))
-    again = run_pipeline(config, say=print)
-    assert not again.fusions["fruit"].trained
+    again = CliRunner().invoke(app, ["run", str(path)])  # the command, in this process
+    assert again.exit_code == 0, again.output
+    lines = again.stdout.strip().splitlines()
+    registered = "fusion fruit: registered tinysweep.fusion.fruit v1 (accuracy "
+    assert lines[-7].startswith(registered) and lines[-7].endswith(", trained before)")
+    assert lines[-6].startswith("| task ") and lines[-1].startswith("wall time ")
+    assert [line.split("|")[1].strip() for line in lines[-4:-1]] == ["fruit", "water", "fruit"]
+    assert re.search(r"\| fusion +\| v1 .*\| [+-]\d\.\d{4} \|$", lines[-2])  # with its gain
+    quiet = CliRunner().invoke(app, ["run", str(path), "--quiet"])
+    assert quiet.exit_code == 0, quiet.output
+    summary_lines = quiet.stdout.strip().splitlines()
+    assert summary_lines[:-1] == lines[-6:-1] and summary_lines[-1].startswith("wall time ")
     assert (len(runs_of(uri, "trial")), len(runs_of(uri, "fusion"))) == before == (4, 1)
     assert version_numbers(uri, "tinysweep.adapter.fruit") == [1]
     assert version_numbers(uri, "tinysweep.fusion.fruit") == [1]

@@ -232,7 +232,7 @@ def test_a_search_sweep_registers_the_best_finished_trial_of_each_task(swept: Sw
 
 @pytest.mark.integration
 def test_asha_stopped_a_trial_and_registration_counted_it(swept: Swept) -> None:
-    trial_lines = [line for line in swept.lines if line.startswith("trial ")]
+    trial_lines = [line for line in swept.lines if re.match(r"trial \S+: ", line)]  # ended
     assert len(trial_lines) == 6, swept.lines
     for task in TASKS:
         mine = [line for line in trial_lines if line.startswith(f"trial {task}-")]

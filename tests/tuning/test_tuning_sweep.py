@@ -6,6 +6,7 @@ The last two tests re-run the stage on that state, so keep them in this order.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -106,10 +107,14 @@ def test_pulling_best_gives_the_registered_weights(swept: Swept, tmp_path: Path)
         assert (folder / "adapter_config.json").is_file()
 
 
-def test_a_progress_line_per_finished_trial(swept: Swept) -> None:
-    done = [line for line in swept.lines if line.startswith("trial ")]
+def test_a_progress_line_per_epoch_and_per_finished_trial(swept: Swept) -> None:
+    done = [line for line in swept.lines if re.match(r"trial \S+: ", line)]
     assert len(done) == 4, swept.lines
     assert all("dev accuracy" in line for line in done)
+    epoch = re.compile(r"trial (\S+) epoch (\d)/2: .*\[trials \d done, \d running, \d pending\]$")
+    seen = sorted((m[1], int(m[2])) for m in map(epoch.match, swept.lines) if m)
+    trials = [run.data.tags["adapterfleet.trial_id"] for run in _trial_runs(swept)]
+    assert seen == sorted((trial, e) for trial in trials for e in (1, 2))  # every epoch, once
     assert sum(line.startswith("task ") and "registered" in line for line in swept.lines) == 2
 
 

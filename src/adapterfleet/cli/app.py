@@ -14,7 +14,16 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from adapterfleet.cli import cluster, interop, pipeline, prune, report
-from adapterfleet.cli.options import ConfigOpt, EpochsOpt, LrOpt, SeedOpt, SetOpt, load
+from adapterfleet.cli.options import (
+    ConfigOpt,
+    EpochsOpt,
+    LrOpt,
+    QuietOpt,
+    SeedOpt,
+    SetOpt,
+    VerboseOpt,
+    load,
+)
 from adapterfleet.cli.output import fail_cleanly, metrics_table
 from adapterfleet.config import ConfigError
 from adapterfleet.registry.descriptions import COMMAND_ENV
@@ -223,12 +232,22 @@ def demo(
     config: ConfigOpt = DEMO_CONFIG,
     num_cpus: Annotated[int | None, typer.Option(help="CPUs of the local Ray.")] = None,
     set_: SetOpt = None,
+    verbose: VerboseOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """The embedded default: the whole pipeline on a generated task suite, local Ray, SQLite
     MLflow and the packaged MiniLM; adapters in parallel, then the fusion, then a summary."""
     from adapterfleet.cli.pipeline import run
 
-    run(config=config, resume=False, address=None, num_cpus=num_cpus, set_=set_)
+    run(
+        config=config,
+        resume=False,
+        address=None,
+        num_cpus=num_cpus,
+        set_=set_,
+        verbose=verbose,
+        quiet=quiet,
+    )
 
 
 def _epoch_log(max_epochs: int) -> EpochLog:

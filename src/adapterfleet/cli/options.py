@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from adapterfleet.config import ConfigError, PipelineConfig, load_config
+from adapterfleet.console import Level
 
 CONFIG_HELP = "Pipeline YAML file."
 ConfigOpt = Annotated[Path, typer.Option("--config", "-c", help=CONFIG_HELP)]
@@ -48,6 +49,13 @@ DashboardAddressOpt = Annotated[
         "(default: RAY_API_SERVER_ADDRESS / RAY_ADDRESS).",
     ),
 ]
+VerboseOpt = Annotated[
+    bool,
+    typer.Option("--verbose", "-v", help="Also print what Ray, Tune and MLflow say themselves."),
+]
+QuietOpt = Annotated[
+    bool, typer.Option("--quiet", "-q", help="Print only errors and the final summary.")
+]
 NameArg = Annotated[
     str | None, typer.Argument(help="Pipeline name (its MLflow experiment); or use -c.")
 ]
@@ -69,6 +77,13 @@ def chosen_config(positional: Path | None, option: Path | None) -> Path:
     if chosen is None:
         raise ConfigError("no config given; pass the pipeline YAML file with -c CONFIG")
     return chosen
+
+
+def output_level(verbose: bool, quiet: bool) -> Level:
+    """The `Level` of `--verbose` / `--quiet` (both is refused)."""
+    if verbose and quiet:
+        raise ConfigError("--verbose and --quiet contradict each other; give one")
+    return Level.VERBOSE if verbose else Level.QUIET if quiet else Level.DEFAULT
 
 
 def budget_overrides(budget: str | None, overrides: list[str] | None) -> list[str]:

@@ -14,13 +14,17 @@ from adapterfleet.cli.options import (
     ConfigOpt,
     CpusOpt,
     MaybeConfigOpt,
+    QuietOpt,
     RayAddressOpt,
     SetOpt,
+    VerboseOpt,
     budget_overrides,
     chosen_config,
     load,
+    output_level,
 )
 from adapterfleet.cli.output import fail_cleanly, metrics_table
+from adapterfleet.console import Level, duration_text, silent
 from adapterfleet.registry.tags import BEST_ALIAS
 
 sweep_app = typer.Typer(help="Adapter sweeps.", no_args_is_help=True)
@@ -42,12 +46,17 @@ def run(
     budget: BudgetOpt = None,
     set_: SetOpt = None,
     config: MaybeConfigOpt = None,
+    verbose: VerboseOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Run the pipeline: validate, prepare data, sweep adapters, register the best, fuse,
-    train the baselines it declares."""
-    from adapterfleet.orchestration.pipeline import run_pipeline, summary_rows
+    train the baselines it declares. Prints a line per epoch of every trial, fusion and
+    baseline, then the summary."""
+    from adapterfleet.orchestration.pipeline import run_pipeline
+    from adapterfleet.orchestration.summary import summary_rows
 
     config = chosen_config(config_arg, config)
+    level = output_level(verbose, quiet)
     cfg = load(config, set_, budget)
     summary = run_pipeline(
         cfg,
@@ -55,14 +64,16 @@ def run(
         ray_address=address,
         num_cpus=num_cpus,
         overrides=set_ or (),
-        say=typer.echo,
+        say=typer.echo if level > Level.QUIET else silent,
+        level=level,
     )
     metrics_table(summary_rows(cfg, summary))
     if summary.report is not None:
         typer.echo(f"\n{summary.report.table}\nreport: {summary.report.out_dir}")
     for where, error in summary.errors.items():
         typer.secho(f"error in {where}: {error}", err=True, fg=typer.colors.RED)
-    typer.echo(f"{summary.seconds:.0f}s. See the runs: {_ui_command(config, set_, budget)}")
+    ui = _ui_command(config, set_, budget)
+    typer.echo(f"wall time {duration_text(summary.seconds)}. See the runs: {ui}")
     if summary.errors:
         raise typer.Exit(1)
 
@@ -76,12 +87,18 @@ def sweep_resume(
     budget: BudgetOpt = None,
     set_: SetOpt = None,
     config: MaybeConfigOpt = None,
+    verbose: VerboseOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Continue the adapter sweep of CONFIG whose driver died; finished trials are not re-run."""
     from adapterfleet.orchestration.sweep import resume_sweep
 
+    level = output_level(verbose, quiet)
     cfg = load(chosen_config(config_arg, config), set_, budget)
-    registered = resume_sweep(cfg, ray_address=address, num_cpus=num_cpus, progress=typer.echo)
+    say = typer.echo if level > Level.QUIET else silent
+    registered = resume_sweep(
+        cfg, ray_address=address, num_cpus=num_cpus, progress=say, level=level
+    )
     metrics_table(
         [{"task": t, "model": i.name, "version": i.version} for t, i in registered.items()]
     )

@@ -30,6 +30,7 @@ from adapterfleet.config import PipelineConfig
 from adapterfleet.console import Say
 from adapterfleet.fusion import FusionConfig, write_fusion_weights
 from adapterfleet.orchestration.local import prepare_task
+from adapterfleet.orchestration.relay import WorkerRelay, WorkerSay, relayed_remote
 from adapterfleet.registry import (
     TAG_PARENT_RUN,
     MlflowRunLogger,
@@ -39,6 +40,7 @@ from adapterfleet.registry import (
 from adapterfleet.registry.descriptions import TAG_NOTE, baseline_note
 from adapterfleet.training import (
     Callback,
+    EpochLog,
     EpochRecorder,
     JobWorkdir,
     TrainConfig,
@@ -146,24 +148,27 @@ def run_baseline_job(
     uri: str,
     experiment_id: str,
     mt_a: BaselineOutcome | None = None,
+    *,
+    say: Say = print,
 ) -> BaselineOutcome:
-    """Train one job (or find its run finished) and log it; see the module docstring.
-    `mt_a`: for fusion-mt-a, the outcome of its seed's MT-A job."""
+    """Train one job (or find its run finished) and log it, a line per epoch; see the module
+    docstring. `mt_a`: for fusion-mt-a, the outcome of its seed's MT-A job."""
     torch.set_num_threads(max(1, int(config.resources.cpu)))
     started = time.time()
     work = JobWorkdir(Path(config.storage).resolve() / "baselines" / job.job_id)
     kind = MT_A_KIND if job.system == "mt-a" else "baseline"
     done = finished_run_metrics(uri, experiment_id, kind, job.job_id)
     if done is not None and (work.run_dir / RUN_FILE).is_file():
-        print(f"baseline {job.label}: finished before, not trained again")
+        say(f"baseline {job.label}: finished before, not trained again")
         return BaselineOutcome(job, _saved_metrics(work.run_dir, job), False, str(work.run_dir))
     training = replace(config.baselines.training_for(job.system), seed=job.seed)
     logger = _open_run(config, job, training, uri, experiment_id, kind)
     try:
         start = resume_job(work, logger)
         if start is not None:
-            print(f"baseline {job.label}: resuming after epoch {start[0]}")
-        callbacks = [EpochRecorder(work, logger)]
+            say(f"baseline {job.label}: resuming after epoch {start[0]}")
+        label = f"baseline {job.label} ({job.job_id})"
+        callbacks = [EpochRecorder(work, logger), EpochLog(say, training.max_epochs, label)]
         resume = start[1] if start is not None else None
         with logger.system_metrics():
             metrics = _train(config, job, training, work.run_dir, callbacks, resume, mt_a)
@@ -323,23 +328,18 @@ def submit_baselines(
 ) -> dict[Any, BaselineJob]:
     """Submit every job of the stage to Ray (fusion-mt-a behind its seed's MT-A job); the
     refs, for `collect_baselines`."""
-    import ray
-
     jobs = plan_baselines(config)
     if not jobs:
         return {}
-    remote = ray.remote(
-        num_cpus=config.resources.cpu,
-        num_gpus=config.resources.gpu,
-        max_retries=2,
-        retry_exceptions=False,
-    )(run_baseline_job)
+    resources = {"num_cpus": config.resources.cpu, "num_gpus": config.resources.gpu}
+    remote = relayed_remote(run_baseline_job, **resources, max_retries=2, retry_exceptions=False)
     say(f"baselines: {len(jobs)} jobs ({', '.join(config.baselines.systems)})")
     refs: dict[Any, BaselineJob] = {}
     mt_refs: dict[int, Any] = {}
     for job in jobs:
         depends = (mt_refs[job.seed],) if job.system == "fusion-mt-a" else ()
-        ref = remote.remote(config, job, uri, experiment_id, *depends)
+        args = (config, job, uri, experiment_id, *depends)
+        ref = remote.remote(run_baseline_job, WorkerSay(job.job_id), *args)
         if job.system == "mt-a":
             mt_refs[job.seed] = ref
         refs[ref] = job
@@ -347,10 +347,13 @@ def submit_baselines(
 
 
 def collect_baselines(
-    config: PipelineConfig, refs: dict[Any, BaselineJob], say: Say = print
+    config: PipelineConfig,
+    refs: dict[Any, BaselineJob],
+    say: Say = print,
+    relay: WorkerRelay | None = None,
 ) -> BaselineSummary:
-    """Wait for the submitted jobs, reporting each as it ends; a failed job is recorded and
-    does not stop the others."""
+    """Wait for the submitted jobs, reporting each as it ends (after its own lines, which
+    `relay` prints); a failed job is recorded and does not stop the others."""
     import ray
 
     summary = BaselineSummary()
@@ -358,6 +361,8 @@ def collect_baselines(
     while pending:
         ready, pending = ray.wait(pending, num_returns=1)
         job = refs[ready[0]]
+        if relay is not None:
+            relay.settle(job.job_id)
         try:
             outcome = ray.get(ready[0])
         except Exception as error:  # noqa: BLE001 - reported with the job, the rest go on

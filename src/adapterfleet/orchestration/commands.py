@@ -9,7 +9,7 @@ from typing import Any
 from adapterfleet.config import ConfigError, PipelineConfig
 from adapterfleet.console import Say
 from adapterfleet.data import load_task
-from adapterfleet.orchestration.fusion_job import FusionOutcome, run_fusion_job
+from adapterfleet.orchestration.fusion_job import FusionOutcome, registered_text, run_fusion_job
 from adapterfleet.orchestration.prune import PruneReport, prune_fusion
 from adapterfleet.registry import ensure_experiment
 from adapterfleet.training import TrainConfig
@@ -44,9 +44,11 @@ def fuse_registered(
     seeds = config.fusion.seeds if seed is None else (seed,)
     config = with_fusion_training(config, fusion_training(config, **changes), seeds=seeds)
     uri = config.tracking_uri
-    return run_fusion_job(
+    outcome = run_fusion_job(
         config, target, uri, ensure_experiment(uri, config.name), timeout_s=timeout_s, say=say
     )
+    say(f"fusion {target}: {registered_text(outcome, config.fusion.training.metric)}")
+    return outcome
 
 
 def prune_registered(

@@ -13,12 +13,10 @@ so a re-run trains only the seeds that are missing.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,17 +27,21 @@ from adapterfleet.adapters import HEAD_WEIGHTS, load_encoder
 from adapterfleet.config import PipelineConfig
 from adapterfleet.console import Say
 from adapterfleet.fusion import FUSION_WEIGHTS, FusionConfig, write_fusion_weights
+from adapterfleet.orchestration.fusion_plan import (
+    FusionPlan,
+    lineage_key,
+    open_plan_run,
+    plan_fusion,
+    seed_configs,
+)
 from adapterfleet.orchestration.local import prepare_task
 from adapterfleet.registry import (
     TAG_SEED,
-    TAG_SYSTEM,
     TAG_TRIAL_ID,
     MlflowRunLogger,
     ModelVersionInfo,
     adapter_model_name,
-    find_version_by_tag,
     fusion_model_name,
-    open_fusion_run,
     pull,
     register_version,
     set_alias,
@@ -49,9 +51,9 @@ from adapterfleet.registry import descriptions as notes
 from adapterfleet.registry.tags import BEST_ALIAS, TAG_LINEAGE, TAG_LINEAGE_KEY
 from adapterfleet.training import (
     Callback,
+    EpochLog,
     EpochRecorder,
     JobWorkdir,
-    TrainConfig,
     end_quietly,
     resume_job,
 )
@@ -66,89 +68,6 @@ class FusionOutcome:
     trained: bool  # False: it was registered already for these adapters
     wait_seconds: float  # from the job's start until all its adapters were found
     start_delay: float  # from the last adapter's registration until training began
-
-
-def lineage_key(config: PipelineConfig, target: str, versions: dict[str, ModelVersionInfo]) -> str:
-    """Identifies a fusion by what it was trained from: adapter versions + hashes + settings."""
-    payload = {
-        "target": target,
-        "task": config.tasks[target].to_mapping(),
-        "base_model": config.base_model,
-        "preset": config.fusion.preset,
-        "training": _result_settings(config.fusion.training),
-        "adapters": {t: [v.version, v.sha256] for t, v in sorted(versions.items())},
-    }
-    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def _result_settings(training: TrainConfig) -> dict[str, object]:
-    """The training settings that change the trained fusion (not how progress is shown)."""
-    return {k: v for k, v in training.hash_dict().items() if k != "progress"}
-
-
-@dataclass(frozen=True)
-class FusionPlan:
-    """What a fusion for `target` is trained from, found before any training starts."""
-
-    target: str
-    versions: dict[str, ModelVersionInfo]  # task -> the registered adapter version
-    key: str  # lineage key: same key, same fusion
-    lineage: str  # "task:vN,..." in the config's order
-    existing: ModelVersionInfo | None  # the fusion already registered for this key, if any
-
-    @property
-    def trial_id(self) -> str:
-        return f"fusion-{self.target}-{self.key[:12]}"
-
-
-def plan_fusion(
-    config: PipelineConfig, target: str, uri: str, versions: dict[str, ModelVersionInfo]
-) -> FusionPlan:
-    """The lineage of a fusion over `versions` (with `config.fusion.training`'s seed), and its
-    registered version if it exists."""
-    key = lineage_key(config, target, versions)
-    lineage = ",".join(f"{t}:v{versions[t].version}" for t in config.fusion.targets[target])
-    name = fusion_model_name(config.registry_prefix, target)
-    existing = find_version_by_tag(uri, name, TAG_LINEAGE_KEY, key)
-    return FusionPlan(target, versions, key, lineage, existing)
-
-
-def seed_configs(config: PipelineConfig) -> list[PipelineConfig]:
-    """The config of each fusion seed: `fusion.training` with that seed."""
-    stage = config.fusion
-    return [
-        replace(config, fusion=replace(stage, training=replace(stage.training, seed=seed)))
-        for seed in stage.fusion_seeds
-    ]
-
-
-def open_plan_run(
-    config: PipelineConfig, plan: FusionPlan, uri: str, experiment_id: str
-) -> MlflowRunLogger:
-    """The MLflow run of the fusion: created on the first call, reopened on later ones (the
-    pipeline's gate opens it the moment the adapters are found, the Ray task reopens it)."""
-    params = {
-        "target": plan.target,
-        "adapters": plan.lineage,
-        "preset": config.fusion.preset,
-        **config.fusion.training.run_params(),
-    }
-    versions = {t: plan.versions[t] for t in config.fusion.targets[plan.target]}
-    epochs, preset = config.fusion.training.max_epochs, config.fusion.preset
-    note = notes.fusion_run_note(plan.target, preset, config.base_model, versions, epochs)
-    return open_fusion_run(
-        uri,
-        experiment_id,
-        plan.target,
-        plan.trial_id,
-        params=params,
-        tags={
-            TAG_LINEAGE: plan.lineage,
-            TAG_SYSTEM: "fusion-st-a",
-            TAG_SEED: config.fusion.training.seed,
-            notes.TAG_NOTE: note,
-        },
-    )
 
 
 def run_fusion_job(
@@ -194,11 +113,13 @@ def run_fusion_job(
         return _fusion_for_seed(
             config, target, uri, experiment_id, versions, waited, say, BEST_ALIAS
         )
-    outcomes = [
-        _fusion_for_seed(seeded, target, uri, experiment_id, versions, waited, say, None)
-        for seeded in seeds
-    ]
     metric = config.fusion.training.metric
+    outcomes = []
+    for seeded in seeds:
+        outcome = _fusion_for_seed(seeded, target, uri, experiment_id, versions, waited, say, None)
+        seed = seeded.fusion.training.seed
+        say(f"fusion {target}: seed {seed} {registered_text(outcome, metric)}")
+        outcomes.append(outcome)
     best = max(outcomes, key=lambda o: o.dev_metrics.get(metric, float("-inf")))
     set_alias(uri, best.version.name, BEST_ALIAS, best.version.version)
     say(
@@ -281,7 +202,11 @@ def _train_and_register(
             say(f"fusion {target}: resuming after epoch {start[0]}")
         registered_at = max(v.created_ms for v in plan.versions.values()) / 1000.0
         start_delay = time.time() - registered_at
-        callbacks: list[Callback] = [EpochRecorder(workdir, logger)]
+        label = f"fusion {target} ({plan.trial_id})"
+        callbacks: list[Callback] = [
+            EpochRecorder(workdir, logger),
+            EpochLog(say, training.max_epochs, label),
+        ]
         if gated:
             after = f"{start_delay:.1f}s after the last adapter"
             say(f"fusion {target}: training over {plan.lineage} ({after})")
@@ -301,11 +226,16 @@ def _train_and_register(
         raise
     logger.end("FINISHED")
     workdir.clear_checkpoints()  # registered: a rerun finds the version, never resumes this
-    say(
-        f"fusion {target}: registered {version.name} v{version.version} "
-        f"({training.metric} {run.dev_metrics[training.metric]:.4f})"
-    )
     return FusionOutcome(target, version, run.dev_metrics, True, waited, start_delay)
+
+
+def registered_text(outcome: FusionOutcome, metric: str) -> str:
+    """`registered demo.fusion.x v1 (accuracy 0.7867)`, said by whoever gets the outcome (the
+    job's own lines may reach a pipeline's console later than its result)."""
+    value = outcome.dev_metrics.get(metric)
+    shown = f"{metric} {value:.4f}" if value is not None else metric
+    before = "" if outcome.trained else ", trained before"
+    return f"registered {outcome.version.name} v{outcome.version.version} ({shown}{before})"
 
 
 class _FirstStepDelay(Callback):

@@ -27,18 +27,20 @@ from pathlib import Path
 from typing import Any
 
 from adapterfleet.config import PipelineConfig
-from adapterfleet.console import Say
+from adapterfleet.console import Level, Say
 from adapterfleet.orchestration.baselines import (
     BaselineSummary,
     collect_baselines,
     submit_baselines,
 )
-from adapterfleet.orchestration.fusion_job import (
-    FusionOutcome,
-    open_plan_run,
-    plan_fusion,
-    run_fusion_job,
-    seed_configs,
+from adapterfleet.orchestration.fusion_job import FusionOutcome, registered_text, run_fusion_job
+from adapterfleet.orchestration.fusion_plan import open_plan_run, plan_fusion, seed_configs
+from adapterfleet.orchestration.relay import (
+    WorkerRelay,
+    WorkerSay,
+    console,
+    ray_log_level,
+    relayed_remote,
 )
 from adapterfleet.orchestration.sweep import (
     check_ray_address,
@@ -73,15 +75,13 @@ class PipelineSummary:
 
 
 def _fusion_remote(config: PipelineConfig, reserve: bool = True) -> Any:
-    import ray
-
     options = {
         "num_cpus": config.resources.cpu if reserve else 0,
         "num_gpus": config.resources.gpu if reserve else 0,
         "max_retries": 2,
         "retry_exceptions": False,
     }
-    return ray.remote(**options)(run_fusion_job)
+    return relayed_remote(run_fusion_job, **options)
 
 
 def sweep_started(config: PipelineConfig, uri: str) -> bool:
@@ -123,13 +123,15 @@ class FusionGate(threading.Thread):
         target: str,
         uri: str,
         experiment_id: str,
-        say: Say,
+        relay: WorkerRelay,
         timeout_s: float,
         start_now: bool = False,
     ):
         super().__init__(name=f"fusion-gate-{target}", daemon=True)
         self.config, self.target, self.uri, self.experiment_id = config, target, uri, experiment_id
-        self.say, self.timeout_s = say, timeout_s
+        self.say, self.relay, self.timeout_s = relay.say, relay, timeout_s
+        self.job = f"fusion {target}"  # names its lines for the relay
+        self.state = "waiting"  # for adapters; then "training", "done" or "failed"
         self.outcome: FusionOutcome | None = None
         self.error: BaseException | None = None
         self.ref: Any = None  # the fusion job's ObjectRef once submitted
@@ -149,20 +151,26 @@ class FusionGate(threading.Thread):
             found = wait_for_models(
                 self.uri, names, BEST_ALIAS, self.timeout_s, 1.0, self._progress, max_poll_s=2.0
             )
+            self.state = "training"
             if self.ref is None:
                 self._open_run(found)
                 self.ref = self._submit(warm=False, timeout_s=60.0)
             self.outcome = ray.get(self.ref)
-            self.say(f"fusion {self.target}: done ({self._metric()})")
+            self.relay.settle(self.job)  # the job's own lines first
+            metric = self.config.fusion.training.metric
+            self.say(f"fusion {self.target}: {registered_text(self.outcome, metric)}")
+            self.state = "done"
         except BaseException as error:  # noqa: BLE001 - reported by the driver
+            self.state = "failed"
             if self.ref is not None and self.outcome is None:
                 ray.cancel(self.ref, force=True)
             self.error = error
 
     def _submit(self, warm: bool, timeout_s: float, reserve: bool = True) -> Any:
         remote = _fusion_remote(self.config, reserve)
+        args = (self.config, self.target, self.uri, self.experiment_id)
         return remote.remote(
-            self.config, self.target, self.uri, self.experiment_id, timeout_s=timeout_s, warm=warm
+            run_fusion_job, WorkerSay(self.job), *args, timeout_s=timeout_s, warm=warm
         )
 
     def _open_run(self, found: dict[str, ModelVersionInfo]) -> None:
@@ -186,10 +194,12 @@ class FusionGate(threading.Thread):
             self.ref = self._submit(warm=True, timeout_s=self.timeout_s)
             self.say(f"fusion {self.target}: every trial has started; warming up its job")
 
-    def _metric(self) -> str:
-        metric = self.config.fusion.training.metric
-        value = self.outcome.dev_metrics.get(metric) if self.outcome else None
-        return f"{metric} {value:.4f}" if value is not None else "registered"
+
+def fusion_note(gates: Sequence[FusionGate]) -> str:
+    """`fusions 1 waiting, 1 training`: the fusion gates by state ("" without fusions)."""
+    states = [gate.state for gate in gates]
+    counts = [f"{states.count(s)} {s}" for s in ("waiting", "training", "done", "failed")]
+    return "fusions " + ", ".join(c for c in counts if not c.startswith("0 ")) if gates else ""
 
 
 def run_pipeline(
@@ -201,17 +211,36 @@ def run_pipeline(
     fusion_timeout_s: float = 24 * 3600,
     overrides: Sequence[str] = (),
     say: Say = print,
+    level: Level = Level.DEFAULT,
 ) -> PipelineSummary:
     """Run the pipeline of `config`; `overrides`: the command line's `--set` changes it was
-    loaded with, recorded on the experiment for the report."""
+    loaded with, recorded on the experiment for the report. `say` gets every progress line
+    (the fusions' and baselines' relayed from their Ray workers); `level`: how much Ray, Tune
+    and MLflow print besides (`relay.console`)."""
+    options = {"resume": resume, "ray_address": ray_address, "num_cpus": num_cpus}
+    with console(level, say) as relay:
+        return _run_pipeline(config, fusion_timeout_s, overrides, relay, **options)
+
+
+def _run_pipeline(
+    config: PipelineConfig,
+    fusion_timeout_s: float,
+    overrides: Sequence[str],
+    relay: WorkerRelay,
+    *,
+    resume: bool | None,
+    ray_address: str | None,
+    num_cpus: int | None,
+) -> PipelineSummary:
     started = time.time()
+    say = relay.say
     uri = config.tracking_uri
-    experiment_id = _validate_and_start(config, uri, ray_address, num_cpus, overrides, say)
+    experiment_id = _validate_and_start(config, uri, ray_address, num_cpus, overrides, relay)
     summary = PipelineSummary(config.name, uri)
     early = _early_target(config)
     gates = [
         FusionGate(
-            config, target, uri, experiment_id, say, fusion_timeout_s, start_now=target == early
+            config, target, uri, experiment_id, relay, fusion_timeout_s, start_now=target == early
         )
         for target in config.fusion.targets
     ]
@@ -222,8 +251,9 @@ def run_pipeline(
         launcher.start()
     try:
         summary.adapters = run_adapter_stage(
-            config, resume=resume, ray_address=ray_address, num_cpus=num_cpus, progress=say
-        )
+            config, resume=resume, ray_address=ray_address, num_cpus=num_cpus, progress=say,
+            level=relay.level, note=lambda: fusion_note(gates),
+        )  # fmt: skip
     except BaseException as error:
         for gate in gates:
             gate.stop.set()
@@ -233,7 +263,7 @@ def run_pipeline(
     finally:
         launcher.stage_ended.set()
         _join_fusions(gates, summary)
-    _join_baselines(config, launcher, summary, say)
+    _join_baselines(config, launcher, summary, relay)
     if config.baselines.systems:
         folder = Path(config.storage) / "report" / config.name
         summary.report = build_report(config.name, uri, folder)
@@ -247,17 +277,18 @@ def _validate_and_start(
     ray_address: str | None,
     num_cpus: int | None,
     overrides: Sequence[str],
-    say: Say,
+    relay: WorkerRelay,
 ) -> str:
     """Validate the whole config, then create the experiment and start (or join) Ray and check
     that its nodes can hold a trial; the experiment id."""
-    say(f"pipeline {config.name}: validating ({len(config.tasks)} tasks, tracking {uri})")
+    relay.say(f"pipeline {config.name}: validating ({len(config.tasks)} tasks, tracking {uri})")
     validate_pipeline(config, check_tracking=check_tracking_uri, tracking_uri=uri)
     address = ray_address or os.environ.get("RAY_ADDRESS")
     if address not in (None, "local") and not ray_initialized():
         check_ray_address(str(address))
     experiment_id = ensure_experiment(uri, config.name, tags=experiment_tags(config, overrides))
-    ensure_ray(ray_address, num_cpus)
+    ensure_ray(ray_address, num_cpus, ray_log_level(relay.level))
+    relay.attach()
     import ray  # started just above; importing it earlier would slow every command
 
     check_resources(config, [n["Resources"] for n in ray.nodes() if n.get("Alive")])
@@ -275,14 +306,17 @@ def _join_fusions(gates: Sequence[FusionGate], summary: PipelineSummary) -> None
 
 
 def _join_baselines(
-    config: PipelineConfig, launcher: BaselineLauncher, summary: PipelineSummary, say: Say
+    config: PipelineConfig,
+    launcher: BaselineLauncher,
+    summary: PipelineSummary,
+    relay: WorkerRelay,
 ) -> None:
     """Wait for the baselines stage (if it was started); outcomes and errors into `summary`."""
     if launcher.ident is not None:  # started
         launcher.join()
     if launcher.error is not None:
         summary.errors["baselines"] = str(launcher.error)
-    summary.baselines = collect_baselines(config, launcher.refs, say)
+    summary.baselines = collect_baselines(config, launcher.refs, relay.say, relay)
     for label, error in summary.baselines.errors.items():
         summary.errors[f"baseline {label}"] = error
 
@@ -318,53 +352,3 @@ def _early_target(config: PipelineConfig) -> str | None:
         if swept <= set(sources):
             return target
     return None
-
-
-def summary_rows(config: PipelineConfig, summary: PipelineSummary) -> list[dict[str, Any]]:
-    """Per task its registered adapter; per fusion target ST-A vs fusion on the dev metric."""
-    rows: list[dict[str, Any]] = []
-    metric = config.adapters.training.metric
-    for task, info in summary.adapters.items():
-        rows.append(
-            {
-                "task": task,
-                "kind": "adapter",
-                "version": f"v{info.version}",
-                "rf": info.tags.get("reduction_factor", ""),
-                "lr": info.tags.get("learning_rate", ""),
-                f"dev {metric}": _float(info.tags.get("metric_value")),
-            }
-        )
-    for target, outcome in summary.fusions.items():
-        st_a = summary.adapters.get(target)
-        rows.append(
-            {
-                "task": target,
-                "kind": "fusion",
-                "version": f"v{outcome.version.version}",
-                "rf": "",
-                "lr": "",
-                f"dev {metric}": outcome.dev_metrics.get(metric),
-                f"st-a {metric}": _float(st_a.tags.get("metric_value")) if st_a else "",
-            }
-        )
-    for outcome in summary.baselines.outcomes:
-        for task, values in outcome.dev_metrics.items():
-            rows.append(
-                {
-                    "task": task,
-                    "kind": f"{outcome.job.system} s{outcome.job.seed}",
-                    "version": "",
-                    "rf": "",
-                    "lr": "",
-                    f"dev {metric}": values.get(metric),
-                }
-            )
-    return rows
-
-
-def _float(value: Any) -> float | str:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return ""

@@ -22,6 +22,7 @@ from typing import Any
 
 from adapterfleet.config import ConfigError, PipelineConfig
 from adapterfleet.console import Say
+from adapterfleet.orchestration.fusion_plan import FusionPlan, lineage_key
 from adapterfleet.orchestration.predict import (
     check_target,
     find_version,
@@ -39,7 +40,7 @@ from adapterfleet.registry import (
     open_prune_run,
     set_alias,
 )
-from adapterfleet.registry.tags import TAG_PRUNED_FROM
+from adapterfleet.registry.tags import TAG_LINEAGE_KEY, TAG_PRUNED_FROM
 from adapterfleet.results.prune_report import SPEED_EXAMPLES, PrunePoint, PruneReport, write_report
 
 TAG_KEPT = "adapterfleet.kept"
@@ -307,10 +308,7 @@ def _pruned_fusion(
     """The registered fusion over `kept` (trained now unless one with the same lineage is
     registered), with the alias `pruned-<k>`; and whether it was trained now."""
     from adapterfleet.orchestration.fusion_job import (  # loads torch
-        TAG_LINEAGE_KEY,
-        FusionPlan,
         _train_and_register,
-        lineage_key,
         training_claim,
     )
 

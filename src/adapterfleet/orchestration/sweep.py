@@ -7,12 +7,14 @@ joins Ray only when there is work, opens one sweep run per task and runs the swe
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from adapterfleet.config import ConfigError, PipelineConfig
-from adapterfleet.console import Say
+from adapterfleet.console import Level, Say
+from adapterfleet.orchestration.relay import console, ray_log_level
 from adapterfleet.registry import (
     MlflowRunLogger,
     ModelVersionInfo,
@@ -26,13 +28,17 @@ from adapterfleet.tuning.plan import plan_sweep
 from adapterfleet.tuning.spec import sweep_description, task_config_hash
 
 
-def ensure_ray(address: str | None, num_cpus: int | None) -> None:
+def ensure_ray(address: str | None, num_cpus: int | None, log_level: int | None = None) -> None:
     """Join the Ray cluster at `address` ("auto", host:port, ray://...); with no address, the
     cluster of RAY_ADDRESS (as inside a submitted job), else a new local Ray of this process,
-    never some other cluster that happens to run on the machine. Nothing if Ray is running."""
+    never some other cluster that happens to run on the machine. Nothing if Ray is running.
+    `log_level`: of the driver's "ray" logger (None: Ray's INFO); below INFO, what Ray logs
+    while it starts (its INFO lines, its notices) stays in its log files."""
     import ray
 
     if ray.is_initialized():
+        if log_level is not None:
+            logging.getLogger("ray").setLevel(log_level)
         return
     if address is None and os.environ.get("RAY_ADDRESS"):
         address = os.environ["RAY_ADDRESS"]
@@ -43,7 +49,10 @@ def ensure_ray(address: str | None, num_cpus: int | None) -> None:
         address="local" if local else address,
         include_dashboard=False,
         num_cpus=num_cpus if local else None,
+        logging_level=logging.INFO if log_level is None else max(log_level, logging.ERROR),
     )
+    if log_level is not None:
+        logging.getLogger("ray").setLevel(log_level)
 
 
 def ray_initialized() -> bool:
@@ -83,6 +92,8 @@ def run_adapter_stage(
     num_cpus: int | None = None,
     max_failures: int | None = None,
     progress: Say = print,
+    level: Level = Level.DEFAULT,
+    note: Callable[[], str] | None = None,
 ) -> dict[str, ModelVersionInfo]:
     """Sweep, pick and register the adapter of every task; the `@best` version per task.
 
@@ -91,33 +102,39 @@ def run_adapter_stage(
     current settings are never trained again. `ray_address`: None or "local" starts a local
     Ray (with `num_cpus`), "auto" or host:port joins a cluster. Raises `SweepError` when trials
     failed for good (its `.registered` holds the tasks that did get registered).
+    `level`: how much it prints besides `progress` (`relay.console`); `note`: appended to the
+    trial counts of each epoch line.
     """
     from adapterfleet.tuning.sweep import DEFAULT_MAX_FAILURES, run_sweep  # imports ray
 
-    uri = config.tracking_uri
-    check_tracking_uri(uri)
-    experiment_id = ensure_experiment(uri, config.name)
-    plan = plan_sweep(config, uri, experiment_id, resume=resume)
-    for task, info in plan.registered.items():
-        progress(f"task {task}: already registered as {info.name} v{info.version}, skipped")
-    if not plan.pending:
-        return dict(plan.registered)
-    ensure_ray(ray_address, num_cpus)
-    sweep_runs = _open_sweep_runs(config, uri, experiment_id, plan.sweep_name, plan.pending)
-    try:
-        return run_sweep(
-            plan,
-            sweep_runs,
-            progress=progress,
-            max_failures=DEFAULT_MAX_FAILURES if max_failures is None else max_failures,
-        )
-    except BaseException as error:
-        done = getattr(error, "registered", {})
-        status = "KILLED" if isinstance(error, KeyboardInterrupt) else "FAILED"
-        for task, run in sweep_runs.items():
-            if task not in done:
-                end_quietly(run, status, progress)
-        raise
+    with console(level, progress) as relay:
+        uri = config.tracking_uri
+        check_tracking_uri(uri)
+        experiment_id = ensure_experiment(uri, config.name)
+        plan = plan_sweep(config, uri, experiment_id, resume=resume)
+        for task, info in plan.registered.items():
+            progress(f"task {task}: already registered as {info.name} v{info.version}, skipped")
+        if not plan.pending:
+            return dict(plan.registered)
+        ensure_ray(ray_address, num_cpus, ray_log_level(level))
+        relay.attach()
+        sweep_runs = _open_sweep_runs(config, uri, experiment_id, plan.sweep_name, plan.pending)
+        try:
+            return run_sweep(
+                plan,
+                sweep_runs,
+                progress=progress,
+                max_failures=DEFAULT_MAX_FAILURES if max_failures is None else max_failures,
+                verbose=1 if level >= Level.VERBOSE else 0,
+                note=note,
+            )
+        except BaseException as error:
+            done = getattr(error, "registered", {})
+            status = "KILLED" if isinstance(error, KeyboardInterrupt) else "FAILED"
+            for task, run in sweep_runs.items():
+                if task not in done:
+                    end_quietly(run, status, progress)
+            raise
 
 
 def _open_sweep_runs(
@@ -154,6 +171,7 @@ def resume_sweep(
     num_cpus: int | None = None,
     max_failures: int | None = None,
     progress: Say = print,
+    level: Level = Level.DEFAULT,
 ) -> dict[str, ModelVersionInfo]:
     """`run_adapter_stage` with `resume=True`: continue the interrupted sweep of `config`."""
     return run_adapter_stage(
@@ -163,4 +181,5 @@ def resume_sweep(
         num_cpus=num_cpus,
         max_failures=max_failures,
         progress=progress,
+        level=level,
     )

@@ -6,7 +6,7 @@ without this package importing either.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -92,20 +92,45 @@ class Callback:
         return None
 
 
+def epoch_values(report: EpochReport) -> dict[str, float]:
+    """An epoch as the flat values a Tune trial reports: epoch, train_loss, dev_<name>...,
+    best_dev_<metric>, best_epoch, epoch_seconds."""
+    return {
+        "epoch": report.epoch,
+        "train_loss": report.train_loss,
+        **{f"dev_{k}": v for k, v in report.dev_metrics.items()},
+        f"best_dev_{report.metric}": report.best_metric,
+        "best_epoch": report.best_epoch,
+        "epoch_seconds": report.epoch_seconds,
+    }
+
+
+def epoch_line(
+    values: Mapping[str, Any], metric: str, max_epochs: int | None = None, label: str = ""
+) -> str:
+    """One epoch in one line, from `epoch_values`: `[label ]epoch 2/10: train loss 0.4312,
+    dev accuracy 0.9700 (best accuracy 0.9700 at epoch 2), 11 s`."""
+    of = f"/{max_epochs}" if max_epochs else ""
+    dev = ", ".join(f"dev {k[4:]} {v:.4f}" for k, v in values.items() if k.startswith("dev_"))
+    seconds = values.get("epoch_seconds")
+    return (
+        f"{label + ' ' if label else ''}epoch {int(values['epoch'])}{of}: train loss "
+        f"{values['train_loss']:.4f}, {dev} (best {metric} {values[f'best_dev_{metric}']:.4f} "
+        f"at epoch {int(values['best_epoch'])})"
+        + (f", {seconds:.0f} s" if seconds is not None else "")
+    )
+
+
 class EpochLog(Callback):
     """One line per epoch through `say`: training loss, dev metrics, the best so far and the
-    epoch's time. It shows progress where no progress bar can (a log file, a pipe, `nohup`)."""
+    epoch's time, after `label` (what trains) when given. It shows progress where no progress
+    bar can (a log file, a pipe, `nohup`, a Ray worker whose lines the driver relays)."""
 
-    def __init__(self, say: Say, max_epochs: int | None = None) -> None:
+    def __init__(self, say: Say, max_epochs: int | None = None, label: str = "") -> None:
         self.say = say
         self.max_epochs = max_epochs
+        self.label = label
 
     def on_epoch_end(self, report: EpochReport) -> bool | None:
-        of = f"/{self.max_epochs}" if self.max_epochs else ""
-        dev = ", ".join(f"dev {name} {value:.4f}" for name, value in report.dev_metrics.items())
-        self.say(
-            f"epoch {report.epoch}{of}: train loss {report.train_loss:.4f}, {dev} "
-            f"(best {report.metric} {report.best_metric:.4f} at epoch {report.best_epoch}), "
-            f"{report.epoch_seconds:.0f} s"
-        )
+        self.say(epoch_line(epoch_values(report), report.metric, self.max_epochs, self.label))
         return None

@@ -35,6 +35,7 @@ from adapterfleet.registry.descriptions import (
     tag_number,
 )
 from adapterfleet.training.workdir import JobWorkdir
+from adapterfleet.tuning.progress import Note, trial_counts, trial_epoch_line, with_note
 from adapterfleet.tuning.spec import (
     TAG_BASE_MODEL,
     TAG_CONFIG_HASH,
@@ -132,12 +133,22 @@ class Registrar:
     trials_root: Path
     tasks: dict[str, TaskPlan]
     progress: Say = print
+    note: Note | None = None  # the caller's state, after the trial counts of each epoch line
     registered: dict[str, ModelVersionInfo] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
 
     @property
     def metric(self) -> str:
         return self.config.adapters.training.metric
+
+    def epoch_reported(self, params: TrialParams, result: dict, statuses: list[str]) -> None:
+        """Print the line of a trial's epoch, with the running count of the trials."""
+        total = sum(plan.size for plan in self.tasks.values())
+        counts = with_note(trial_counts(statuses, total), self.note)
+        max_epochs = self.config.adapters.training_for(params.task).max_epochs
+        line = trial_epoch_line(params, result, self.metric, max_epochs, counts)
+        if line is not None:
+            self.progress(line)
 
     def _mark_stopped(self, outcome: TrialOutcome) -> None:
         """End a stopped trial's MLflow run FINISHED with its stop tag (idempotent)."""
@@ -254,10 +265,23 @@ def activate(registrar: Registrar) -> Iterator[Registrar]:
 
 
 class RegistrationCallback(ray.tune.Callback):
-    """Tune callback: tells the active `Registrar` of `sweep_name` about every ended trial."""
+    """Tune callback: tells the active `Registrar` of `sweep_name` about every epoch a trial
+    reports (its progress line) and every ended trial."""
 
     def __init__(self, sweep_name: str) -> None:
         self.sweep_name = sweep_name
+
+    def on_trial_result(
+        self, iteration: int, trials: list, trial: Any, result: dict, **info: Any
+    ) -> None:
+        registrar = _ACTIVE.get(self.sweep_name)
+        if registrar is None:
+            return
+        try:
+            params = TrialParams.from_config(trial.config)
+            registrar.epoch_reported(params, result, [str(t.status) for t in trials])
+        except Exception as error:  # noqa: BLE001 - a progress line never stops the sweep
+            registrar.progress(f"(no progress line for a result of {trial}: {error})")
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self._ended(trials, trial, "finished")

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 import ray
@@ -21,6 +22,7 @@ from adapterfleet.console import Say
 from adapterfleet.data import load_task, tokenize_task
 from adapterfleet.registry import MlflowRunLogger, ModelVersionInfo
 from adapterfleet.tuning.plan import SweepPlan, set_aside, write_meta
+from adapterfleet.tuning.progress import Note
 from adapterfleet.tuning.registration import (
     Registrar,
     RegistrationCallback,
@@ -125,6 +127,34 @@ def build_tuner(
     return tuner
 
 
+# Tune's own output off: its legacy engine, which at verbosity 0 prints nothing (the new one
+# prints the configuration box and a TensorBoard hint whatever the verbosity), and no hint to
+# snapshot less often when short epochs checkpoint often (our trials keep two checkpoints).
+QUIET_TUNE = {
+    "RAY_AIR_NEW_OUTPUT": "0",
+    "TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S": "0",
+}
+
+
+@contextmanager
+def tune_output(verbose: int) -> Iterator[None]:
+    """Tune's own console output while the block runs: none at `verbose` 0 (`QUIET_TUNE`); our
+    lines come from `RegistrationCallback` either way."""
+    if verbose:
+        yield
+        return
+    before = {name: os.environ.get(name) for name in QUIET_TUNE}
+    os.environ.update(QUIET_TUNE)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def run_sweep(
     plan: SweepPlan,
     sweep_runs: Mapping[str, MlflowRunLogger],
@@ -132,8 +162,11 @@ def run_sweep(
     progress: Say = print,
     max_failures: int = DEFAULT_MAX_FAILURES,
     verbose: int = 0,
+    note: Note | None = None,
 ) -> dict[str, ModelVersionInfo]:
     """Run (or resume) the sweep of `plan.pending`; return the registered version per task.
+    `verbose`: Tune's verbosity (0: Tune prints nothing, every line is ours); `note`: what the
+    caller adds to the trial counts of each epoch line.
 
     Raises `SweepError` (with `.registered`) when a task's trials failed for good."""
     if not plan.pending:
@@ -154,14 +187,16 @@ def run_sweep(
     tasks = task_plans(plan, sweep_runs)
     registrar = Registrar(
         plan.tracking_uri, plan.config, plan.sweep_name,
-        trials_root(config, plan.sweep_name), tasks, progress,
+        trials_root(config, plan.sweep_name), tasks, progress, note,
     )  # fmt: skip
     trainable = make_trainable(ctx, {"cpu": resources.cpu, "gpu": resources.gpu})
     with activate(registrar):
         verb = "resuming" if plan.restore else "starting"
-        progress(f"sweep {plan.sweep_name}: {verb}, {len(plan.pending)} task(s)")
+        trials = sum(task.size for task in tasks.values())
+        progress(f"sweep {plan.sweep_name}: {verb}, {len(plan.pending)} task(s), {trials} trial(s)")
         tuner = build_tuner(plan, trainable, max_failures=max_failures, verbose=verbose)
-        results = tuner.fit()
+        with tune_output(verbose):
+            results = tuner.fit()
         registrar.observe([outcome_of_result(result) for result in results])
     registered = {**plan.registered, **registrar.registered}
     unfinished = [t for t in plan.pending if t not in registered and t not in registrar.failed]

@@ -56,9 +56,10 @@ class _TuneReport:
 
     def __call__(self, report: EpochReport, metrics: dict[str, float], folder: Path) -> None:
         best = {f"best_dev_{report.metric}": report.best_metric, "best_epoch": report.best_epoch}
+        seconds = {"epoch_seconds": report.epoch_seconds}  # for the driver's epoch line
         try:
             ray.tune.report(
-                {**metrics, **best, "epoch": report.epoch, "mlflow_run_id": self.run_id},
+                {**metrics, **best, **seconds, "epoch": report.epoch, "mlflow_run_id": self.run_id},
                 checkpoint=ray.tune.Checkpoint.from_directory(str(folder)),
             )
         except SystemExit as stop:  # how `report` ends a trial its scheduler stops (code 0)

@@ -1,0 +1,106 @@
+"""What a fusion is trained from, worked out before any training: the registered adapter
+versions, the lineage key that names the fusion (same key, same fusion), the version already
+registered for it, one config per fusion seed, and the fusion's MLflow run."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, replace
+
+from adapterfleet.config import PipelineConfig
+from adapterfleet.registry import (
+    TAG_SEED,
+    TAG_SYSTEM,
+    MlflowRunLogger,
+    ModelVersionInfo,
+    find_version_by_tag,
+    fusion_model_name,
+    open_fusion_run,
+)
+from adapterfleet.registry import descriptions as notes
+from adapterfleet.registry.tags import TAG_LINEAGE, TAG_LINEAGE_KEY
+from adapterfleet.training.config import TrainConfig
+
+
+def lineage_key(config: PipelineConfig, target: str, versions: dict[str, ModelVersionInfo]) -> str:
+    """Identifies a fusion by what it was trained from: adapter versions + hashes + settings."""
+    payload = {
+        "target": target,
+        "task": config.tasks[target].to_mapping(),
+        "base_model": config.base_model,
+        "preset": config.fusion.preset,
+        "training": _result_settings(config.fusion.training),
+        "adapters": {t: [v.version, v.sha256] for t, v in sorted(versions.items())},
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _result_settings(training: TrainConfig) -> dict[str, object]:
+    """The training settings that change the trained fusion (not how progress is shown)."""
+    return {k: v for k, v in training.hash_dict().items() if k != "progress"}
+
+
+@dataclass(frozen=True)
+class FusionPlan:
+    """What a fusion for `target` is trained from, found before any training starts."""
+
+    target: str
+    versions: dict[str, ModelVersionInfo]  # task -> the registered adapter version
+    key: str  # lineage key: same key, same fusion
+    lineage: str  # "task:vN,..." in the config's order
+    existing: ModelVersionInfo | None  # the fusion already registered for this key, if any
+
+    @property
+    def trial_id(self) -> str:
+        return f"fusion-{self.target}-{self.key[:12]}"
+
+
+def plan_fusion(
+    config: PipelineConfig, target: str, uri: str, versions: dict[str, ModelVersionInfo]
+) -> FusionPlan:
+    """The lineage of a fusion over `versions` (with `config.fusion.training`'s seed), and its
+    registered version if it exists."""
+    key = lineage_key(config, target, versions)
+    lineage = ",".join(f"{t}:v{versions[t].version}" for t in config.fusion.targets[target])
+    name = fusion_model_name(config.registry_prefix, target)
+    existing = find_version_by_tag(uri, name, TAG_LINEAGE_KEY, key)
+    return FusionPlan(target, versions, key, lineage, existing)
+
+
+def seed_configs(config: PipelineConfig) -> list[PipelineConfig]:
+    """The config of each fusion seed: `fusion.training` with that seed."""
+    stage = config.fusion
+    return [
+        replace(config, fusion=replace(stage, training=replace(stage.training, seed=seed)))
+        for seed in stage.fusion_seeds
+    ]
+
+
+def open_plan_run(
+    config: PipelineConfig, plan: FusionPlan, uri: str, experiment_id: str
+) -> MlflowRunLogger:
+    """The MLflow run of the fusion: created on the first call, reopened on later ones (the
+    pipeline's gate opens it the moment the adapters are found, the Ray task reopens it)."""
+    params = {
+        "target": plan.target,
+        "adapters": plan.lineage,
+        "preset": config.fusion.preset,
+        **config.fusion.training.run_params(),
+    }
+    versions = {t: plan.versions[t] for t in config.fusion.targets[plan.target]}
+    epochs, preset = config.fusion.training.max_epochs, config.fusion.preset
+    note = notes.fusion_run_note(plan.target, preset, config.base_model, versions, epochs)
+    return open_fusion_run(
+        uri,
+        experiment_id,
+        plan.target,
+        plan.trial_id,
+        params=params,
+        tags={
+            TAG_LINEAGE: plan.lineage,
+            TAG_SYSTEM: "fusion-st-a",
+            TAG_SEED: config.fusion.training.seed,
+            notes.TAG_NOTE: note,
+        },
+    )

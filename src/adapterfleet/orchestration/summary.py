@@ -1,0 +1,86 @@
+"""The rows of the summary table a pipeline run ends with, in the config's order."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from adapterfleet.config import PipelineConfig
+
+if TYPE_CHECKING:
+    from adapterfleet.orchestration.pipeline import PipelineSummary
+
+
+def summary_rows(config: PipelineConfig, summary: PipelineSummary) -> list[dict[str, Any]]:
+    """Per task its registered adapter; per fusion target the fusion beside the target's ST-A
+    on the dev metric, with its gain; per baseline job its dev metric. Tasks, targets and
+    systems in the config's order, whatever order they ended in."""
+    metric = config.adapters.training.metric
+    rows: list[dict[str, Any]] = []
+    for task in _ordered(summary.adapters, config.tasks):
+        info = summary.adapters[task]
+        rows.append(
+            {
+                "task": task,
+                "kind": "adapter",
+                "version": f"v{info.version}",
+                "rf": info.tags.get("reduction_factor", ""),
+                "lr": info.tags.get("learning_rate", ""),
+                f"dev {metric}": _float(info.tags.get("metric_value")),
+            }
+        )
+    for target in _ordered(summary.fusions, config.fusion.targets):
+        outcome, st_a = summary.fusions[target], summary.adapters.get(target)
+        value = outcome.dev_metrics.get(metric)
+        base = _float(st_a.tags.get("metric_value")) if st_a else ""
+        gain = value - base if isinstance(base, float) and value is not None else None
+        rows.append(
+            {
+                "task": target,
+                "kind": "fusion",
+                "version": f"v{outcome.version.version}",
+                "rf": "",
+                "lr": "",
+                f"dev {metric}": value,
+                f"st-a {metric}": base,
+                "gain": f"{gain:+.4f}" if gain is not None else "",
+            }
+        )
+    rows += _baseline_rows(config, summary, metric)
+    return rows
+
+
+def _baseline_rows(
+    config: PipelineConfig, summary: PipelineSummary, metric: str
+) -> list[dict[str, Any]]:
+    systems = list(config.baselines.systems)
+    outcomes = sorted(
+        summary.baselines.outcomes,
+        key=lambda o: (systems.index(o.job.system) if o.job.system in systems else 99, o.job.seed),
+    )
+    rows = []
+    for outcome in outcomes:
+        for task in _ordered(outcome.dev_metrics, config.tasks):
+            rows.append(
+                {
+                    "task": task,
+                    "kind": f"{outcome.job.system} s{outcome.job.seed}",
+                    "version": "",
+                    "rf": "",
+                    "lr": "",
+                    f"dev {metric}": outcome.dev_metrics[task].get(metric),
+                }
+            )
+    return rows
+
+
+def _ordered(present: Any, order: Any) -> list[str]:
+    """The keys of `present` in the order of `order`, any others after them."""
+    known = [key for key in order if key in present]
+    return known + [key for key in present if key not in known]
+
+
+def _float(value: Any) -> float | str:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return ""

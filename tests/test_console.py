@@ -1,11 +1,19 @@
-"""The lines a run prints: an epoch in one line, the trial counts, durations, and the relay
-that prints a Ray worker's marked lines plain and drops the rest at the default level."""
+"""The lines a run prints: an epoch in one line, the trial counts, durations, the relay that
+prints a Ray worker's marked lines plain and drops the rest at the default level, and the live
+footer a terminal gets (on a real pseudo-terminal)."""
 
 from __future__ import annotations
 
+import io
+import os
+import pty
+import re
+import select
+import time
+
 import pytest
 
-from adapterfleet.console import Level, duration_text
+from adapterfleet.console import Level, LiveFooter, duration_text, progress_say
 from adapterfleet.orchestration.relay import END, WorkerRelay, WorkerSay
 from adapterfleet.training.callbacks import epoch_line
 from adapterfleet.tuning.progress import trial_counts
@@ -52,3 +60,42 @@ def test_a_workers_own_lines_come_plain_and_the_rest_stays_in_its_log(
     shown: list[str] = []
     WorkerRelay(shown.append, level).handle({"lines": [*worker_stdout, noise], "pid": 7})
     assert shown == ["fusion fruit: epoch 1/2: train loss 0.5000"]
+
+
+def _read_all(fd: int) -> str:
+    chunks = []
+    while True:
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if not ready:
+            return b"".join(chunks).decode()
+        chunks.append(os.read(fd, 65536))
+
+
+def test_on_a_terminal_the_lines_scroll_above_a_live_footer_that_is_cleared_at_the_end() -> None:
+    main, replica = pty.openpty()
+    with os.fdopen(replica, "w") as terminal:
+        assert terminal.isatty()
+        with progress_say(Level.DEFAULT, print, "pipeline demo", terminal) as say:
+            assert isinstance(say, LiveFooter)
+            say("trial t1 epoch 1/2: train loss 0.5000 [trials 0 done, 2 running, 0 pending]")
+            assert say.footer().startswith("pipeline demo · 0 s · trials 0 done, 2 running")
+            time.sleep(1.3)  # the footer is redrawn every second meanwhile
+            say("task t1: registered")
+        shown = _read_all(main)
+    os.close(main)
+    assert "trial t1 epoch 1/2" in shown and "task t1: registered\r\n" in shown
+    footers = re.findall(r"\x1b\[7m (pipeline demo · [^\x1b]*) \x1b\[0m", shown)
+    assert len(footers) >= 3 and footers[-1].endswith("trials 0 done, 2 running, 0 pending")
+    assert shown.endswith("\r\x1b[2K")  # the footer is gone before the summary
+
+
+def test_off_a_terminal_lines_are_plain_and_quiet_says_nothing() -> None:
+    log = io.StringIO()
+    with progress_say(Level.DEFAULT, log.write, "pipeline demo", log) as say:
+        say("a line")
+    assert log.getvalue() == "a line"
+    with progress_say(Level.QUIET, log.write, "pipeline demo", log) as say:
+        say("never shown")
+    with progress_say(Level.VERBOSE, log.write, "pipeline demo", io.StringIO()) as say:
+        assert say == log.write
+    assert log.getvalue() == "a line"

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from enum import IntEnum
+from typing import TextIO
 
 Say = Callable[[str], None]  # prints (or logs) one line of progress
 
@@ -28,3 +34,70 @@ def duration_text(seconds: float) -> str:
     if whole < 3600:
         return f"{whole // 60} min {whole % 60} s"
     return f"{whole // 3600} h {whole % 3600 // 60} min"
+
+
+class LiveFooter:
+    """A `Say` for a terminal: each line printed above a footer that stays on the last row and is
+    redrawn every second: the elapsed time and the latest trial counts (`[trials 2 done, ...]`,
+    as the sweep's epoch lines end). Lines from several threads are printed whole."""
+
+    COUNTS = re.compile(r"\[(trials [^\]]*)\]\s*$")
+
+    def __init__(self, title: str, stream: TextIO, refresh_s: float = 1.0) -> None:
+        self.title, self.stream, self.refresh_s = title, stream, refresh_s
+        self.counts = "starting"
+        self._started = time.monotonic()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+
+    def __call__(self, line: str) -> None:
+        with self._lock:
+            found = self.COUNTS.search(line)
+            if found:
+                self.counts = found.group(1)
+            self.stream.write(f"\r\x1b[2K{line}\n")
+            self._draw()
+
+    def footer(self) -> str:
+        elapsed = duration_text(time.monotonic() - self._started)
+        return f"{self.title} · {elapsed} · {self.counts}"
+
+    def _draw(self) -> None:
+        self.stream.write(f"\r\x1b[2K\x1b[7m {self.footer()} \x1b[0m")
+        self.stream.flush()
+
+    @contextmanager
+    def shown(self) -> Iterator[LiveFooter]:
+        """Draw the footer, redraw it every `refresh_s` while the block runs, then clear it."""
+        thread = threading.Thread(target=self._refresh, name="live-footer", daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            self._stop.set()
+            thread.join()
+            with self._lock:
+                self.stream.write("\r\x1b[2K")
+                self.stream.flush()
+
+    def _refresh(self) -> None:
+        while not self._stop.is_set():
+            with self._lock:
+                self._draw()
+            self._stop.wait(self.refresh_s)
+
+
+@contextmanager
+def progress_say(
+    level: Level, echo: Say, title: str, stream: TextIO | None = None
+) -> Iterator[Say]:
+    """The `Say` of a long command: nothing at `--quiet`; on a terminal at the default level, a
+    live footer under the lines; else `echo`, plain lines (a log file gets no escape codes)."""
+    stream = stream or sys.stdout
+    if level == Level.QUIET:
+        yield silent
+    elif level == Level.DEFAULT and stream.isatty():
+        with LiveFooter(title, stream).shown() as live:
+            yield live
+    else:
+        yield echo

@@ -24,7 +24,7 @@ from adapterfleet.cli.options import (
     output_level,
 )
 from adapterfleet.cli.output import fail_cleanly, metrics_table
-from adapterfleet.console import Level, duration_text, silent
+from adapterfleet.console import duration_text, progress_say
 from adapterfleet.registry.tags import BEST_ALIAS
 
 sweep_app = typer.Typer(help="Adapter sweeps.", no_args_is_help=True)
@@ -58,15 +58,16 @@ def run(
     config = chosen_config(config_arg, config)
     level = output_level(verbose, quiet)
     cfg = load(config, set_, budget)
-    summary = run_pipeline(
-        cfg,
-        resume=True if resume else None,
-        ray_address=address,
-        num_cpus=num_cpus,
-        overrides=set_ or (),
-        say=typer.echo if level > Level.QUIET else silent,
-        level=level,
-    )
+    with progress_say(level, typer.echo, f"pipeline {cfg.name}") as say:
+        summary = run_pipeline(
+            cfg,
+            resume=True if resume else None,
+            ray_address=address,
+            num_cpus=num_cpus,
+            overrides=set_ or (),
+            say=say,
+            level=level,
+        )
     metrics_table(summary_rows(cfg, summary))
     if summary.report is not None:
         typer.echo(f"\n{summary.report.table}\nreport: {summary.report.out_dir}")
@@ -95,10 +96,10 @@ def sweep_resume(
 
     level = output_level(verbose, quiet)
     cfg = load(chosen_config(config_arg, config), set_, budget)
-    say = typer.echo if level > Level.QUIET else silent
-    registered = resume_sweep(
-        cfg, ray_address=address, num_cpus=num_cpus, progress=say, level=level
-    )
+    with progress_say(level, typer.echo, f"sweep {cfg.name}") as say:
+        registered = resume_sweep(
+            cfg, ray_address=address, num_cpus=num_cpus, progress=say, level=level
+        )
     metrics_table(
         [{"task": t, "model": i.name, "version": i.version} for t, i in registered.items()]
     )

@@ -18,7 +18,7 @@ def metric_label(value: float | None, metric: str) -> str:
     return "-" if value is None else f"{value:.4f} {metric}"
 
 
-def tag_number(text: str | None) -> float | None:
+def number_from_tag(text: str | None) -> float | None:
     """A number stored as a tag (`metric_value`, `dev_accuracy`), None when absent or not one."""
     try:
         return float(text) if text is not None else None

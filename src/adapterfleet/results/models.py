@@ -9,7 +9,7 @@ from adapterfleet.config import PipelineConfig
 from adapterfleet.registry import adapter_model_name, fusion_model_name, list_models, pull
 from adapterfleet.registry.info import KINDS
 from adapterfleet.registry.tags import BEST_ALIAS
-from adapterfleet.results.formats import tag_number, version_label
+from adapterfleet.results.formats import number_from_tag, version_label
 
 
 def registered_rows(config: PipelineConfig) -> list[dict[str, Any]]:
@@ -28,7 +28,7 @@ def registered_rows(config: PipelineConfig) -> list[dict[str, Any]]:
                     "model": info.name,
                     "version": version_label(info.version, info.aliases),
                     "metric": metric,
-                    "value": tag_number(value) if tag_number(value) is not None else "",
+                    "value": "" if number_from_tag(value) is None else number_from_tag(value),
                     "rf": info.tags.get("reduction_factor", ""),
                     "lr": info.tags.get("learning_rate", ""),
                 }

@@ -23,7 +23,7 @@ from adapterfleet.registry import (
     safe_uri,
 )
 from adapterfleet.registry.status import FAILED, RUNNING, experiment_runs_and_tags
-from adapterfleet.results.formats import metric_label, tag_number, version_label
+from adapterfleet.results.formats import metric_label, number_from_tag, version_label
 
 BEST_ALIAS = "best"
 TAG_PLAN = "adapterfleet.pipeline"  # experiment tag: the StatusPlan as JSON
@@ -356,7 +356,7 @@ def _fusion_status(
     sources = tuple(sources)
     if model is not None:
         text = version_label(model.version, model.aliases)
-        best = tag_number(model.tags.get(f"dev_{model.tags.get('metric')}"))
+        best = number_from_tag(model.tags.get(f"dev_{model.tags.get('metric')}"))
         return FusionStatus(target, sources, text, version=model.version, best=best)
     missing = tuple(s for s in sources if BEST_ALIAS not in getattr(adapters.get(s), "aliases", ()))
     if missing:

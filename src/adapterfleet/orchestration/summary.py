@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from adapterfleet.config import PipelineConfig
+from adapterfleet.results.formats import number_from_tag, version_label
 
 if TYPE_CHECKING:
     from adapterfleet.orchestration.pipeline import PipelineSummary
@@ -22,26 +23,26 @@ def summary_rows(config: PipelineConfig, summary: PipelineSummary) -> list[dict[
             {
                 "task": task,
                 "kind": "adapter",
-                "version": f"v{info.version}",
+                "version": version_label(info.version),
                 "rf": info.tags.get("reduction_factor", ""),
                 "lr": info.tags.get("learning_rate", ""),
-                f"dev {metric}": _float(info.tags.get("metric_value")),
+                f"dev {metric}": _cell(number_from_tag(info.tags.get("metric_value"))),
             }
         )
     for target in _ordered(summary.fusions, config.fusion.targets):
         outcome, st_a = summary.fusions[target], summary.adapters.get(target)
         value = outcome.dev_metrics.get(metric)
-        base = _float(st_a.tags.get("metric_value")) if st_a else ""
-        gain = value - base if isinstance(base, float) and value is not None else None
+        base = number_from_tag(st_a.tags.get("metric_value")) if st_a else None
+        gain = value - base if base is not None and value is not None else None
         rows.append(
             {
                 "task": target,
                 "kind": "fusion",
-                "version": f"v{outcome.version.version}",
+                "version": version_label(outcome.version.version),
                 "rf": "",
                 "lr": "",
                 f"dev {metric}": value,
-                f"st-a {metric}": base,
+                f"st-a {metric}": _cell(base),
                 "gain": f"{gain:+.4f}" if gain is not None else "",
             }
         )
@@ -79,8 +80,6 @@ def _ordered(present: Any, order: Any) -> list[str]:
     return known + [key for key in present if key not in known]
 
 
-def _float(value: Any) -> float | str:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return ""
+def _cell(value: float | None) -> float | str:
+    """A number for the table, or an empty cell."""
+    return "" if value is None else value

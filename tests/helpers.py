@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+import transformers
 from transformers import (
     BertConfig,
     BertModel,
@@ -30,9 +31,46 @@ TINY = {
 }
 
 
+# Families beyond the BERT five, each as (config class, extra settings) on the TINY shape.
+_DECODER = {"num_key_value_heads": 2, "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0}
+NEW_FAMILIES = {
+    "albert": ("AlbertConfig", {"embedding_size": 16}),
+    "deberta": ("DebertaConfig", {}),
+    "deberta-v2": ("DebertaV2Config", {}),
+    "modernbert": (
+        "ModernBertConfig",
+        {"global_attn_every_n_layers": 2, "local_attention": 16, "pad_token_id": 0,
+         "bos_token_id": 1, "eos_token_id": 2, "cls_token_id": 1, "sep_token_id": 2},
+    ),
+    "gpt2": ("GPT2Config", {"bos_token_id": 1, "eos_token_id": 2}),
+    "llama": ("LlamaConfig", _DECODER),
+    "mistral": ("MistralConfig", _DECODER),
+    "qwen2": ("Qwen2Config", _DECODER),
+    "qwen3": ("Qwen3Config", {**_DECODER, "head_dim": 8}),
+    "gemma2": ("Gemma2Config", {**_DECODER, "head_dim": 8}),
+    "gemma3_text": ("Gemma3TextConfig", {**_DECODER, "head_dim": 8}),
+}  # fmt: skip
+ALL_FAMILIES = ("bert", "roberta", "xlm-roberta", "electra", "distilbert", *NEW_FAMILIES)
+DECODERS = ("gpt2", "llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3_text")
+
+
+def _new_family(family: str, kw: dict) -> torch.nn.Module:
+    class_name, extra = NEW_FAMILIES[family]
+    if family == "gpt2":
+        names = {"hidden_size": "n_embd", "num_hidden_layers": "n_layer",
+                 "num_attention_heads": "n_head", "intermediate_size": "n_inner",
+                 "max_position_embeddings": "n_positions"}  # fmt: skip
+        kw = {names.get(key, key): value for key, value in kw.items()}
+    config = getattr(transformers, class_name)(**kw, **extra)
+    config._attn_implementation = "eager"
+    return transformers.AutoModel.from_config(config).eval()
+
+
 def tiny_encoder(family: str = "bert", seed: int = 0, **overrides: int) -> torch.nn.Module:
     torch.manual_seed(seed)
     kw = {**TINY, **overrides}
+    if family in NEW_FAMILIES:
+        return _new_family(family, kw)
     if family == "distilbert":
         config = DistilBertConfig(
             dim=kw["hidden_size"],

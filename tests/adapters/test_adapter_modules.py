@@ -1,7 +1,7 @@
 import pytest
 import torch
-from helpers import batch, hidden, perturb, tiny_encoder
-from transformers import BertConfig, BertModel, GPT2Config, GPT2Model
+from helpers import ALL_FAMILIES, batch, hidden, perturb, tiny_encoder
+from transformers import BertConfig, BertModel, OPTConfig, OPTModel
 
 from adapterfleet.adapters import (
     AdapterConfig,
@@ -15,7 +15,7 @@ from adapterfleet.adapters import (
     train_adapter,
 )
 
-FAMILIES = ["bert", "roberta", "xlm-roberta", "electra", "distilbert"]
+FAMILIES = list(ALL_FAMILIES)
 
 
 def test_parameter_counts_match_the_reference_on_bert_base_dimensions():
@@ -90,12 +90,16 @@ def test_houlsby_adds_to_the_sublayer_output_before_the_residual():
     ] * 2
 
 
-def test_unsupported_family_names_the_supported_ones():
-    model = GPT2Model(GPT2Config(n_embd=32, n_layer=1, n_head=4, vocab_size=50))
-    with pytest.raises(
-        UnsupportedModelError, match="bert, distilbert, electra, roberta, xlm-roberta"
-    ):
+def test_unsupported_family_names_the_supported_ones_and_how_to_declare_a_layout():
+    model = OPTModel(
+        OPTConfig(hidden_size=32, num_hidden_layers=1, ffn_dim=64, num_attention_heads=4,
+                  vocab_size=50, word_embed_proj_dim=32)
+    )  # fmt: skip
+    with pytest.raises(UnsupportedModelError) as caught:
         add_adapter(model, "a")
+    message = str(caught.value)
+    assert "'opt'" in message and "base_model_layout" in message
+    assert "albert, bert, deberta, deberta-v2, distilbert, electra, gemma" in message
 
 
 @pytest.mark.parametrize("rf", [0, 5, 64])

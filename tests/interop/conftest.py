@@ -32,6 +32,8 @@ from adapterfleet.interop import export_adapterhub
 ROOT = Path(__file__).resolve().parents[2]
 DRIVER = Path(__file__).with_name("ref_driver.py")
 FAMILIES = ("bert", "roberta", "distilbert", "electra", "xlm-roberta")
+# The families the reference has besides those (Qwen, Gemma, ModernBERT: not in adapters 1.3).
+REF_FAMILIES = ("albert", "deberta", "deberta-v2", "gpt2", "llama", "mistral")
 SKIP_REASON = (
     "reference virtualenv .bench/ref-venv not built; run `make ref-venv` to build it "
     "(AdapterHub adapters 1.3.0 with transformers 4.57, a few minutes)"
@@ -64,9 +66,9 @@ def ref_python() -> Path:
 def bases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A tiny random encoder of each family, saved with `save_pretrained` as a user's base is."""
     root = tmp_path_factory.mktemp("bases")
-    for seed, family in enumerate(FAMILIES):
+    for seed, family in enumerate(FAMILIES + REF_FAMILIES):
         tiny_encoder(family, seed=seed).save_pretrained(root / family)
-    return {family: root / family for family in FAMILIES}
+    return {family: root / family for family in FAMILIES + REF_FAMILIES}
 
 
 @pytest.fixture(scope="session")

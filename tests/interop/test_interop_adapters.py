@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import FAMILIES, REF_FAMILIES
 from helpers import perturb
 from interop_support import assert_same_output, last_hidden
 
@@ -46,7 +47,7 @@ _PFEIFFER_TANH = {
 IMPORTS = {
     **{
         f"{family}-{config}": (family, config, placement, {})
-        for family in ("bert", "roberta", "distilbert", "electra", "xlm-roberta")
+        for family in FAMILIES + REF_FAMILIES
         for config, placement in (("seq_bn", "pfeiffer"), ("double_seq_bn", "houlsby"))
     },
     "roberta-dict-gelu-rf8": ("roberta", _HOULSBY_GELU, "houlsby", {}),
@@ -59,7 +60,7 @@ IMPORTS = {
 EXPORTS = {
     **{
         f"{family}-{placement}": (family, AdapterConfig(placement), {}, True)
-        for family in ("bert", "roberta", "distilbert", "electra", "xlm-roberta")
+        for family in FAMILIES + REF_FAMILIES
         for placement in ("pfeiffer", "houlsby")
     },
     "bert-pfeiffer-gelu-rf4-safetensors": (

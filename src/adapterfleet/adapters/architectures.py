@@ -1,18 +1,30 @@
-"""Where adapters go in each supported encoder family: a slot mapping, data not subclasses."""
+"""Where adapters go in each model family: a slot map, data not subclasses.
+
+A family is placed by five dotted paths and one fact, whether its layers are post-norm (BERT:
+`LN(h + r)` after each sub-layer) or pre-norm (GPT-2, Llama: `r + h` with the norm before the
+sub-layer). The built-in table covers the families below; any other model works through a layout
+declared in the config (`base_model_layout:`), attached to the loaded encoder.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
 
 from torch import nn
+
+POOLINGS = ("cls", "mean", "last")
+_LAYOUT_ATTR = "_adapterfleet_slot_map"
 
 
 @dataclass(frozen=True)
 class SlotMap:
-    """Dotted paths of one encoder family, relative to the base model and to each layer.
+    """Dotted paths of one family, relative to the base model (`layers`) and to each layer.
 
-    `*_output` names the module whose output is a sub-layer's result `h` before the residual add;
-    `*_norm` names the LayerNorm that receives `h + r`.
+    `*_output` names the module whose output is a sub-layer's result `h` before the residual add.
+    `*_norm` names, post-norm, the LayerNorm that receives `h + r` after the sub-layer; pre-norm,
+    the norm that receives the residual stream `r` before it (its input is what we read).
     """
 
     layers: str
@@ -20,7 +32,25 @@ class SlotMap:
     attention_norm: str
     ffn_output: str
     ffn_norm: str
+    pre_norm: bool = False
     dropout_attr: str = "attention_probs_dropout_prob"
+    pooling: str = "cls"
+
+    @classmethod
+    def from_mapping(cls, raw: Mapping[str, Any]) -> SlotMap:
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in raw.items() if k in known}
+        if "norm" in raw:
+            values["pre_norm"] = raw["norm"] == "pre"
+        return cls(**values)
+
+    def paths(self) -> dict[str, str]:
+        return {
+            "attention_output": self.attention_output,
+            "attention_norm": self.attention_norm,
+            "ffn_output": self.ffn_output,
+            "ffn_norm": self.ffn_norm,
+        }
 
 
 _BERT_LIKE = SlotMap(
@@ -30,12 +60,35 @@ _BERT_LIKE = SlotMap(
     ffn_output="output.dropout",
     ffn_norm="output.LayerNorm",
 )
+_LLAMA_LIKE = SlotMap(
+    layers="layers",
+    attention_output="self_attn",
+    attention_norm="input_layernorm",
+    ffn_output="mlp",
+    ffn_norm="post_attention_layernorm",
+    pre_norm=True,
+    dropout_attr="attention_dropout",
+    pooling="last",
+)
+# Gemma 2/3 norm each sub-layer's output too: `h` is what the post-norms give.
+_GEMMA2_LIKE = SlotMap(
+    layers="layers",
+    attention_output="post_attention_layernorm",
+    attention_norm="input_layernorm",
+    ffn_output="post_feedforward_layernorm",
+    ffn_norm="pre_feedforward_layernorm",
+    pre_norm=True,
+    dropout_attr="attention_dropout",
+    pooling="last",
+)
 
 SLOT_MAPS: dict[str, SlotMap] = {
     "bert": _BERT_LIKE,
     "roberta": _BERT_LIKE,
     "xlm-roberta": _BERT_LIKE,
     "electra": _BERT_LIKE,
+    "deberta": _BERT_LIKE,
+    "deberta-v2": _BERT_LIKE,
     "distilbert": SlotMap(
         layers="transformer.layer",
         attention_output="attention",
@@ -44,11 +97,55 @@ SLOT_MAPS: dict[str, SlotMap] = {
         ffn_norm="output_layer_norm",
         dropout_attr="attention_dropout",
     ),
+    # ALBERT's twelve layers run one shared layer: its adapter is shared too, as AdapterHub does.
+    "albert": SlotMap(
+        layers="encoder.albert_layer_groups.0.albert_layers",
+        attention_output="attention.output_dropout",
+        attention_norm="attention.LayerNorm",
+        ffn_output="ffn_output",
+        ffn_norm="full_layer_layer_norm",
+    ),
+    "modernbert": SlotMap(
+        layers="layers",
+        attention_output="attn",
+        attention_norm="attn_norm",
+        ffn_output="mlp",
+        ffn_norm="mlp_norm",
+        pre_norm=True,
+        dropout_attr="attention_dropout",
+    ),
+    "gpt2": SlotMap(
+        layers="h",
+        attention_output="attn",
+        attention_norm="ln_1",
+        ffn_output="mlp",
+        ffn_norm="ln_2",
+        pre_norm=True,
+        dropout_attr="attn_pdrop",
+        pooling="last",
+    ),
+    "llama": _LLAMA_LIKE,
+    "mistral": _LLAMA_LIKE,
+    "qwen2": _LLAMA_LIKE,
+    "qwen3": _LLAMA_LIKE,
+    "gemma": _LLAMA_LIKE,
+    "gemma2": _GEMMA2_LIKE,
+    "gemma3_text": _GEMMA2_LIKE,
 }
+DECODER_TYPES = frozenset(t for t, s in SLOT_MAPS.items() if s.pooling == "last")
 
 
 class UnsupportedModelError(ValueError):
-    """The encoder family has no slot mapping."""
+    """The model family has no slot map, built in or declared."""
+
+
+def unsupported_message(model_type: object) -> str:
+    return (
+        f"model type {model_type!r} has no built-in layout; adapterfleet knows "
+        f"{', '.join(sorted(SLOT_MAPS))}. For any other model, declare where its layers are "
+        "under base_model_layout: in the config (layers, attention_output, attention_norm, "
+        "ffn_output, ffn_norm, norm: pre|post; see the README's model families)"
+    )
 
 
 def base_encoder(model: nn.Module) -> nn.Module:
@@ -62,19 +159,33 @@ def base_encoder(model: nn.Module) -> nn.Module:
     return model
 
 
+def attach_slot_map(encoder: nn.Module, slots: SlotMap) -> None:
+    """Use `slots` for `encoder` (a declared layout), in place of the built-in table's entry."""
+    setattr(base_encoder(encoder), _LAYOUT_ATTR, slots)
+
+
 def slot_map_for(model: nn.Module) -> SlotMap:
-    config = getattr(base_encoder(model), "config", None)
-    model_type = getattr(config, "model_type", None)
+    encoder = base_encoder(model)
+    declared = getattr(encoder, _LAYOUT_ATTR, None)
+    if isinstance(declared, SlotMap):
+        return declared
+    model_type = getattr(getattr(encoder, "config", None), "model_type", None)
     if model_type not in SLOT_MAPS:
-        raise UnsupportedModelError(
-            f"model type {model_type!r} is not supported; adapterfleet supports "
-            f"{', '.join(sorted(SLOT_MAPS))}"
-        )
+        raise UnsupportedModelError(unsupported_message(model_type))
     return SLOT_MAPS[model_type]
 
 
 def encoder_layers(model: nn.Module) -> nn.ModuleList:
     return base_encoder(model).get_submodule(slot_map_for(model).layers)
+
+
+def default_pooling(model: nn.Module) -> str:
+    """What the family's own sequence-classification model pools: the first token for BERT-like
+    encoders (ModernBERT: its `classifier_pooling`), the last real token for decoders."""
+    config = base_encoder(model).config
+    if getattr(config, "model_type", None) == "modernbert":
+        return str(getattr(config, "classifier_pooling", "cls") or "cls")
+    return slot_map_for(model).pooling
 
 
 def describe_base(model: nn.Module) -> dict[str, object]:

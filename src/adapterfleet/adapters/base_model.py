@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from adapterfleet.adapters.config import BaseModelSpec
 from adapterfleet.adapters.files import sha256_file
 
 MINILM = "minilm-l6"
@@ -45,19 +46,45 @@ def resolve_base_model(name: str) -> str:
     return name
 
 
-def load_encoder(name: str, **kwargs: Any) -> Any:
-    """The bare encoder (`AutoModel`) for `name`; local paths and the packaged model are offline."""
+def load_encoder(base: str | BaseModelSpec, **kwargs: Any) -> Any:
+    """The bare encoder (`AutoModel`) for `base`; local paths and the packaged model are offline.
+
+    A `BaseModelSpec` also gives the weights' dtype (`bfloat16`: a frozen base at half the
+    memory; adapters, fusions and heads added later still train in float32), a declared layout
+    attached to the model, and gradient checkpointing (non-reentrant, so the frozen layers'
+    inputs need no gradient)."""
+    import torch
     from transformers import AutoModel
     from transformers.utils import logging as hf_logging
 
+    from adapterfleet.adapters.architectures import SlotMap, attach_slot_map
+
     hf_logging.disable_progress_bar()  # a bar per load of a small encoder is noise in our logs
-    path = resolve_base_model(name)
-    local = os.path.isdir(path)
-    return AutoModel.from_pretrained(path, local_files_only=local, **kwargs)
+    spec = base if isinstance(base, BaseModelSpec) else BaseModelSpec(str(base))
+    path = resolve_base_model(spec.name)
+    if spec.dtype != "auto":
+        kwargs.setdefault("dtype", getattr(torch, spec.dtype))
+    model = AutoModel.from_pretrained(path, local_files_only=os.path.isdir(path), **kwargs)
+    if spec.layout:
+        attach_slot_map(model, SlotMap.from_mapping(spec.layout_mapping))
+    if spec.gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    return model
 
 
-def load_tokenizer(name: str) -> Any:
+def load_tokenizer(base: str | BaseModelSpec) -> Any:
+    """The base's tokenizer, able to pad: one without a pad token (GPT-2, Llama) pads with its
+    end-of-sequence token (the Hugging Face convention), else its unknown token."""
     from transformers import AutoTokenizer
 
-    path = resolve_base_model(name)
-    return AutoTokenizer.from_pretrained(path, local_files_only=os.path.isdir(path))
+    path = resolve_base_model(str(base))
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=os.path.isdir(path))
+    if tokenizer.pad_token is None:
+        stand_in = tokenizer.eos_token or tokenizer.unk_token
+        if stand_in is None:
+            raise BaseModelError(
+                f"base_model {str(base)!r}: its tokenizer has no pad, end-of-sequence or unknown "
+                "token to pad batches with; add a pad_token to its tokenizer_config.json"
+            )
+        tokenizer.pad_token = stand_in
+    return tokenizer

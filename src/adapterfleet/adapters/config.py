@@ -74,3 +74,23 @@ def bottleneck_size(reduction_factor: int, hidden_size: int) -> int:
             f"{hidden_size}; choose a divisor of {hidden_size} such as 2, 16 or 64"
         )
     return hidden_size // reduction_factor
+
+
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+@dataclass(frozen=True)
+class BaseModelSpec:
+    """What loading the base needs; `name` alone where a plain string was passed before."""
+
+    name: str
+    layout: tuple[tuple[str, Any], ...] = ()  # the declared layout's items, empty when built in
+    dtype: str = "auto"
+    gradient_checkpointing: bool = False
+
+    @property
+    def layout_mapping(self) -> dict[str, Any]:
+        return dict(self.layout)
+
+    def __str__(self) -> str:
+        return self.name

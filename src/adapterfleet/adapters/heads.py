@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -9,20 +10,25 @@ import torch
 from torch import nn
 
 HEAD_TYPES = ("classification", "multiple_choice")
+POOLINGS = ("cls", "mean", "last")
 
 
 @dataclass(frozen=True)
 class HeadConfig:
-    """A two-layer tanh head on the first token, as in the reference implementation."""
+    """A two-layer tanh head, as in the reference implementation, on a pooled token: the first
+    (`cls`), the mean of the real tokens (`mean`) or the last real token (`last`, for decoders)."""
 
     head_type: str = "classification"
     num_labels: int = 2
     label_names: list[str] = field(default_factory=list)
     dropout: float = 0.1
+    pooling: str = "cls"
 
     def __post_init__(self) -> None:
         if self.head_type not in HEAD_TYPES:
             raise ValueError(f"head_type {self.head_type!r} is unknown; use one of {HEAD_TYPES}")
+        if self.pooling not in POOLINGS:
+            raise ValueError(f"pooling {self.pooling!r} is unknown; use one of {POOLINGS}")
         if self.head_type == "classification" and self.num_labels < 2:
             raise ValueError(f"num_labels must be >= 2 for classification, got {self.num_labels}")
         if self.label_names and len(self.label_names) != self.num_labels:
@@ -50,8 +56,27 @@ class Head(nn.Module):
             nn.Linear(hidden_size, config.out_features),
         )
 
-    def forward(self, first_token: torch.Tensor) -> torch.Tensor:
-        return self.layers(first_token)
+    def forward(self, pooled: torch.Tensor) -> torch.Tensor:
+        return self.layers(pooled)
+
+
+def pool(hidden: torch.Tensor, mask: torch.Tensor | None, how: str) -> torch.Tensor:
+    """(batch, tokens, d) → (batch, d): the first token, the mean of the real tokens, or the last
+    real token (wherever the padding is, left or right)."""
+    if how == "cls" or (mask is None and how == "mean"):
+        return hidden[:, 0] if how == "cls" else hidden.mean(1)
+    if mask is None:
+        return hidden[:, -1]
+    if how == "mean":
+        weights = mask.to(hidden.dtype).unsqueeze(-1)
+        return (hidden * weights).sum(1) / weights.sum(1).clamp_min(1.0)
+    positions = torch.arange(mask.shape[1], device=mask.device)
+    last = (positions * (mask != 0)).argmax(-1)
+    return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
+
+
+def _takes_token_types(encoder: nn.Module) -> bool:
+    return "token_type_ids" in inspect.signature(encoder.forward).parameters
 
 
 class AdapterModel(nn.Module):
@@ -75,7 +100,8 @@ class AdapterModel(nn.Module):
             raise ValueError(f"head {name!r} already exists in this model")
         head = Head(int(self.config.hidden_size), config)
         ref = next(self.encoder_model.parameters())
-        self.heads[name] = head.to(device=ref.device, dtype=ref.dtype).train(self.training)
+        dtype = torch.float32 if ref.dtype in (torch.bfloat16, torch.float16) else ref.dtype
+        self.heads[name] = head.to(device=ref.device, dtype=dtype).train(self.training)
         if self.active_head is None:
             self.active_head = name
         return head
@@ -111,8 +137,9 @@ class AdapterModel(nn.Module):
             for t in (input_ids, attention_mask, token_type_ids)
         ]
         kwargs = {"input_ids": flat[0], "attention_mask": flat[1]}
-        if flat[2] is not None:
+        if flat[2] is not None and _takes_token_types(self.encoder_model):
             kwargs["token_type_ids"] = flat[2]
         hidden = self.encoder_model(**kwargs).last_hidden_state
-        logits = head(hidden[:, 0])
+        pooled = pool(hidden, flat[1], head.config.pooling)
+        logits = head(pooled.to(head.layers[1].weight.dtype))
         return logits.view(-1, choices) if choices else logits

@@ -10,9 +10,21 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from adapterfleet.adapters.architectures import base_encoder, encoder_layers, slot_map_for
+from adapterfleet.adapters.architectures import (
+    SlotMap,
+    base_encoder,
+    encoder_layers,
+    slot_map_for,
+)
 from adapterfleet.adapters.config import AdapterConfig
-from adapterfleet.adapters.modules import Bottleneck, NormSlot, OutputSlot
+from adapterfleet.adapters.modules import (
+    Bottleneck,
+    MixSlot,
+    NormSlot,
+    OutputSlot,
+    PreNormSlot,
+    ResidualTap,
+)
 
 _NAME = re.compile(r"^[A-Za-z0-9_\-]+$")
 _CONFIGS_ATTR = "_adapterfleet_adapters"
@@ -24,14 +36,27 @@ def _set_submodule(root: nn.Module, path: str, module: nn.Module) -> None:
     setattr(parent, attr, module)
 
 
-def _slot(
-    layer: nn.Module, path: str, kind: type[NormSlot] | type[OutputSlot]
-) -> NormSlot | OutputSlot:
-    """The slot wrapper at `path` in `layer`, created around the original module on first use."""
+def _wrap(layer: nn.Module, path: str, kind: type[nn.Module]) -> nn.Module:
+    """The `kind` wrapper at `path` in `layer`, created around the original module on first use."""
     current = layer.get_submodule(path)
     if isinstance(current, kind):
         return current
-    slot = kind(current).train(current.training)
+    if kind is PreNormSlot:
+        raise AssertionError("pre-norm slots are made by _slot")
+    wrapper = kind(current).train(current.training)
+    _set_submodule(layer, path, wrapper)
+    return wrapper
+
+
+def _slot(layer: nn.Module, path: str, kind: type[nn.Module], slots: SlotMap) -> nn.Module:
+    """The slot at `path`; a pre-norm Pfeiffer slot also taps the feed-forward norm's input."""
+    if kind is not PreNormSlot:
+        return _wrap(layer, path, kind)
+    current = layer.get_submodule(path)
+    if isinstance(current, PreNormSlot):
+        return current
+    tap = _wrap(layer, slots.ffn_norm, ResidualTap)
+    slot = PreNormSlot(current, tap).train(current.training)
     _set_submodule(layer, path, slot)
     return slot
 
@@ -39,11 +64,18 @@ def _slot(
 def _slot_paths(model: nn.Module, config: AdapterConfig) -> dict[str, tuple[str, type]]:
     slots = slot_map_for(model)
     if config.architecture == "pfeiffer":
+        if slots.pre_norm:
+            return {"output_adapter": (slots.ffn_output, PreNormSlot)}
         return {"output_adapter": (slots.ffn_norm, NormSlot)}
     return {
         "mh_adapter": (slots.attention_output, OutputSlot),
         "output_adapter": (slots.ffn_output, OutputSlot),
     }
+
+
+def trainable_dtype(reference: torch.Tensor) -> torch.dtype:
+    """Adapters, fusions and heads train in float32 beside a half-precision base."""
+    return torch.float32 if reference.dtype in (torch.bfloat16, torch.float16) else reference.dtype
 
 
 def adapter_configs(model: nn.Module) -> dict[str, AdapterConfig]:
@@ -64,13 +96,20 @@ def add_adapter(model: nn.Module, name: str, config: AdapterConfig | None = None
         raise ValueError(f"adapter {name!r} already exists in this model")
     hidden = int(base_encoder(model).config.hidden_size)
     width = config.bottleneck_size(hidden)
+    slots = slot_map_for(model)
+    others = {c.architecture for c in configs.values()} - {config.architecture}
+    if slots.pre_norm and others:
+        raise ValueError(
+            f"adapter {name!r} is {config.architecture}, but this pre-norm model already carries "
+            f"{others.pop()} adapters; one pre-norm model holds adapters of one placement"
+        )
     for layer in encoder_layers(model):
+        ref = next(layer.parameters(), None)
         for path, kind in _slot_paths(model, config).values():
             bottleneck = Bottleneck(hidden, width, config.non_linearity, config.init_std)
-            ref = next(layer.get_submodule(path).parameters(), None)
             if ref is not None:
-                bottleneck.to(device=ref.device, dtype=ref.dtype)
-            slot = _slot(layer, path, kind)
+                bottleneck.to(device=ref.device, dtype=trainable_dtype(ref))
+            slot = _slot(layer, path, kind, slots)
             slot.adapters[name] = bottleneck.train(slot.training)
     configs[name] = config
 
@@ -84,10 +123,10 @@ def delete_adapter(model: nn.Module, name: str) -> None:
     adapter_configs(model).pop(name, None)
 
 
-def _iter_slots(model: nn.Module) -> Iterator[tuple[int, str, NormSlot | OutputSlot]]:
+def _iter_slots(model: nn.Module) -> Iterator[tuple[int, str, MixSlot | OutputSlot]]:
     for index, layer in enumerate(encoder_layers(model)):
         for path, module in layer.named_modules():
-            if isinstance(module, NormSlot | OutputSlot):
+            if isinstance(module, MixSlot | OutputSlot):
                 yield index, path, module
 
 
@@ -121,7 +160,7 @@ def set_active_adapter(model: nn.Module, name: str | None) -> None:
         _config_of(model, name)
     for _, _, slot in _iter_slots(model):
         slot.active_adapter = name
-        if isinstance(slot, NormSlot):
+        if isinstance(slot, MixSlot):
             slot.active_fusion = None
 
 
@@ -157,7 +196,7 @@ def base_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
     for path, module in encoder.named_modules():
         if isinstance(module, NormSlot):
             wrappers[path] = "layer_norm"
-        elif isinstance(module, OutputSlot):
+        elif isinstance(module, OutputSlot | PreNormSlot | ResidualTap):
             wrappers[path] = "inner"
     state = {}
     for key, tensor in encoder.state_dict().items():

@@ -21,6 +21,7 @@ section), the document (`document`: YAML, budgets, overrides) and the shared fie
 (`fields`). A loaded config has an absolute `storage` and a resolved `tracking_uri`.
 """
 
+from adapterfleet.adapters.config import BaseModelSpec
 from adapterfleet.config.adapter_stage import (
     ADAPTER_DEFAULTS,
     ASHA_KEYS,
@@ -61,6 +62,7 @@ __all__ = [
     "SEARCHES",
     "TOP_KEYS",
     "AdapterStage",
+    "BaseModelSpec",
     "BaselineStage",
     "ConfigError",
     "FusionStage",

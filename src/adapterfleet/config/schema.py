@@ -9,6 +9,7 @@ as written (a submitted cluster job reads the YAML file again, so its own enviro
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Mapping
@@ -16,7 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from adapterfleet.adapters.config import BaseModelSpec
 from adapterfleet.config.adapter_stage import AdapterStage
+from adapterfleet.config.base_model import parse_base_model
 from adapterfleet.config.fields import (
     ConfigError,
     as_int,
@@ -40,6 +43,9 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 TOP_KEYS = (
     "name",
     "base_model",
+    "base_model_layout",
+    "base_model_dtype",
+    "gradient_checkpointing",
     "max_length",
     "storage",
     "tracking_uri",
@@ -86,6 +92,7 @@ class PipelineConfig:
     fusion: FusionStage = field(default_factory=FusionStage)
     baselines: BaselineStage = field(default_factory=BaselineStage)
     resources: Resources = field(default_factory=Resources)
+    base: BaseModelSpec | None = None  # None: `base_model` alone (set when built)
     budget: str | None = None  # the budget chosen from `budgets`, if any
     budget_changes: dict[str, Any] = field(default_factory=dict)  # flat key -> value it set
     # The document as read (after budget and overrides), with nothing resolved into it.
@@ -95,6 +102,9 @@ class PipelineConfig:
         storage = absolute_storage(self.storage)
         object.__setattr__(self, "storage", storage)
         object.__setattr__(self, "tracking_uri", resolve_tracking_uri(self.tracking_uri, storage))
+        if self.base is None or self.base.name != self.base_model:
+            base = self.base or BaseModelSpec(self.base_model)
+            object.__setattr__(self, "base", dataclasses.replace(base, name=self.base_model))
 
     @property
     def adapter_tasks(self) -> tuple[str, ...]:
@@ -124,10 +134,12 @@ def parse_config(document: Mapping[str, Any], base_dir: Path) -> PipelineConfig:
         raise ConfigError(str(error)) from None
     budget = document.get("budget")
     changes = (document.get("budgets") or {}).get(budget) or {} if budget is not None else {}
+    base_model = string_at(document, "base_model", "minilm-l6")
     return PipelineConfig(
         name=name,
         tasks=tasks,
-        base_model=string_at(document, "base_model", "minilm-l6"),
+        base_model=base_model,
+        base=parse_base_model(document, base_model),
         max_length=as_int(document.get("max_length", 128), "max_length", 8),
         storage=storage,
         tracking_uri=document.get("tracking_uri") or "",

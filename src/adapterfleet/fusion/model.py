@@ -11,7 +11,7 @@ from torch import nn
 
 from adapterfleet.adapters.architectures import attention_dropout, base_encoder, encoder_layers
 from adapterfleet.adapters.model import adapter_configs, train_only
-from adapterfleet.adapters.modules import NormSlot, OutputSlot
+from adapterfleet.adapters.modules import MixSlot, OutputSlot
 from adapterfleet.fusion.config import FusionConfig
 from adapterfleet.fusion.layer import FusionLayer
 
@@ -31,10 +31,10 @@ def fusion_setups(model: nn.Module) -> dict[str, FusionSetup]:
     return getattr(encoder, _FUSIONS_ATTR)
 
 
-def _norm_slots(model: nn.Module) -> list[NormSlot]:
+def _norm_slots(model: nn.Module) -> list[MixSlot]:
     slots = []
     for layer in encoder_layers(model):
-        found = [m for m in layer.modules() if isinstance(m, NormSlot)]
+        found = [m for m in layer.modules() if isinstance(m, MixSlot)]
         if not found:
             raise ValueError("fusion needs pfeiffer adapters in the model; add or load them first")
         slots.append(found[0])
@@ -62,7 +62,7 @@ def add_fusion(
     hidden = int(base_encoder(model).config.hidden_size)
     for slot in _norm_slots(model):
         layer = FusionLayer(hidden, adapter_names, config, attention_dropout(model))
-        ref = slot.layer_norm.weight
+        ref = slot.adapters[adapter_names[0]].adapter_down.weight
         slot.fusions[name] = layer.to(device=ref.device, dtype=ref.dtype).train(slot.training)
     fusion_setups(model)[name] = FusionSetup(tuple(adapter_names), config)
 
@@ -92,7 +92,7 @@ def set_active_fusion(model: nn.Module, name: str) -> None:
     fusion_layers(model, name)
     for layer in encoder_layers(model):
         for module in layer.modules():
-            if isinstance(module, NormSlot):
+            if isinstance(module, MixSlot):
                 module.active_fusion = name
             if isinstance(module, OutputSlot):
                 module.active_adapter = None

@@ -32,7 +32,7 @@ from adapterfleet.adapters import (
     save_adapter,
     save_head,
 )
-from adapterfleet.adapters.architectures import base_encoder, describe_base
+from adapterfleet.adapters.architectures import base_encoder, describe_base, encoder_layers
 from adapterfleet.adapters.files import WeightsFileError, check_base
 from adapterfleet.fusion import (
     add_fusion,
@@ -204,10 +204,15 @@ def _fill(pairs: dict[str, nn.Parameter], saved: Saved, layout: Layout | None) -
 
 def _check_base(saved: Saved, model: nn.Module, layout: Layout) -> None:
     keys = [ref.normalized_key(k, layout) for k in saved.tensors]
+    layers, expected = ref.layers_in(keys, layout), len(encoder_layers(model))
+    if layers and layers != expected:  # ALBERT: one shared layer holds the adapters of all
+        raise InteropError(
+            f"{saved.where} holds modules for {layers} layers, but this model has {expected} "
+            "adapter layers; load it into a matching base model"
+        )
     recorded = {
         "model_type": saved.meta.get("model_type"),
         "hidden_size": saved.meta.get("hidden_size"),
-        "num_hidden_layers": ref.layers_in(keys, layout) or None,
     }
     try:
         check_base({k: v for k, v in recorded.items() if v is not None}, model, saved.where)

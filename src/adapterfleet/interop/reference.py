@@ -59,6 +59,10 @@ def _bert_like(prefix: str, model_class: str) -> Layout:
     return Layout(prefix, model_class, "encoder.layer", "attention.output", "output")
 
 
+def _decoder(prefix: str, model_class: str, layers: str) -> Layout:
+    return Layout(prefix, model_class, layers, "attention_adapters", "output_adapters")
+
+
 LAYOUTS: dict[str, Layout] = {
     "bert": _bert_like("bert", "BertAdapterModel"),
     "roberta": _bert_like("roberta", "RobertaAdapterModel"),
@@ -71,6 +75,18 @@ LAYOUTS: dict[str, Layout] = {
         "attention_adapters",
         "output_adapters",
     ),
+    "deberta": _bert_like("deberta", "DebertaAdapterModel"),
+    "deberta-v2": _bert_like("deberta", "DebertaV2AdapterModel"),
+    "albert": Layout(
+        "albert",
+        "AlbertAdapterModel",
+        "encoder.albert_layer_groups.0.albert_layers",
+        "attention.attention_adapters",
+        "output_adapters",
+    ),
+    "gpt2": _decoder("transformer", "GPT2AdapterModel", "h"),
+    "llama": _decoder("model", "LlamaAdapterModel", "layers"),
+    "mistral": _decoder("model", "MistralAdapterModel", "layers"),
 }
 
 

@@ -202,7 +202,8 @@ def predict(
     set_: SetOpt = None,
 ) -> None:
     """Predict every row of --input with TARGET's registered fusion (or --adapter) and its head;
-    write the predicted label and a probability per label, one row per input row, in order."""
+    write the predicted label and a probability per label (a regression task: the predicted
+    number), one row per input row, in order."""
     from adapterfleet.orchestration.predict import predict_file
 
     predict_file(

@@ -138,7 +138,7 @@ def fuse(
         return
     if not adapters or out is None:
         raise ConfigError("fuse: give --adapters DIR... and --out DIR, or --wait (registry)")
-    training = fusion_training(cfg, progress=progress, **changes)
+    training = fusion_training(cfg, target, progress=progress, **changes)
     _report(
         fuse_task(
             cfg,

@@ -73,8 +73,13 @@ def task_summaries(config: PipelineConfig) -> list[dict[str, Any]]:
                 "task": name,
                 "train": len(data.train),
                 "dev": len(data.dev),
-                "labels": ", ".join(data.label_names),
+                "labels": ", ".join(data.label_names) or _numbers(spec.value_range),
                 "skipped rows": data.skipped,
             }
         )
     return rows
+
+
+def _numbers(value_range: tuple[float, float] | None) -> str:
+    """The labels of a regression task, as `adapterfleet tasks` lists them."""
+    return "numbers" + (f" in [{value_range[0]:g}, {value_range[1]:g}]" if value_range else "")

@@ -12,7 +12,7 @@ from helpers import tiny_encoder
 
 from adapterfleet.adapters import AdapterModel, HeadConfig, load_head, save_head
 from adapterfleet.data.cache import TokenizedSplit, TokenizedTask
-from adapterfleet.training import TrainConfig
+from adapterfleet.training import TrainConfig, fit
 from adapterfleet.training.modes import head_for, head_loss, train_single
 from adapterfleet.training.state import LoopState
 
@@ -96,3 +96,27 @@ def test_regression_learns_a_number_with_mse(numbers_task, tmp_path) -> None:
     assert run.fit.best_metric == best == run.dev_metrics["mse"]  # lowest mse is the best
     assert run.dev_metrics["pearson"] > 0.9 and run.dev_metrics["spearman"] > 0.9
     assert run.dev_metrics["mse"] < 0.5  # in score units: the labels' variance is about 2.5
+
+
+class _Line(torch.nn.Module):
+    """y = w · x + b: one output per example."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 1)
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.linear(batch["x"])
+
+
+def test_fit_on_float_labels_defaults_to_mse_and_the_regression_metrics() -> None:
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(128, 4, generator=generator)
+    y = x @ torch.tensor([1.0, -2.0, 0.5, 0.0]) + 0.1 * torch.randn(128, generator=generator)
+    batches = [{"x": x[i : i + 16], "labels": y[i : i + 16]} for i in range(0, 128, 16)]
+    torch.manual_seed(0)
+    model = _Line()
+    config = TrainConfig(learning_rate=0.1, max_epochs=10, metric="pearson")
+    result = fit(model, list(model.parameters()), batches, batches, config)  # no loss, no names
+    assert set(result.best_metrics) == {"pearson"} and result.best_metric > 0.99
+    assert result.history[-1]["train_loss"] < result.history[0]["train_loss"] / 4

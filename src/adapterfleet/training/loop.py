@@ -15,7 +15,11 @@ from adapterfleet.training.callbacks import Callback, EpochReport, FitResult
 from adapterfleet.training.checkpoint import TrainingParts, load_checkpoint, save_checkpoint
 from adapterfleet.training.config import TrainConfig
 from adapterfleet.training.evaluation import evaluate
-from adapterfleet.training.metrics import check_metric_names, higher_is_better
+from adapterfleet.training.metrics import (
+    CLASS_METRIC_NAMES,
+    check_metric_names,
+    higher_is_better,
+)
 from adapterfleet.training.optim import build_optimizer, build_scheduler
 from adapterfleet.training.runtime import (
     Batch,
@@ -59,14 +63,16 @@ def fit(
     batches; `dev_batches` is a re-iterable. `loss_fn(logits, labels)` defaults to cross-entropy
     (mean squared error for float labels);
     `extra_loss()` is added to every training step's loss. Dev metrics are `metric_names`
-    (default: `config.metric` and accuracy). The model ends on the best epoch's trainable state,
-    in eval mode; the best epoch is the highest `config.metric` (the lowest for a lower-is-better
-    one such as mse). `resume_from` is a directory written by `EpochReport.save_checkpoint`.
+    (default: `config.metric`, and accuracy for a classification metric). The model ends on the
+    best epoch's trainable state, in eval mode; the best epoch is the highest `config.metric`
+    (the lowest for a lower-is-better one such as mse). `resume_from` is a directory written by
+    `EpochReport.save_checkpoint`.
     """
     params = checked_params(model, trainable_params)
     epoch_batches = epoch_source(train_batches)
     require_reiterable(dev_batches, "dev_batches")
-    names = list(dict.fromkeys([config.metric, *(metric_names or ["accuracy"])]))
+    default = ["accuracy"] if config.metric in CLASS_METRIC_NAMES else []
+    names = list(dict.fromkeys([config.metric, *(metric_names or default)]))
     check_metric_names(names)
     device = resolve_device(config.device)
     bf16 = use_bf16(config.precision, device)

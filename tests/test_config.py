@@ -24,10 +24,13 @@ tasks:
 
 def test_shipped_configs_load():
     glue = load_config(ROOT / "configs" / "glue.yaml")
-    assert glue.name == "glue" and sorted(glue.tasks) == ["mnli", "mrpc", "qqp", "rte", "sst2"]
+    assert glue.name == "glue"
+    assert sorted(glue.tasks) == ["mnli", "mrpc", "qqp", "rte", "sst2", "stsb"]
     assert glue.adapters.reduction_factors == (2, 16, 64)
+    assert glue.adapters.training_for("stsb").metric == "pearson"  # regression: its default
+    assert glue.adapters.training_for("rte") == glue.adapters.training  # hash unchanged
     paper = load_config(ROOT / "configs" / "glue-fusion.yaml")
-    assert paper.tasks.keys() == glue.tasks.keys()
+    assert sorted(paper.tasks) == sorted(set(glue.tasks) - {"stsb"})
     assert paper.fusion.targets == {"rte": paper.adapter_tasks, "mrpc": paper.adapter_tasks}
     assert paper.fusion.fusion_seeds == paper.adapters.seeds == paper.baselines.seeds == (0, 1, 2)
     cpu = load_config(ROOT / "configs" / "glue-fusion.yaml", ["budget=cpu"])
@@ -113,8 +116,9 @@ def test_a_task_grid_replaces_the_stage_grid_for_its_task_only(tmp_path):
         ),
         (
             "",
-            ["adapters.scheduler=asha", "adapters.task_training.b.metric=f1"],
-            "adapters.task_training.b.metric",
+            ["adapters.scheduler=asha", "adapters.task_training.b.metric=pearson"],
+            "adapters.task_training.b.metric: task 'b': 'pearson' does not fit a classification "
+            "task; metrics for classification tasks: accuracy, f1, f1_macro, f1_micro, matthews",
         ),
         ("", ["adapters.task_grid.c.reduction_factors=[2]"], r"adapters.task_grid: unknown task"),
         (

@@ -81,3 +81,22 @@ def test_train_evaluate_fuse_log_each_epoch_and_agree_on_the_score(tmp_path):
     assert fused.returncode == 0, fused.stderr
     assert [line.split(":")[0] for line in _epoch_lines(fused.stderr)] == ["epoch 1/1"]
     assert json.loads((tmp_path / "fusion" / "run.json").read_text())["train_config"]["seed"] == 3
+
+
+@pytest.mark.skipif(not GLUE_DIR.is_dir(), reason=f"GLUE data not found at {GLUE_DIR}")
+def test_train_a_regression_task_reports_its_correlations(tmp_path):
+    """STS-B, a regression task: trained and selected on Pearson, its metrics in the table."""
+    common = ["-c", "configs/glue.yaml", "-o", "tasks.stsb.max_train_examples=32"]
+    common += ["-o", "tasks.stsb.max_dev_examples=16", "-o", "max_length=64"]
+    common += ["-o", f"storage={tmp_path / 'runs'}"]
+    run = tmp_path / "stsb"
+    trained = _run(
+        "train", *common, "--task", "stsb", "--lr", "1e-3", "--epochs", "1", "--out", str(run),
+    )  # fmt: skip
+    assert trained.returncode == 0, trained.stderr
+    [line] = _epoch_lines(trained.stderr)
+    assert "dev pearson" in line and "dev spearman" in line and "dev mse" in line
+    assert "(best pearson" in line
+    header = trained.stdout.splitlines()[0]
+    assert all(f" {m} " in header for m in ("pearson", "spearman", "mse"))
+    assert "accuracy" not in trained.stdout

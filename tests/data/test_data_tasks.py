@@ -60,7 +60,7 @@ def test_unknown_split_key_is_rejected() -> None:
         ({"train": {"path": "t/q.jsonl", "columns": ["a"]}}, "train.columns"),
         ({"train": {"path": "t/q.tsv", "encoding": "klingon"}}, "train.encoding"),
         ({"max_train_examples": 0}, "max_train_examples"),
-        ({"type": "regression"}, "type"),
+        ({"type": "ranking"}, "type"),
         ({"question_field": "q"}, "question_field"),
         ({"hub_config": "rte"}, "hub_config"),
     ],

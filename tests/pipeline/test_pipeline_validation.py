@@ -65,7 +65,34 @@ def _missing_data_file(doc: dict[str, Any]) -> None:
     doc["tasks"]["water"]["dev"] = "water_dev_missing.tsv"
 
 
+def _regression_labels_are_words(doc: dict[str, Any]) -> None:
+    doc["tasks"]["water"]["type"] = "regression"  # its labels are "yes" and "no"
+    del doc["tasks"]["water"]["label_names"]
+
+
+def _regression_range_decreasing(doc: dict[str, Any]) -> None:
+    _regression_labels_are_words(doc)
+    doc["tasks"]["water"]["range"] = [5, 0]
+
+
 CASES = {
+    "a regression label that is not a number": (
+        _regression_labels_are_words,
+        (),
+        r"task 'water', train 'label': '(yes|no)' is not a number \(record 1 of .*water_train"
+        r"\.tsv\); a regression label is a number",
+    ),
+    "a range that is not two increasing numbers": (
+        _regression_range_decreasing,
+        (),
+        r"task 'water', range: expected two increasing numbers \[low, high\], got \[5, 0\]",
+    ),
+    "a metric that does not fit the task type": (
+        lambda doc: doc["adapters"]["training"].update(metric="pearson"),
+        (),
+        r"adapters.training.metric: task '(fruit|water)': 'pearson' does not fit a "
+        r"classification task; metrics for classification tasks: accuracy, f1, ",
+    ),
     "fusion names an undeclared task": (_unknown_target, (), r"fusion.targets.fruit.*ghost"),
     "adapters.tasks names an undeclared task": (
         _unknown_adapter_task,

@@ -21,7 +21,7 @@ from adapterfleet.training import TrainConfig
         ("weight_decay", -0.1, ">= 0.0"),
         ("grad_accum_steps", 0, ">= 1"),
         ("patience", 0, ">= 1 or None"),
-        ("metric", "auc", "['accuracy', 'f1']"),
+        ("metric", "auc", "['accuracy', 'f1', 'f1_macro'"),
         ("seed", -1, ">= 0"),
         ("max_grad_norm", 0.0, "> 0 or None"),
         ("precision", "fp16", "['auto', 'fp32', 'bf16']"),

@@ -9,20 +9,25 @@ from typing import Any
 import torch
 from torch import nn
 
-HEAD_TYPES = ("classification", "multiple_choice")
+HEAD_TYPES = ("classification", "multiple_choice", "regression")
 POOLINGS = ("cls", "mean", "last")
 
 
 @dataclass(frozen=True)
 class HeadConfig:
     """A two-layer tanh head, as in the reference implementation, on a pooled token: the first
-    (`cls`), the mean of the real tokens (`mean`) or the last real token (`last`, for decoders)."""
+    (`cls`), the mean of the real tokens (`mean`) or the last real token (`last`, for decoders).
+
+    A regression head has one output. With `value_range` [low, high] its last layer learns on
+    that range mapped to [0, 1] and the head gives `low + (high - low) * output`: numbers in the
+    labels' own units, the loss taken on the [0, 1] scale (`regression_scale`)."""
 
     head_type: str = "classification"
     num_labels: int = 2
     label_names: list[str] = field(default_factory=list)
     dropout: float = 0.1
     pooling: str = "cls"
+    value_range: list[float] | None = None  # regression only: [low, high] of the labels
 
     def __post_init__(self) -> None:
         if self.head_type not in HEAD_TYPES:
@@ -31,6 +36,9 @@ class HeadConfig:
             raise ValueError(f"pooling {self.pooling!r} is unknown; use one of {POOLINGS}")
         if self.head_type == "classification" and self.num_labels < 2:
             raise ValueError(f"num_labels must be >= 2 for classification, got {self.num_labels}")
+        if self.head_type == "regression" and self.num_labels != 1:
+            raise ValueError(f"num_labels must be 1 for regression, got {self.num_labels}")
+        _check_value_range(self.head_type, self.value_range)
         if self.label_names and len(self.label_names) != self.num_labels:
             raise ValueError(
                 f"label_names has {len(self.label_names)} names but num_labels is {self.num_labels}"
@@ -40,8 +48,29 @@ class HeadConfig:
     def out_features(self) -> int:
         return 1 if self.head_type == "multiple_choice" else self.num_labels
 
+    @property
+    def regression_scale(self) -> tuple[float, float]:
+        """(low, width) of a regression head's outputs: output = low + width * last layer."""
+        low, high = self.value_range or (0.0, 1.0)
+        return float(low), float(high) - float(low)
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if self.value_range is None:
+            del out["value_range"]  # the files of classification heads stay as they were
+        return out
+
+
+def _check_value_range(head_type: str, value_range: list[float] | None) -> None:
+    if value_range is None:
+        return
+    if head_type != "regression":
+        raise ValueError(f"value_range is for regression heads only, not {head_type!r}")
+    ok = isinstance(value_range, list | tuple) and len(value_range) == 2
+    if not ok or not all(isinstance(v, int | float) for v in value_range):
+        raise ValueError(f"value_range must be [low, high], got {value_range!r}")
+    if not value_range[0] < value_range[1]:
+        raise ValueError(f"value_range must have low < high, got {list(value_range)}")
 
 
 class Head(nn.Module):
@@ -57,7 +86,11 @@ class Head(nn.Module):
         )
 
     def forward(self, pooled: torch.Tensor) -> torch.Tensor:
-        return self.layers(pooled)
+        out = self.layers(pooled)
+        if self.config.head_type == "regression" and self.config.value_range is not None:
+            low, width = self.config.regression_scale
+            out = low + width * out
+        return out
 
 
 def pool(hidden: torch.Tensor, mask: torch.Tensor | None, how: str) -> torch.Tensor:

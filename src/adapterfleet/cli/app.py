@@ -138,7 +138,7 @@ def fuse(
         return
     if not adapters or out is None:
         raise ConfigError("fuse: give --adapters DIR... and --out DIR, or --wait (registry)")
-    training = fusion_training(cfg, progress=progress, **changes)
+    training = fusion_training(cfg, target, progress=progress, **changes)
     _report(
         fuse_task(
             cfg,
@@ -202,7 +202,8 @@ def predict(
     set_: SetOpt = None,
 ) -> None:
     """Predict every row of --input with TARGET's registered fusion (or --adapter) and its head;
-    write the predicted label and a probability per label, one row per input row, in order."""
+    write the predicted label and a probability per label (a regression task: the predicted
+    number), one row per input row, in order."""
     from adapterfleet.orchestration.predict import predict_file
 
     predict_file(

@@ -24,6 +24,7 @@ from adapterfleet.config.fields import (
     training_at,
     trainings_at,
 )
+from adapterfleet.config.task_metrics import given_metric, leave_out_fix, stage_metrics
 from adapterfleet.data import TaskSpec
 from adapterfleet.training.config import TrainConfig
 
@@ -94,10 +95,14 @@ class AdapterStage:
     scheduler: str = "fifo"  # fifo: every trial runs to its end; asha: early stopping per task
     asha_grace_period: int = 1  # epochs before ASHA may stop a trial
     asha_reduction: float = 4.0  # ASHA keeps the best 1/asha_reduction at each rung
+    task_metrics: dict[str, str] = field(default_factory=dict)  # task -> its metric (resolved)
 
     def training_for(self, task: str) -> TrainConfig:
-        """The training settings of `task`: `training`, with that task's `task_training` changes."""
-        return self.task_training.get(task, self.training)
+        """The training settings of `task`: `training`, with that task's `task_training` changes
+        and its metric (the one given for it, else its type's default; config/task_metrics.py)."""
+        training = self.task_training.get(task, self.training)
+        metric = self.task_metrics.get(task, training.metric)
+        return training if metric == training.metric else replace(training, metric=metric)
 
     def grid_for(self, task: str | None) -> TaskGrid:
         """The grid of `task`: its `task_grid` entry, else (and for None) `reduction_factors` ×
@@ -126,14 +131,16 @@ class AdapterStage:
         seeds = seeds_at(raw, "adapters.seeds")
         names = tuple(str(t) for t in list_at(raw, "tasks", list(tasks), "adapters"))
         check_tasks(names, tasks, "adapters.tasks")
-        base = {**ADAPTER_DEFAULTS, **as_mapping(raw.get("training") or {}, "adapters.training")}
-        training = training_at(base, {}, "adapters.training")
+        training_raw = as_mapping(raw.get("training") or {}, "adapters.training")
+        base = {**ADAPTER_DEFAULTS, **training_raw}
         per_task = as_mapping(raw.get("task_training") or {}, "adapters.task_training")
         check_tasks(list(per_task), tasks, "adapters.task_training")
+        metrics = _task_metrics(tasks, names, training_raw, per_task)
+        training = training_at(base, {}, "adapters.training")
         task_training = trainings_at(per_task, base, "adapters.task_training")
         task_grid = TaskGrid.per_task(raw.get("task_grid") or {}, tasks, TaskGrid(rfs, lrs))
         stage = cls(architecture, rfs, lrs, names, seeds, training, task_training, task_grid)
-        return stage._with_search(raw)
+        return replace(stage, task_metrics=metrics)._with_search(raw)
 
     def _with_search(self, raw: Mapping[str, Any]) -> AdapterStage:
         """`search`, `scheduler` and their knobs; keys of an unused method are refused."""
@@ -157,8 +164,6 @@ class AdapterStage:
         reduction = as_float(raw.get("asha_reduction", 4), "adapters.asha_reduction")
         if reduction <= 1:
             raise ConfigError(f"adapters.asha_reduction: expected a number > 1, got {reduction}")
-        if search != "grid" or scheduler != "fifo":
-            self._check_one_metric(f"adapters.search: {search} with scheduler: {scheduler}")
         if scheduler == "asha":
             self._check_grace(grace)
         return replace(
@@ -171,15 +176,6 @@ class AdapterStage:
             asha_reduction=reduction,
         )
 
-    def _check_one_metric(self, why: str) -> None:
-        """One metric for every task: the scheduler and searcher compare `best_dev_<metric>`."""
-        for task, training in self.task_training.items():
-            if training.metric != self.training.metric:
-                raise ConfigError(
-                    f"adapters.task_training.{task}.metric: {why} compares every task on "
-                    f"adapters.training.metric ({self.training.metric}); remove the per-task metric"
-                )
-
     def _check_grace(self, grace: int) -> None:
         """ASHA's grace period fits in every task's `max_epochs`."""
         for task in self.tasks:
@@ -189,6 +185,25 @@ class AdapterStage:
                     f"adapters.asha_grace_period: {grace} is more than the {epochs} max_epochs "
                     f"of task {task!r}; lower it"
                 )
+
+
+def _task_metrics(
+    tasks: Mapping[str, TaskSpec],
+    names: Sequence[str],
+    training: Mapping[str, Any],
+    per_task: Mapping[str, Any],
+) -> dict[str, str]:
+    """Each task's metric: `task_training.<task>.metric`, else `training.metric`, else the
+    default of its type; checked against the type of every task the stage trains."""
+    given = {}
+    for task in tasks:
+        specific = f"adapters.task_training.{task}.metric"
+        given[task] = given_metric(
+            (per_task.get(task), specific),
+            (training, "adapters.training.metric"),
+            fix=f"set {specific} to one of them, or " + leave_out_fix("{key}"),
+        )
+    return stage_metrics(tasks, names, given)
 
 
 def _only_with(raw: Mapping[str, Any], keys: Sequence[str], used: bool, needs: str) -> None:

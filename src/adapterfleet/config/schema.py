@@ -28,6 +28,7 @@ from adapterfleet.config.fields import (
     string_at,
 )
 from adapterfleet.config.stages import BaselineStage, FusionStage, Resources
+from adapterfleet.config.task_metrics import checked_task_metrics
 from adapterfleet.data import (
     TaskError,
     TaskSpec,
@@ -124,7 +125,7 @@ def parse_config(document: Mapping[str, Any], base_dir: Path) -> PipelineConfig:
         raise ConfigError(f"name: {name!r} must be letters, digits, '_' or '-' (e.g. name: glue)")
     storage = absolute_storage(document.get("storage"))
     try:
-        tasks = read_tasks(document, base_dir, storage)
+        tasks = checked_task_metrics(read_tasks(document, base_dir, storage))
         adapters = AdapterStage.from_mapping(document.get("adapters") or {}, tasks)
         fusion = FusionStage.from_mapping(document.get("fusion") or {}, tasks, adapters)
         baselines = BaselineStage.from_mapping(

@@ -7,7 +7,7 @@ when built, so a changed copy (`dataclasses.replace`) is checked too.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from adapterfleet.adapters.config import DEFAULT_REDUCTION_FACTOR
@@ -24,6 +24,7 @@ from adapterfleet.config.fields import (
     training_at,
     trainings_at,
 )
+from adapterfleet.config.task_metrics import given_metric, leave_out_fix, stage_metrics
 from adapterfleet.data import TaskSpec
 from adapterfleet.training.config import TrainConfig
 
@@ -41,10 +42,26 @@ class FusionStage:
     preset: str = "dynamic"
     training: TrainConfig = field(default_factory=lambda: TrainConfig(**FUSION_DEFAULTS))
     seeds: tuple[int, ...] = ()  # one fusion per seed, `best` the best of them; () = training.seed
+    target_metrics: dict[str, str] = field(default_factory=dict)  # task -> its metric (resolved)
 
     @property
     def fusion_seeds(self) -> tuple[int, ...]:
         return self.seeds or (self.training.seed,)
+
+    def training_for(self, target: str) -> TrainConfig:
+        """`training` with the metric of `target` (`training.metric` if given, else the default
+        of the target's type; config/task_metrics.py)."""
+        metric = self.target_metrics.get(target, self.training.metric)
+        return (
+            self.training
+            if metric == self.training.metric
+            else replace(self.training, metric=metric)
+        )
+
+    def for_target(self, target: str) -> FusionStage:
+        """This stage with `training` set to `training_for(target)`: what a fusion job of
+        `target` reads."""
+        return replace(self, training=self.training_for(target))
 
     @classmethod
     def from_mapping(
@@ -64,9 +81,13 @@ class FusionStage:
                 raise ConfigError(f"fusion.targets.{target}: use 'all' or a list of adapter tasks")
             check_tasks(names, {t: None for t in adapters.tasks}, f"fusion.targets.{target}")
             targets[str(target)] = names
-        training = training_at(raw.get("training"), FUSION_DEFAULTS, "fusion.training")
+        training_raw = as_mapping(raw.get("training") or {}, "fusion.training")
+        place = (training_raw, "fusion.training.metric")
+        given = {t: given_metric(place, fix=leave_out_fix("{key}")) for t in tasks}
+        metrics = stage_metrics(tasks, targets, given)
+        training = training_at(training_raw, FUSION_DEFAULTS, "fusion.training")
         seeds = seeds_at(raw, "fusion.seeds") if raw.get("seeds") is not None else ()
-        return cls(targets, preset, training, seeds)
+        return cls(targets, preset, training, seeds, metrics)
 
 
 @dataclass(frozen=True)
@@ -82,9 +103,14 @@ class BaselineStage:
     reduction_factor: int = DEFAULT_REDUCTION_FACTOR
     training: TrainConfig = field(default_factory=lambda: TrainConfig(**BASELINE_DEFAULTS))
     system_training: dict[str, TrainConfig] = field(default_factory=dict)
+    # system -> task -> the metric it is selected on (config/task_metrics.py)
+    task_metrics: dict[str, dict[str, str]] = field(default_factory=dict)
 
-    def training_for(self, system: str) -> TrainConfig:
-        return self.system_training.get(system, self.training)
+    def training_for(self, system: str, task: str | None = None) -> TrainConfig:
+        """The settings of `system`; for one `task`, with that task's metric."""
+        training = self.system_training.get(system, self.training)
+        metric = self.task_metrics.get(system, {}).get(task or "", training.metric)
+        return training if metric == training.metric else replace(training, metric=metric)
 
     @classmethod
     def from_mapping(
@@ -107,8 +133,9 @@ class BaselineStage:
         default_tasks = list(fusion.targets) or list(tasks)
         names = tuple(str(t) for t in list_at(raw, "tasks", default_tasks, "baselines"))
         check_tasks(names, tasks, "baselines.tasks")
-        _check_mt_a(systems, names, adapters, fusion)
-        base = {**BASELINE_DEFAULTS, **as_mapping(raw.get("training") or {}, "baselines.training")}
+        _check_mt_a(systems, names, tasks, adapters, fusion)
+        training_raw = as_mapping(raw.get("training") or {}, "baselines.training")
+        base = {**BASELINE_DEFAULTS, **training_raw}
         per_system = as_mapping(raw.get("system_training") or {}, "baselines.system_training")
         extra = [s for s in per_system if s not in systems]
         if extra:
@@ -116,6 +143,7 @@ class BaselineStage:
                 f"baselines.system_training: {extra} not in baselines.systems {list(systems)}"
             )
         return cls(
+            task_metrics=_baseline_metrics(tasks, systems, names, training_raw, per_system),
             systems=systems,
             tasks=names,
             seeds=seeds_at(raw, "baselines.seeds"),
@@ -129,12 +157,43 @@ class BaselineStage:
         )
 
 
+def _baseline_metrics(
+    tasks: Mapping[str, TaskSpec],
+    systems: tuple[str, ...],
+    names: tuple[str, ...],
+    training: Mapping[str, Any],
+    per_system: Mapping[str, Any],
+) -> dict[str, dict[str, str]]:
+    """Per system, each task's metric: `system_training.<system>.metric`, else
+    `training.metric`, else the default of the task's type."""
+    out = {}
+    for system in systems:
+        places = (
+            (per_system.get(system), f"baselines.system_training.{system}.metric"),
+            (training, "baselines.training.metric"),
+        )
+        given = {t: given_metric(*places, fix=leave_out_fix("{key}")) for t in tasks}
+        out[system] = stage_metrics(tasks, names, given)
+    return out
+
+
 def _check_mt_a(
-    systems: tuple[str, ...], names: tuple[str, ...], adapters: AdapterStage, fusion: FusionStage
+    systems: tuple[str, ...],
+    names: tuple[str, ...],
+    tasks: Mapping[str, TaskSpec],
+    adapters: AdapterStage,
+    fusion: FusionStage,
 ) -> None:
     """MT-A has adapters for the adapter tasks only; fusion-mt-a needs mt-a and a fusion target
     for each of its tasks."""
     if "mt-a" in systems or "fusion-mt-a" in systems:
+        regression = [t for t in adapters.tasks if tasks[t].is_regression]
+        if regression:
+            raise ConfigError(
+                f"baselines.systems: MT-A selects on one metric over the dev sets of every "
+                f"adapter task pooled, which regression task(s) {regression} cannot join; "
+                "remove mt-a and fusion-mt-a, or the regression tasks from adapters.tasks"
+            )
         outside = [t for t in names if t not in adapters.tasks]
         if outside:
             raise ConfigError(

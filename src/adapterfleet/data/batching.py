@@ -81,7 +81,8 @@ class PadCollator:
     """Pads a list of rows to the longest sequence in the batch.
 
     Gives ``input_ids``, ``attention_mask``, ``token_type_ids`` (when rows have them) and
-    ``labels``; shapes (B, T), or (B, C, T) for multiple choice rows.
+    ``labels`` (long class indices; float32 numbers for a regression task); shapes (B, T), or
+    (B, C, T) for multiple choice rows.
     """
 
     def __init__(self, pad_token_id: int) -> None:
@@ -113,7 +114,9 @@ class PadCollator:
         }
         if has_types:
             out["token_type_ids"] = torch.from_numpy(squeeze(types))
-        out["labels"] = torch.tensor([r["label"] for r in rows], dtype=torch.long)
+        labels = [r["label"] for r in rows]
+        numbers = isinstance(labels[0], float)  # a regression task's labels
+        out["labels"] = torch.tensor(labels, dtype=torch.float32 if numbers else torch.long)
         return out
 
 

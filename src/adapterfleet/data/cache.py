@@ -36,7 +36,7 @@ class TokenizedSplit:
     from_cache: bool
     input_ids: list[Any]
     token_type_ids: list[Any] | None
-    labels: list[int]
+    labels: list[Any]  # class indices, or numbers for a regression task
     lengths: list[int]
 
     def __len__(self) -> int:
@@ -64,6 +64,8 @@ class TokenizedTask:
     pad_token_id: int
     train: TokenizedSplit
     dev: TokenizedSplit
+    is_regression: bool = False
+    value_range: tuple[float, float] | None = None  # a regression task's declared `range`
 
     @property
     def from_cache(self) -> bool:
@@ -101,6 +103,8 @@ def tokenize_task(
         pad_token_id=0 if pad is None else int(pad),
         train=splits["train"],
         dev=splits["dev"],
+        is_regression=task_data.is_regression,
+        value_range=task_data.spec.value_range,
     )
 
 
@@ -204,7 +208,9 @@ def encode_rows(
     columns = {"input_ids": pa.array(ids, type=row_type)}
     if types:
         columns["token_type_ids"] = pa.array(types, type=row_type)
-    columns["label"] = pa.array(dataset.to_dict()["label"], type=pa.int64())
+    numbers = dataset.features["label"].dtype.startswith("float")  # a regression task
+    label_type = pa.float64() if numbers else pa.int64()
+    columns["label"] = pa.array(dataset.to_dict()["label"], type=label_type)
     columns["length"] = pa.array(lengths, type=pa.int32())
     return pa.table(columns)
 

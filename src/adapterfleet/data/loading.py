@@ -12,6 +12,7 @@ import numpy as np
 
 from adapterfleet.data.errors import TaskError
 from adapterfleet.data.readers import RawSplit, read_file
+from adapterfleet.data.regression import NumberLabel, label_feature
 from adapterfleet.data.tasks import SplitSource, TaskSpec
 
 if TYPE_CHECKING:
@@ -46,6 +47,10 @@ class TaskData:
     @property
     def is_multiple_choice(self) -> bool:
         return self.spec.is_multiple_choice
+
+    @property
+    def is_regression(self) -> bool:
+        return self.spec.is_regression
 
     @property
     def skipped(self) -> int:
@@ -93,7 +98,8 @@ def _rows(
 
 
 def _normalise(spec: TaskSpec, split: str, raw: RawSplit) -> tuple[list[tuple[Any, ...]], int]:
-    """Map rows to (texts..., label index); rows with a missing value are dropped and counted."""
+    """Map rows to (texts..., label index, or a regression number); rows with a missing value
+    are dropped and counted."""
     if spec.is_multiple_choice:
         wanted = [("question_field", spec.question_field)]
         wanted += [("choice_fields", name) for name in spec.choice_fields]
@@ -108,7 +114,7 @@ def _normalise(spec: TaskSpec, split: str, raw: RawSplit) -> tuple[list[tuple[An
                 f"not found in {raw.source}",
                 f"columns there: {', '.join(raw.columns) or '(none)'}; fix {key} or {split}.rename",
             )
-    labels = _LabelMap(spec)
+    labels = NumberLabel(spec) if spec.is_regression else _LabelMap(spec)
     names = [column for _, column in wanted]
     rows: list[tuple[Any, ...]] = []
     bad = 0
@@ -213,7 +219,7 @@ def _nonempty(spec: TaskSpec, split: str, rows: list, skipped: dict[str, int]) -
 def _dataset(spec: TaskSpec, rows: list[tuple[Any, ...]]) -> datasets.Dataset:
     import datasets
 
-    label = datasets.ClassLabel(names=list(spec.label_names))
+    label = label_feature(spec)
     string = datasets.Value("string")
     if spec.is_multiple_choice:
         n = len(spec.choice_fields)

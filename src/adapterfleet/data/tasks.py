@@ -10,8 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from adapterfleet.data.errors import TaskError
+from adapterfleet.data.regression import RANGE_KEY, parse_range
 
-KINDS = ("classification", "multiple_choice")
+KINDS = ("classification", "multiple_choice", "regression")
+# The metrics a task reports when it names none (the config checks names against the type).
+DEFAULT_METRICS = {"regression": ("pearson", "spearman", "mse")}
 FORMATS = ("tsv", "csv", "jsonl", "json", "parquet")
 EXTENSIONS = {
     ".tsv": "tsv",
@@ -38,6 +41,7 @@ TASK_KEYS = (
     "max_train_examples",
     "max_dev_examples",
     "metrics",
+    RANGE_KEY,
 )
 FILE_SPLIT_KEYS = ("path", "format", "header", "columns", "encoding", "rename")
 HUB_SPLIT_KEYS = ("split", "rename")
@@ -96,10 +100,15 @@ class TaskSpec:
     max_train_examples: int | None = None
     max_dev_examples: int | None = None
     metrics: tuple[str, ...] = ("accuracy",)
+    value_range: tuple[float, float] | None = None  # regression: `range`, the labels' bounds
 
     @property
     def num_labels(self) -> int:
         return len(self.label_names)
+
+    @property
+    def is_regression(self) -> bool:
+        return self.kind == "regression"
 
     @property
     def is_multiple_choice(self) -> bool:
@@ -120,7 +129,6 @@ class TaskSpec:
             "type": self.kind,
             "train": self.train.to_mapping(),
             "label_field": self.label_field,
-            "label_names": list(self.label_names),
             "seed": self.seed,
             "metrics": list(self.metrics),
         }
@@ -131,9 +139,11 @@ class TaskSpec:
             "text_fields": list(self.text_fields) or None,
             "question_field": self.question_field,
             "choice_fields": list(self.choice_fields) or None,
+            "label_names": list(self.label_names) or None,  # none for regression
             "dev_fraction": self.dev_fraction,
             "max_train_examples": self.max_train_examples,
             "max_dev_examples": self.max_dev_examples,
+            RANGE_KEY: list(self.value_range) if self.value_range else None,
         }
         out.update({k: v for k, v in optional.items() if v is not None})
         return out
@@ -196,11 +206,19 @@ class _Parser:
             seed=self.opt_int(raw, "seed", minimum=0) or 0,
             max_train_examples=self.opt_int(raw, "max_train_examples", minimum=1),
             max_dev_examples=self.opt_int(raw, "max_dev_examples", minimum=1),
-            metrics=self.str_list(raw, "metrics", default=("accuracy",)),
+            metrics=self.str_list(raw, "metrics", default=DEFAULT_METRICS.get(kind, ("accuracy",))),
+            value_range=self.value_range(raw, kind),
         )
 
+    def value_range(self, raw: Mapping[str, Any], kind: str) -> tuple[float, float] | None:
+        if RANGE_KEY not in raw:
+            return None
+        if kind != "regression":
+            raise self.fail(RANGE_KEY, "only for type regression", "remove it or set type")
+        return parse_range(self.name, raw[RANGE_KEY])
+
     def fields(self, raw: Mapping[str, Any], kind: str) -> tuple[tuple, str | None, tuple]:
-        if kind == "classification":
+        if kind != "multiple_choice":
             for key in ("question_field", "choice_fields"):
                 if key in raw:
                     raise self.fail(key, "only for type multiple_choice", "use text_fields")
@@ -224,6 +242,10 @@ class _Parser:
 
     def label_names(self, raw: Mapping[str, Any], kind: str, choices: tuple) -> tuple[str, ...]:
         names = raw.get("label_names")
+        if kind == "regression":
+            if names is not None:
+                raise self.fail("label_names", "not for type regression", "remove it")
+            return ()
         if names is None and kind == "multiple_choice":
             return tuple(choices)
         if names is None:

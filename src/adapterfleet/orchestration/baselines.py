@@ -126,7 +126,7 @@ def plan_baselines(config: PipelineConfig) -> list[BaselineJob]:
                     "system": system,
                     "seed": seed,
                     "task": config.tasks[task].to_mapping(),
-                    "training": _settings(stage.training_for(system)),
+                    "training": _settings(stage.training_for(system, task)),
                 }
                 if system == "st-a-houlsby":
                     payload["reduction_factor"] = stage.reduction_factor
@@ -161,7 +161,7 @@ def run_baseline_job(
     if done is not None and (work.run_dir / RUN_FILE).is_file():
         say(f"baseline {job.label}: finished before, not trained again")
         return BaselineOutcome(job, _saved_metrics(work.run_dir, job), False, str(work.run_dir))
-    training = replace(config.baselines.training_for(job.system), seed=job.seed)
+    training = replace(config.baselines.training_for(job.system, job.task), seed=job.seed)
     logger = _open_run(config, job, training, uri, experiment_id, kind)
     try:
         start = resume_job(work, logger)
@@ -375,8 +375,10 @@ def collect_baselines(
 
 
 def _metric_text(config: PipelineConfig, outcome: BaselineOutcome) -> str:
-    metric = config.baselines.training_for(outcome.job.system).metric
-    values = ", ".join(
-        f"{t} {m.get(metric, float('nan')):.4f}" for t, m in outcome.dev_metrics.items()
-    )
-    return f"{metric} {values}" + ("" if outcome.trained else " (finished before)")
+    """`accuracy rte 0.6100`: each task's dev value of the metric it is selected on."""
+    system = outcome.job.system
+    values = []
+    for task, metrics in outcome.dev_metrics.items():
+        metric = config.baselines.training_for(system, task).metric
+        values.append(f"{metric} {task} {metrics.get(metric, float('nan')):.4f}")
+    return ", ".join(values) + ("" if outcome.trained else " (finished before)")

@@ -15,10 +15,11 @@ from adapterfleet.registry import ensure_experiment
 from adapterfleet.training import TrainConfig
 
 
-def fusion_training(config: PipelineConfig, **changes: Any) -> TrainConfig:
-    """`fusion.training` with the given changes (None values are ignored, as for CLI options
-    left out)."""
-    return replace(config.fusion.training, **{k: v for k, v in changes.items() if v is not None})
+def fusion_training(config: PipelineConfig, target: str, **changes: Any) -> TrainConfig:
+    """`fusion.training` of `target` (with its metric) and the given changes (None values are
+    ignored, as for CLI options left out)."""
+    kept = {k: v for k, v in changes.items() if v is not None}
+    return replace(config.fusion.training_for(target), **kept)
 
 
 def with_fusion_training(config: PipelineConfig, training: TrainConfig, **stage: Any) -> Any:
@@ -42,7 +43,7 @@ def fuse_registered(
         raise ConfigError(f"fusion.targets: {target!r} is not a fusion target of {config_path}")
     seed = changes.get("seed")
     seeds = config.fusion.seeds if seed is None else (seed,)
-    config = with_fusion_training(config, fusion_training(config, **changes), seeds=seeds)
+    config = with_fusion_training(config, fusion_training(config, target, **changes), seeds=seeds)
     uri = config.tracking_uri
     outcome = run_fusion_job(
         config, target, uri, ensure_experiment(uri, config.name), timeout_s=timeout_s, say=say
@@ -56,7 +57,7 @@ def prune_registered(
 ) -> PruneReport:
     """`prune`: rank the adapters of `target`'s registered fusion and train the smaller ones
     (`options`: keep, threshold, alias, version)."""
-    config = with_fusion_training(config, fusion_training(config, progress=progress))
+    config = with_fusion_training(config, fusion_training(config, target, progress=progress))
     uri = config.tracking_uri
     experiment_id = ensure_experiment(uri, config.name)
     return prune_fusion(config, target, uri, experiment_id, say=say, **options)
@@ -72,8 +73,13 @@ def task_summaries(config: PipelineConfig) -> list[dict[str, Any]]:
                 "task": name,
                 "train": len(data.train),
                 "dev": len(data.dev),
-                "labels": ", ".join(data.label_names),
+                "labels": ", ".join(data.label_names) or _numbers(spec.value_range),
                 "skipped rows": data.skipped,
             }
         )
     return rows
+
+
+def _numbers(value_range: tuple[float, float] | None) -> str:
+    """The labels of a regression task, as `adapterfleet tasks` lists them."""
+    return "numbers" + (f" in [{value_range[0]:g}, {value_range[1]:g}]" if value_range else "")

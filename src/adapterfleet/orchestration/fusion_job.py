@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +57,7 @@ from adapterfleet.training import (
     end_quietly,
     resume_job,
 )
+from adapterfleet.training.metrics import metric_direction, signed
 from adapterfleet.training.modes import RunResult, task_batches, train_fusion_run
 
 
@@ -86,6 +87,7 @@ def run_fusion_job(
     every second: a job started before its last adapter is registered takes its first step
     seconds after it."""
     torch.set_num_threads(max(1, int(config.resources.cpu)))
+    config = replace(config, fusion=config.fusion.for_target(target))  # the target's metric
     if warm:
         _warm_up(config, target)
         poll_s, max_poll_s = 0.5, 1.0
@@ -120,7 +122,7 @@ def run_fusion_job(
         seed = seeded.fusion.training.seed
         say(f"fusion {target}: seed {seed} {registered_text(outcome, metric)}")
         outcomes.append(outcome)
-    best = max(outcomes, key=lambda o: o.dev_metrics.get(metric, float("-inf")))
+    best = max(outcomes, key=lambda o: signed(metric, o.dev_metrics.get(metric, float("nan"))))
     set_alias(uri, best.version.name, BEST_ALIAS, best.version.version)
     say(
         f"fusion {target}: best of {len(outcomes)} seeds is v{best.version.version} "
@@ -312,6 +314,7 @@ def _register(
             TAG_LINEAGE_KEY: plan.key,
             "base_model": config.base_model,
             "metric": metric,
+            "metric_direction": metric_direction(metric),
             TAG_SEED: config.fusion.training.seed,
             **{f"dev_{k}": notes.tag_number(v) for k, v in run.dev_metrics.items()},
             **{f"adapter.{t}": f"v{plan.versions[t].version}" for t in sources},

@@ -30,7 +30,7 @@ def lineage_key(config: PipelineConfig, target: str, versions: dict[str, ModelVe
         "task": config.tasks[target].to_mapping(),
         "base_model": config.base_model,
         "preset": config.fusion.preset,
-        "training": _result_settings(config.fusion.training),
+        "training": _result_settings(config.fusion.training_for(target)),
         "adapters": {t: [v.version, v.sha256] for t, v in sorted(versions.items())},
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
@@ -86,7 +86,7 @@ def open_plan_run(
         "target": plan.target,
         "adapters": plan.lineage,
         "preset": config.fusion.preset,
-        **config.fusion.training.run_params(),
+        **config.fusion.training_for(plan.target).run_params(),
     }
     versions = {t: plan.versions[t] for t in config.fusion.targets[plan.target]}
     epochs, preset = config.fusion.training.max_epochs, config.fusion.preset

@@ -99,7 +99,7 @@ def fuse_task(
         tokenized,
         base_model or config.base_model,
         adapter_dirs,
-        train_config or config.fusion.training,
+        train_config or config.fusion.training_for(target),
         out_dir,
         fusion_config=FusionConfig.preset(config.fusion.preset),
         metrics=config.tasks[target].metrics,
@@ -122,6 +122,7 @@ def evaluate_run(config: PipelineConfig, task: str, run_dir: Path) -> dict[str, 
     elif (run_dir / "adapter").is_dir():
         set_active_adapter(model, load_adapter(model, run_dir / "adapter", name=task))
     tokenized = prepare_task(config, task)
-    _, dev = task_batches(tokenized, config.adapters.training)
-    names = list(dict.fromkeys([config.adapters.training.metric, *config.tasks[task].metrics]))
+    training = config.adapters.training_for(task)
+    _, dev = task_batches(tokenized, training)
+    names = list(dict.fromkeys([training.metric, *config.tasks[task].metrics]))
     return evaluate(model.eval(), dev, names)

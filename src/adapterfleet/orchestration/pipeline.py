@@ -22,7 +22,7 @@ import os
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +128,7 @@ class FusionGate(threading.Thread):
         start_now: bool = False,
     ):
         super().__init__(name=f"fusion-gate-{target}", daemon=True)
+        config = replace(config, fusion=config.fusion.for_target(target))  # the target's metric
         self.config, self.target, self.uri, self.experiment_id = config, target, uri, experiment_id
         self.say, self.relay, self.timeout_s = relay.say, relay, timeout_s
         self.job = f"fusion {target}"  # names its lines for the relay

@@ -7,6 +7,9 @@ probabilities batch by batch (`training.predict`), write one row per input row i
 
     row (0-based), id (when the input has one), prediction (label name), prob_<label>...
 
+For a regression task, `prediction` is the head's number (in the labels' units) and there are no
+probability columns.
+
 A registered fusion is its run's `fusion/` folder; its head is the run's `head/` folder, and the
 adapters it fuses are the versions named by its `adapter.<task>=vN` tags. A registered adapter
 is its trial run's `adapter/` folder with the same run's `head/`.
@@ -74,9 +77,20 @@ def output_format(out: Path) -> str:
 
 
 def prediction_rows(
-    data: PredictionInput, probabilities: torch.Tensor, label_names: Sequence[str]
+    data: PredictionInput,
+    probabilities: torch.Tensor,
+    label_names: Sequence[str],
+    regression: bool = False,
 ) -> Iterator[dict[str, Any]]:
-    """One output row per input row, in input order."""
+    """One output row per input row, in input order; `regression`: `probabilities` holds the
+    head's numbers (rows, 1) and `prediction` is that number."""
+    if regression:
+        for index, value in enumerate(probabilities.reshape(-1).tolist()):
+            row: dict[str, Any] = {"row": index}
+            if data.ids is not None:
+                row["id"] = data.ids[index]
+            yield {**row, "prediction": value}
+        return
     predicted = probabilities.argmax(dim=-1).tolist()
     for index, (label, probs) in enumerate(zip(predicted, probabilities.tolist(), strict=True)):
         row: dict[str, Any] = {"row": index}
@@ -200,8 +214,16 @@ def label_names_of(spec: TaskSpec) -> list[str]:
 
 
 def check_head(model: AdapterModel, target: str, spec: TaskSpec) -> None:
-    """The registered head must score the labels the config declares for the task."""
+    """The registered head must score the labels the config declares for the task (a
+    regression head for a regression task)."""
     config = model.heads[target].config
+    if (config.head_type == "regression") != spec.is_regression:
+        raise ConfigError(
+            f"tasks.{target}.type: {spec.kind} but the registered head is a {config.head_type} "
+            "head; predict with the config the model was trained with"
+        )
+    if spec.is_regression:
+        return
     labels = label_names_of(spec)
     saved = list(config.label_names)
     if (saved and saved != labels) or (
@@ -269,7 +291,7 @@ def predict_file(
         probabilities = _predict_ray(setup, data, workers)
     else:
         probabilities = _predict_local(setup, data, show_progress)
-    rows = prediction_rows(data, probabilities, label_names_of(spec))
+    rows = prediction_rows(data, probabilities, label_names_of(spec), spec.is_regression)
     count = write_predictions(out, fmt, rows)
     say(f"predict {target}: wrote {count} rows to {out}")
     return PredictionSummary(out, count, info)
@@ -305,6 +327,7 @@ class _Worker:
             int(pad),
             device=self.device,
             show_progress=show_progress,
+            regression=self.spec.is_regression,
         )
 
 

@@ -135,6 +135,7 @@ def prune_fusion(
     from adapterfleet.training.modes import metric_names, task_batches
 
     check_target(config, target)
+    config = replace(config, fusion=config.fusion.for_target(target))  # the target's metric
     source = find_version(config, target, uri, alias=alias, version=version)
     folder = Path(config.storage).resolve() / "prune" / target / f"v{source.version}"
     job = _PruneJob(config, target, uri, experiment_id, folder, say)

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from adapterfleet.config import PipelineConfig
 from adapterfleet.results.formats import number_from_tag, version_label
+from adapterfleet.training.metrics import signed
 
 if TYPE_CHECKING:
     from adapterfleet.orchestration.pipeline import PipelineSummary
@@ -13,12 +14,12 @@ if TYPE_CHECKING:
 
 def summary_rows(config: PipelineConfig, summary: PipelineSummary) -> list[dict[str, Any]]:
     """Per task its registered adapter; per fusion target the fusion beside the target's ST-A
-    on the dev metric, with its gain; per baseline job its dev metric. Tasks, targets and
-    systems in the config's order, whatever order they ended in."""
-    metric = config.adapters.training.metric
+    on the dev metric, with its gain (an improvement: lower is better for mse); per baseline job
+    its dev metric. Each task in its own metric's column. Tasks, targets and systems in the
+    config's order, whatever order they ended in."""
     rows: list[dict[str, Any]] = []
     for task in _ordered(summary.adapters, config.tasks):
-        info = summary.adapters[task]
+        info, metric = summary.adapters[task], config.adapters.training_for(task).metric
         rows.append(
             {
                 "task": task,
@@ -31,9 +32,11 @@ def summary_rows(config: PipelineConfig, summary: PipelineSummary) -> list[dict[
         )
     for target in _ordered(summary.fusions, config.fusion.targets):
         outcome, st_a = summary.fusions[target], summary.adapters.get(target)
+        metric = config.adapters.training_for(target).metric  # what the ST-A was selected on
         value = outcome.dev_metrics.get(metric)
         base = number_from_tag(st_a.tags.get("metric_value")) if st_a else None
-        gain = value - base if base is not None and value is not None else None
+        both = base is not None and value is not None
+        gain = signed(metric, value) - signed(metric, base) if both else None
         rows.append(
             {
                 "task": target,
@@ -46,13 +49,11 @@ def summary_rows(config: PipelineConfig, summary: PipelineSummary) -> list[dict[
                 "gain": f"{gain:+.4f}" if gain is not None else "",
             }
         )
-    rows += _baseline_rows(config, summary, metric)
+    rows += _baseline_rows(config, summary)
     return rows
 
 
-def _baseline_rows(
-    config: PipelineConfig, summary: PipelineSummary, metric: str
-) -> list[dict[str, Any]]:
+def _baseline_rows(config: PipelineConfig, summary: PipelineSummary) -> list[dict[str, Any]]:
     systems = list(config.baselines.systems)
     outcomes = sorted(
         summary.baselines.outcomes,
@@ -61,6 +62,7 @@ def _baseline_rows(
     rows = []
     for outcome in outcomes:
         for task in _ordered(outcome.dev_metrics, config.tasks):
+            metric = config.baselines.training_for(outcome.job.system, task).metric
             rows.append(
                 {
                     "task": task,

@@ -157,7 +157,7 @@ def _open_sweep_runs(
                 "reduction_factors": list(points.reduction_factors),
                 "learning_rates": list(points.learning_rates),
                 "seeds": list(stage.seeds),
-                "metric": stage.training.metric,
+                "metric": stage.training_for(task).metric,
                 "max_epochs": stage.training_for(task).max_epochs,  # what its trials use
             }
         )

@@ -178,15 +178,18 @@ def fusion_version_note(
     dev_metrics: Mapping[str, float],
 ) -> str:
     """The fused adapter versions as links, the dev metric and its gain over the target's own
-    (ST-A) adapter when that adapter is one of them and was chosen on the same metric."""
+    (ST-A) adapter when that adapter is one of them and was chosen on the same metric (a gain
+    is an improvement: a fall of a lower-is-better metric such as mse)."""
     text = f"AdapterFusion for task `{target}` over {_links(versions)}."
     if metric in dev_metrics:
         value = round(float(dev_metrics[metric]), TAG_DIGITS)
         text += f" Dev {metric} {value}"
         own = versions.get(target)
+        lower = own is not None and own.tags.get("metric_direction") == "min"
+        text += " (lower is better)" if lower else ""
         if own is not None and own.tags.get("metric") == metric and "metric_value" in own.tags:
             st_a = round(float(own.tags["metric_value"]), TAG_DIGITS)
-            gain = round(value - st_a, TAG_DIGITS)
+            gain = round(st_a - value if lower else value - st_a, TAG_DIGITS)
             text += (
                 f", {gain:+} over the ST-A adapter of `{target}` "
                 f"({version_link(own, f'{target} v{own.version}')}, {st_a})"

@@ -91,7 +91,7 @@ def build_report(
             f"baseline runs yet; nothing to report (see `adapterfleet status {name}`)"
         )
     plan = StatusPlan.from_tags(name, experiment.tags, [])
-    collected = collect_cells(runs, plan.metric)
+    collected = collect_cells(runs, plan.metric_for)
     tasks = task_order(plan, collected.cells)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -105,10 +105,15 @@ def build_report(
         notes.append(
             f"the paper's numbers are accuracies, the main metric is {plan.metric}: no rows"
         )
-    table = table1(tasks, collected.cells, plan.metric)
-    markdown = render(name, plan.metric, tasks, collected, table, budget, figure, notes)
+    notes += [
+        f"{t}: dev {plan.metric_for(t)} × 100 (the metric this task is selected on)"
+        for t in tasks
+        if plan.metric_for(t) != plan.metric
+    ]
+    table = table1(tasks, collected.cells, plan.metric_for, plan.metric)
+    markdown = render(name, plan, tasks, collected, table, budget, figure, notes)
     (out / TABLE_FILE).write_text(markdown)
-    data = report_numbers(name, tracking_uri, plan.metric, tasks, collected.cells, budget, rows)
+    data = report_numbers(name, tracking_uri, plan, tasks, collected.cells, budget, rows)
     (out / DATA_FILE).write_text(json.dumps({**data, "notes": notes}, indent=1) + "\n")
     files = tuple(out / f for f in (TABLE_FILE, FIGURE_FILE, FIGURE_DATA_FILE, DATA_FILE))
     files = tuple(f for f in files if f.is_file())
@@ -163,7 +168,7 @@ def write_figure(rows: Sequence[WeightsRow], out: Path) -> Path | None:
 
 def render(
     name: str,
-    metric: str,
+    plan: StatusPlan,
     tasks: Sequence[str],
     collected: Collected,
     table: str,
@@ -171,11 +176,11 @@ def render(
     figure: Path | None,
     notes: Sequence[str],
 ) -> str:
-    cells = collected.cells
+    cells, metric = collected.cells, plan.metric
     f1 = f1_table(tasks, cells) if metric != F1 else None
     sections = {
         "F1 (tasks whose runs logged F1)": [f1] if f1 else [],
-        "ST-A: the grid point each cell reports": chosen_points(tasks, cells, metric),
+        "ST-A: the grid point each cell reports": chosen_points(tasks, cells, plan.metric_for),
         "Fusion w/ ST-A: the adapter versions fused": lineages(tasks, cells),
         "Figure 4": [f"![Figure 4]({FIGURE_FILE})", "", FIGURE4_CAPTION] if figure else [],
         "What the budget trimmed": budget_section(budget),
@@ -187,7 +192,7 @@ def render(
 def report_numbers(
     name: str,
     uri: str,
-    metric: str,
+    plan: StatusPlan,
     tasks: Sequence[str],
     cells: Mapping[tuple[str, str], Cell],
     budget: Mapping[str, Any],
@@ -199,10 +204,11 @@ def report_numbers(
         "name": name,
         "tracking_uri": safe_uri(uri),
         "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "metric": metric,
+        "metric": plan.metric,
+        "task_metrics": {t: plan.metric_for(t) for t in tasks if plan.metric_for(t) != plan.metric},
         "columns": [{"system": c.system, "title": c.title} for c in COLUMNS],
         "tasks": list(tasks),
-        "cells": [_cell_data(cell, metric) for cell in ordered],
+        "cells": [_cell_data(cell, plan.metric_for(cell.task)) for cell in ordered],
         "paper": {
             "source": PAPER_URL,
             "accuracy": {

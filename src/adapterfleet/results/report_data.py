@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from adapterfleet.config.task_metrics import higher_is_better
 from adapterfleet.registry import TAG_KIND, TAG_SEED, TAG_SYSTEM, TAG_TASK, RunData
 from adapterfleet.registry.tags import TAG_LINEAGE, TAG_PRUNED_FROM, TAG_STOPPED_EARLY
 
@@ -42,6 +43,14 @@ COLUMNS = (
 )
 TITLES = {c.system: c.title for c in COLUMNS}
 FUSION_SYSTEMS = ("fusion-st-a", "fusion-mt-a")
+# The metric of the report: one name for every task, or task -> its metric (a regression task
+# is reported in its own, e.g. pearson).
+MetricFor = str | Callable[[str], str]
+
+
+def metric_of(metric: MetricFor, task: str) -> str:
+    """The metric `task` is reported in."""
+    return metric if isinstance(metric, str) else metric(task)
 
 
 @dataclass(frozen=True)
@@ -93,7 +102,7 @@ def summarize(values: Iterable[float]) -> Summary | None:
     return Summary(statistics.fmean(found), std, len(found))
 
 
-def collect_cells(runs: Sequence[RunData], metric: str) -> Collected:
+def collect_cells(runs: Sequence[RunData], metric: MetricFor) -> Collected:
     """Every cell the runs (oldest first) make; notes say what was left out and why."""
     by_kind: dict[str, list[RunData]] = {}
     for run in runs:
@@ -155,7 +164,7 @@ def _baseline_cell(task: str, system: str, runs: Sequence[RunData]) -> Cell:
     return Cell(task, system, seeds, reduction_factor=rf, learning_rate=lr)
 
 
-def sweep_cells(trials: Sequence[RunData], metric: str) -> list[Cell]:
+def sweep_cells(trials: Sequence[RunData], metric: MetricFor) -> list[Cell]:
     groups: dict[tuple[str, str], list[RunData]] = {}
     for run in trials:
         task = run.tags.get(TAG_TASK)
@@ -163,14 +172,17 @@ def sweep_cells(trials: Sequence[RunData], metric: str) -> list[Cell]:
             system = "st-a-houlsby" if run.value("architecture") == "houlsby" else "st-a"
             groups.setdefault((task, system), []).append(run)
     cells = [
-        _best_grid_point(task, system, group, metric) for (task, system), group in groups.items()
+        _best_grid_point(task, system, group, metric_of(metric, task))
+        for (task, system), group in groups.items()
     ]
     return [cell for cell in cells if cell is not None]
 
 
 def _best_grid_point(task: str, system: str, trials: Sequence[RunData], metric: str) -> Cell | None:
-    """The (reduction factor, learning rate) whose seeds have the best mean `metric`; ties go
-    to more seeds, then the smaller reduction factor, then the smaller learning rate."""
+    """The (reduction factor, learning rate) whose seeds have the best mean `metric` (the
+    lowest for a lower-is-better one); ties go to more seeds, then the smaller reduction factor,
+    then the smaller learning rate."""
+    sign = 1.0 if higher_is_better(metric) else -1.0
     points: dict[tuple[int | None, float | None], list[RunData]] = {}
     for run in trials:
         rf, lr = _int(run.value("reduction_factor")), _float(run.value("learning_rate"))
@@ -180,7 +192,7 @@ def _best_grid_point(task: str, system: str, trials: Sequence[RunData], metric: 
         cell = Cell(task, system, newest_per_seed(group), reduction_factor=rf, learning_rate=lr)
         summary = cell.summary(metric)
         if summary is not None:
-            ranked.append(((summary.mean, summary.n, -(rf or 0), -(lr or 0.0)), cell))
+            ranked.append(((sign * summary.mean, summary.n, -(rf or 0), -(lr or 0.0)), cell))
     return max(ranked, key=lambda pair: pair[0])[1] if ranked else None
 
 

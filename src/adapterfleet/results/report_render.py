@@ -9,7 +9,7 @@ from typing import Any
 
 from adapterfleet.registry.tags import TAG_BUDGET, TAG_BUDGET_TRIMMED, TAG_OVERRIDES
 from adapterfleet.results.paper_table1 import PAPER_NAME, PAPER_URL, paper_number
-from adapterfleet.results.report_data import COLUMNS, TITLES, Cell, Summary
+from adapterfleet.results.report_data import COLUMNS, TITLES, Cell, MetricFor, Summary, metric_of
 
 NOTHING = "—"
 F1 = "f1"
@@ -25,16 +25,17 @@ def format_cell(summary: Summary | None) -> str:
     return f"{summary.mean:.2f}{spread} ({summary.n})"
 
 
-def table1(tasks: Sequence[str], cells: Cells, metric: str) -> str:
+def table1(tasks: Sequence[str], cells: Cells, metric: MetricFor, main: str | None = None) -> str:
     """Rows: tasks (each followed by the paper's row where it has numbers); columns: the
-    paper's systems in its order."""
+    paper's systems in its order. A task reported in another metric than `main` (a regression
+    task's pearson) is named `task (metric)`."""
     rows = []
     for task in tasks:
-        rows.append(
-            [task, *(format_cell(_summary(cells, task, c.system, metric)) for c in COLUMNS)]
-        )
+        own = metric_of(metric, task)
+        label = task if own == (main or own) else f"{task} ({own})"
+        rows.append([label, *(format_cell(_summary(cells, task, c.system, own)) for c in COLUMNS)])
         paper = [paper_number(task, c.system) for c in COLUMNS]
-        if metric == "accuracy" and any(v is not None for v in paper):
+        if own == "accuracy" and any(v is not None for v in paper):
             rows.append([f"{task} (paper)", *(_paper_cell(v) for v in paper)])
     return markdown_table(["task", *(c.title for c in COLUMNS)], rows)
 
@@ -48,10 +49,11 @@ def f1_table(tasks: Sequence[str], cells: Cells) -> str | None:
     return markdown_table(["task", *(c.title for c in COLUMNS)], rows)
 
 
-def chosen_points(tasks: Sequence[str], cells: Cells, metric: str) -> list[str]:
+def chosen_points(tasks: Sequence[str], cells: Cells, metric_for: MetricFor) -> list[str]:
     """One line per swept cell: the reduction factor and learning rate the table reports."""
     lines = []
     for task in tasks:
+        metric = metric_of(metric_for, task)
         for system in ("st-a", "st-a-houlsby"):
             cell = cells.get((task, system))
             summary = cell.summary(metric) if cell else None

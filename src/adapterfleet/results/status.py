@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from adapterfleet.config import PipelineConfig
+from adapterfleet.config.task_metrics import higher_is_better
 from adapterfleet.registry import (
     ModelVersionInfo,
     RegistryError,
@@ -44,14 +45,23 @@ class StatusPlan:
     baselines: dict[str, tuple[str, ...]] = field(default_factory=dict)  # system -> its tasks
     baseline_seeds: int = 0
     task_trials: dict[str, int] = field(default_factory=dict)  # tasks with a grid of their own
+    task_metrics: dict[str, str] = field(default_factory=dict)  # tasks selected on another metric
+
+    def metric_for(self, task: str) -> str:
+        """The metric `task` is selected on: its own (a regression task's pearson), else
+        `metric`."""
+        return self.task_metrics.get(task, self.metric)
 
     @classmethod
     def from_config(cls, config: PipelineConfig) -> StatusPlan:
         stage = config.baselines
+        metric = config.adapters.training.metric
+        metrics = {t: config.adapters.training_for(t).metric for t in config.tasks}
         return cls(
             name=config.name,
             prefix=config.registry_prefix or config.name,
-            metric=config.adapters.training.metric,
+            metric=metric,
+            task_metrics={t: m for t, m in metrics.items() if m != metric},
             trials_per_task=_grid_size(config),
             tasks=tuple(config.adapter_tasks),
             task_trials={
@@ -79,6 +89,8 @@ class StatusPlan:
         }
         if self.task_trials:
             plan["task_trials"] = self.task_trials
+        if self.task_metrics:
+            plan["task_metrics"] = self.task_metrics
         if self.baselines:
             plan["baselines"] = {s: list(t) for s, t in self.baselines.items()}
             plan["baseline_seeds"] = self.baseline_seeds
@@ -101,6 +113,7 @@ class StatusPlan:
             trials_per_task=int(plan.get("trials_per_task", 0)),
             tasks=tuple(plan.get("tasks", found)),
             task_trials={t: int(n) for t, n in plan.get("task_trials", {}).items()},
+            task_metrics={t: str(m) for t, m in plan.get("task_metrics", {}).items()},
             targets={t: tuple(s) for t, s in plan.get("targets", {}).items()},
             baselines={s: tuple(t) for s, t in plan.get("baselines", {}).items()},
             baseline_seeds=int(plan.get("baseline_seeds", 0)),
@@ -110,7 +123,7 @@ class StatusPlan:
 @dataclass(frozen=True)
 class TaskStatus:
     task: str
-    metric: str  # e.g. "accuracy"; higher is better
+    metric: str  # e.g. "accuracy" (higher is better) or "mse" (lower is better)
     total: int  # trials in the grid
     done: int
     running: int
@@ -138,6 +151,7 @@ class FusionStatus:
     version: int | None = None
     missing: tuple[str, ...] = ()
     best: float | None = None  # the registered fusion's dev metric
+    metric: str = ""  # the metric `best` is in (the registered fusion's `metric` tag)
 
 
 @dataclass(frozen=True)
@@ -149,6 +163,7 @@ class BaselineStatus:
     running: int
     failed: int
     mean: float | None  # mean dev metric over the finished seeds
+    metric: str = ""  # the metric `mean` is in
 
     @property
     def pending(self) -> int:
@@ -181,14 +196,19 @@ class PipelineStatus:
         if self.fusions:
             rows = [("FUSION", "ADAPTERS", "STATE", "BEST")]
             rows += [
-                (f.target, ",".join(f.adapters), f.state, metric_label(f.best, self.metric))
+                (
+                    f.target,
+                    ",".join(f.adapters),
+                    f.state,
+                    metric_label(f.best, f.metric or self.metric),
+                )
                 for f in self.fusions
             ]
             lines += ["", *_table(rows)]
         if self.baselines:
             rows = [("BASELINE", "TASK", "DONE", "RUN", "FAIL", "PEND", "MEAN")]
             for b in self.baselines:
-                mean = metric_label(b.mean, self.metric)
+                mean = metric_label(b.mean, b.metric or self.metric)
                 counts = (b.done, b.running, b.failed, b.pending)
                 rows.append((b.system, b.task, *map(str, counts), mean))
             lines += ["", *_table(rows)]
@@ -295,13 +315,14 @@ def task_trials(records: Sequence[RunRecord], task: str) -> list[RunRecord]:
 def _task_status(
     plan: StatusPlan, task: str, records: Sequence[RunRecord], model: ModelVersionInfo | None
 ) -> TaskStatus:
-    metric = plan.metric
+    metric = plan.metric_for(task)
     trials = task_trials(records, task)
     stopped = [r for r in trials if r.stopped_early]
     trials = [r for r in trials if not r.stopped_early]
     scored = [(_score(r, metric), r) for r in trials if r.status not in FAILED]
     scored = [(s, r) for s, r in scored if s is not None]
-    best = max(scored, key=lambda sr: sr[0], default=None)
+    sign = 1.0 if higher_is_better(metric) else -1.0
+    best = max(scored, key=lambda sr: sign * sr[0], default=None)
     return TaskStatus(
         task=task,
         metric=metric,
@@ -340,10 +361,12 @@ def _baseline_status(
     if system == "mt-a":
         joint = [r for r in records if r.kind == "mt-a" and r.status in RUNNING]
         running += len({r.seed for r in joint} - {r.seed for r in done})
-    scores = [v for r in done if (v := _score(r, plan.metric)) is not None]
+    metric = plan.metric_for(task)
+    scores = [v for r in done if (v := _score(r, metric)) is not None]
     mean = sum(scores) / len(scores) if scores else None
     failed = sum(r.status in FAILED for r in runs)
-    return BaselineStatus(system, task, plan.baseline_seeds, len(done), running, failed, mean)
+    seeds = plan.baseline_seeds
+    return BaselineStatus(system, task, seeds, len(done), running, failed, mean, metric)
 
 
 def _fusion_status(
@@ -356,8 +379,9 @@ def _fusion_status(
     sources = tuple(sources)
     if model is not None:
         text = version_label(model.version, model.aliases)
-        best = number_from_tag(model.tags.get(f"dev_{model.tags.get('metric')}"))
-        return FusionStatus(target, sources, text, version=model.version, best=best)
+        metric = model.tags.get("metric") or ""
+        best = number_from_tag(model.tags.get(f"dev_{metric}"))
+        return FusionStatus(target, sources, text, version=model.version, best=best, metric=metric)
     missing = tuple(s for s in sources if BEST_ALIAS not in getattr(adapters.get(s), "aliases", ()))
     if missing:
         return FusionStatus(target, sources, f"waiting for {', '.join(missing)}", missing=missing)

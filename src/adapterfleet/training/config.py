@@ -7,7 +7,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from adapterfleet.training.metrics import METRICS
+from adapterfleet.training.metrics import DEFAULT_METRIC, METRICS, METRICS_BY_KIND
+from adapterfleet.training.metrics import higher_is_better as higher_is_better  # for config/
 
 PRECISIONS = ("auto", "fp32", "bf16")
 DEVICES = ("auto", "cpu", "cuda")
@@ -113,3 +114,16 @@ def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
 
 def _known_metric(value: Any) -> None:
     _choice("metric", value, tuple(METRICS))
+
+
+def task_metric(kind: str, num_labels: int, name: str | None) -> str:
+    """The metric `name` as a task of type `kind` records it, or the type's default for None:
+    `f1` on more than two classes is macro-F1, recorded as `f1_macro`. A name that is unknown
+    or does not fit the type is a ValueError naming the metrics the type has."""
+    if name is None:
+        return DEFAULT_METRIC[kind]
+    fits = METRICS_BY_KIND[kind]
+    if name not in fits:
+        problem = "is unknown" if name not in METRICS else f"does not fit a {kind} task"
+        raise ValueError(f"{name!r} {problem}; metrics for {kind} tasks: {', '.join(fits)}")
+    return "f1_macro" if name == "f1" and num_labels > 2 else name

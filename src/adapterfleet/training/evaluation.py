@@ -1,4 +1,5 @@
-"""Dev-set evaluation: predictions by argmax over the logits, then metrics."""
+"""Dev-set evaluation: predictions by argmax over the logits (or the one output of a regression
+head, for float labels), then metrics."""
 
 from __future__ import annotations
 
@@ -34,8 +35,12 @@ def evaluate(
             batch = to_device(batch, device)
             with autocast(device, bf16):
                 logits = logits_of(model(batch))
-            preds.append(logits.argmax(dim=-1).cpu())
-            labels.append(batch["labels"].cpu())
+            targets = batch["labels"]
+            if targets.is_floating_point():  # regression: the head's number is the prediction
+                preds.append(logits.float().reshape(targets.shape).cpu())
+            else:
+                preds.append(logits.argmax(dim=-1).cpu())
+            labels.append(targets.cpu())
     finally:
         model.train(was_training)
     if not preds:

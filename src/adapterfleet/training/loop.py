@@ -15,7 +15,11 @@ from adapterfleet.training.callbacks import Callback, EpochReport, FitResult
 from adapterfleet.training.checkpoint import TrainingParts, load_checkpoint, save_checkpoint
 from adapterfleet.training.config import TrainConfig
 from adapterfleet.training.evaluation import evaluate
-from adapterfleet.training.metrics import check_metric_names
+from adapterfleet.training.metrics import (
+    CLASS_METRIC_NAMES,
+    check_metric_names,
+    higher_is_better,
+)
 from adapterfleet.training.optim import build_optimizer, build_scheduler
 from adapterfleet.training.runtime import (
     Batch,
@@ -53,17 +57,22 @@ def fit(
     """Train `trainable_params` of `model` with AdamW; return when epochs or patience run out
     (patience only from `config.min_epochs` on).
 
-    `model(batch)` returns logits (B, num_labels); `batch["labels"]` holds the targets.
+    `model(batch)` returns logits (B, num_labels); `batch["labels"]` holds the targets (class
+    indices, or float numbers for regression: then the model gives one output per example).
     `train_batches` is a callable `epoch -> batches` (epoch is 1-based) or a re-iterable of
-    batches; `dev_batches` is a re-iterable. `loss_fn(logits, labels)` defaults to cross-entropy;
+    batches; `dev_batches` is a re-iterable. `loss_fn(logits, labels)` defaults to cross-entropy
+    (mean squared error for float labels);
     `extra_loss()` is added to every training step's loss. Dev metrics are `metric_names`
-    (default: `config.metric` and accuracy). The model ends on the best epoch's trainable state,
-    in eval mode. `resume_from` is a directory written by `EpochReport.save_checkpoint`.
+    (default: `config.metric`, and accuracy for a classification metric). The model ends on the
+    best epoch's trainable state, in eval mode; the best epoch is the highest `config.metric`
+    (the lowest for a lower-is-better one such as mse). `resume_from` is a directory written by
+    `EpochReport.save_checkpoint`.
     """
     params = checked_params(model, trainable_params)
     epoch_batches = epoch_source(train_batches)
     require_reiterable(dev_batches, "dev_batches")
-    names = list(dict.fromkeys([config.metric, *(metric_names or ["accuracy"])]))
+    default = ["accuracy"] if config.metric in CLASS_METRIC_NAMES else []
+    names = list(dict.fromkeys([config.metric, *(metric_names or default)]))
     check_metric_names(names)
     device = resolve_device(config.device)
     bf16 = use_bf16(config.precision, device)
@@ -75,7 +84,7 @@ def fit(
     parts = TrainingParts(params, optimizer, scheduler, config)
     run = _FitRun(
         model, parts, epoch_batches, dev_batches, names, device, bf16,
-        loss_fn=loss_fn or _cross_entropy, extra_loss=extra_loss, callbacks=callbacks,
+        loss_fn=loss_fn or default_loss, extra_loss=extra_loss, callbacks=callbacks,
     )  # fmt: skip
     if resume_from is not None:
         run.state, run.best = load_checkpoint(Path(resume_from), parts)
@@ -189,7 +198,8 @@ class _FitRun:
     def _record_epoch(self, epoch: int, loss: float, dev: dict, examples: int, seconds: float):
         state = self.state
         state.epoch = epoch
-        if state.record(dev[self.config.metric]):
+        metric = self.config.metric
+        if state.record(dev[metric], higher_is_better(metric)):
             self.best = [p.detach().clone() for p in self.parts.params]
         lr = self.parts.optimizer.param_groups[0]["lr"]
         dev_flat = {f"dev_{k}": v for k, v in dev.items()}
@@ -242,5 +252,9 @@ class _FitRun:
         )
 
 
-def _cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+def default_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy of class logits; mean squared error of one output per example against
+    float labels (regression)."""
+    if labels.is_floating_point():
+        return torch.nn.functional.mse_loss(logits.reshape(labels.shape).float(), labels.float())
     return torch.nn.functional.cross_entropy(logits, labels)

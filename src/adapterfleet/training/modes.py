@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
 from torch import nn
 
 from adapterfleet.adapters import (
@@ -47,7 +48,7 @@ from adapterfleet.fusion import (
 )
 from adapterfleet.training.callbacks import Callback, FitResult
 from adapterfleet.training.config import TrainConfig
-from adapterfleet.training.loop import fit
+from adapterfleet.training.loop import LossFn, default_loss, fit
 from adapterfleet.training.state import seed_everything
 
 # The single-task adapter rows of Table 1 and the architecture each trains.
@@ -72,9 +73,26 @@ class RunResult:
 
 
 def head_for(tokenized: TokenizedTask) -> HeadConfig:
+    if tokenized.is_regression:
+        value_range = list(tokenized.value_range) if tokenized.value_range else None
+        return HeadConfig(head_type="regression", num_labels=1, value_range=value_range)
     if tokenized.is_multiple_choice:
         return HeadConfig(head_type="multiple_choice", num_labels=tokenized.num_labels)
     return HeadConfig(num_labels=tokenized.num_labels, label_names=list(tokenized.label_names))
+
+
+def head_loss(head: HeadConfig) -> LossFn | None:
+    """The loss of a regression head: mean squared error on its range mapped to [0, 1] (the
+    error divided by the range's width), so a 0-5 score trains like a 0-1 one. None (the fit
+    loop's cross-entropy) for the other heads."""
+    if head.head_type != "regression":
+        return None
+    _, width = head.regression_scale
+
+    def loss(outputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return default_loss(outputs / width, labels / width)
+
+    return loss
 
 
 def task_batches(tokenized: TokenizedTask, config: TrainConfig) -> tuple[Any, Any]:
@@ -146,7 +164,8 @@ def train_single(
     seed_everything(config.seed)  # the new head and adapter: one init per seed, whatever ran before
     model = new_model(base_model)
     name = tokenized.name
-    model.add_head(name, head_for(tokenized))
+    head = head_for(tokenized)
+    model.add_head(name, head)
     if adapter is not None:
         add_adapter(model, name, adapter)
         trainable = train_adapter(model, name)
@@ -160,6 +179,7 @@ def train_single(
         train,
         dev,
         config,
+        loss_fn=head_loss(head),
         callbacks=callbacks,
         resume_from=resume_from,
         metric_names=metric_names(metrics, config),
@@ -200,7 +220,8 @@ def train_fusion_run(
     target = tokenized.name
     fusion_config = fusion_config or FusionConfig()
     add_fusion(model, target, names, fusion_config)
-    model.add_head(target, head_for(tokenized))
+    head = head_for(tokenized)
+    model.add_head(target, head)
     trainable = train_fusion(model, target)
     train, dev = task_batches(tokenized, config)
     regularised = fusion_config.regularization and fusion_config.value
@@ -210,6 +231,7 @@ def train_fusion_run(
         train,
         dev,
         config,
+        loss_fn=head_loss(head),
         extra_loss=(lambda: fusion_regularization_loss(model, target)) if regularised else None,
         callbacks=callbacks,
         resume_from=resume_from,

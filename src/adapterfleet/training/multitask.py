@@ -86,6 +86,7 @@ def train_mt_a(
 
     Model selection uses the metric over every task's dev set pooled; afterwards each task's
     own dev metrics (`metrics[task]`, default accuracy) go into `lineage["task_metrics"]`."""
+    _refuse_regression(tasks)
     seed_everything(config.seed)  # the new adapters and heads: one init per seed
     model = new_model(base_model)
     for name, tokenized in tasks.items():
@@ -129,3 +130,12 @@ def train_mt_a(
     run = RunResult("mt-a", ",".join(tasks), out, result, trainable, lineage)
     write_run_file(run, base_model, config)
     return run
+
+
+def _refuse_regression(tasks: dict[str, TokenizedTask]) -> None:
+    regression = [name for name, t in tasks.items() if t.is_regression]
+    if regression:
+        raise ValueError(
+            f"MT-A selects on one metric over every task's dev set pooled, which a regression "
+            f"task ({', '.join(regression)}) cannot join; train MT-A over classification tasks"
+        )

@@ -1,4 +1,5 @@
-"""Batch prediction: class probabilities of a loaded model over a tokenised input.
+"""Batch prediction: class probabilities (or a regression head's numbers) of a loaded model over a
+tokenised input.
 
 The model is an `AdapterModel` with its adapter or fusion active and its head selected; the input
 is any indexable of tokenised rows with `lengths` (a `TokenizedSplit`). Batches are length-grouped
@@ -36,8 +37,10 @@ def predict_batches(
     *,
     device: torch.device | None = None,
     show_progress: bool = False,
+    regression: bool = False,
 ) -> Iterator[tuple[list[int], torch.Tensor]]:
-    """(row indices, probabilities (batch, classes) on the CPU) per length-grouped batch.
+    """(row indices, probabilities (batch, classes) on the CPU) per length-grouped batch; with
+    `regression`, the head's numbers (batch, 1) as they come, in the labels' units.
 
     The model is in eval mode while the batches are produced and back in its former mode after.
     """
@@ -50,7 +53,7 @@ def predict_batches(
         for indices in progress(sampler.batches(), "predict", show_progress):
             batch = to_device(collate([rows[i] for i in indices]), device)
             logits = logits_of(model(batch)).float()
-            yield indices, torch.softmax(logits, dim=-1).cpu()
+            yield indices, (logits if regression else torch.softmax(logits, dim=-1)).cpu()
     finally:
         model.train(was_training)
 
@@ -63,11 +66,18 @@ def predict_probabilities(
     *,
     device: torch.device | None = None,
     show_progress: bool = False,
+    regression: bool = False,
 ) -> torch.Tensor:
-    """Probabilities (rows, classes) in the order of `rows`."""
+    """Probabilities (rows, classes) in the order of `rows`; numbers (rows, 1) for `regression`."""
     out: torch.Tensor | None = None
     for indices, probabilities in predict_batches(
-        model, rows, batch_size, pad_token_id, device=device, show_progress=show_progress
+        model,
+        rows,
+        batch_size,
+        pad_token_id,
+        device=device,
+        show_progress=show_progress,
+        regression=regression,
     ):
         if out is None:
             out = torch.empty(len(rows), probabilities.shape[-1])

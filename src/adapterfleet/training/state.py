@@ -22,9 +22,11 @@ class LoopState:
     train_seconds: float = 0.0
     examples_seen: int = 0
 
-    def record(self, metric: float) -> bool:
-        """Track `metric` of the epoch just finished; True when it is a new best."""
-        if self.best_metric is None or metric > self.best_metric:
+    def record(self, metric: float, higher_is_better: bool = True) -> bool:
+        """Track `metric` of the epoch just finished; True when it is a new best (the highest,
+        or the lowest when not `higher_is_better`)."""
+        best = self.best_metric
+        if best is None or (metric > best if higher_is_better else metric < best):
             self.best_metric, self.best_epoch = metric, self.epoch
             self.epochs_without_improvement = 0
             return True

@@ -34,12 +34,14 @@ from adapterfleet.registry.descriptions import (
     adapter_version_note,
     tag_number,
 )
+from adapterfleet.training.metrics import metric_direction, signed
 from adapterfleet.training.workdir import JobWorkdir
 from adapterfleet.tuning.progress import Note, trial_counts, trial_epoch_line, with_note
 from adapterfleet.tuning.spec import (
     TAG_BASE_MODEL,
     TAG_CONFIG_HASH,
     TAG_METRIC,
+    TAG_METRIC_DIRECTION,
     TAG_METRIC_VALUE,
     SweepError,
     TrialParams,
@@ -88,13 +90,13 @@ def outcome_of_result(result: Any) -> TrialOutcome:
 
 
 def choose_best(outcomes: Iterable[TrialOutcome], metric: str) -> TrialOutcome:
-    """Highest best dev `metric`; ties go to the smaller reduction factor, then the smaller
-    learning rate and seed."""
+    """Best dev `metric` (the highest; the lowest for a lower-is-better one such as mse); ties
+    go to the smaller reduction factor, then the smaller learning rate and seed."""
     key = f"best_dev_{metric}"
     return max(
         outcomes,
         key=lambda o: (
-            float(o.result[key]),
+            signed(metric, float(o.result[key])),
             -o.params.reduction_factor,
             -o.params.learning_rate,
             -o.params.seed,
@@ -137,16 +139,16 @@ class Registrar:
     registered: dict[str, ModelVersionInfo] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
 
-    @property
-    def metric(self) -> str:
-        return self.config.adapters.training.metric
+    def metric(self, task: str) -> str:
+        """The metric `task` is selected on (config/task_metrics.py)."""
+        return self.config.adapters.training_for(task).metric
 
     def epoch_reported(self, params: TrialParams, result: dict, statuses: list[str]) -> None:
         """Print the line of a trial's epoch, with the running count of the trials."""
         total = sum(plan.size for plan in self.tasks.values())
         counts = with_note(trial_counts(statuses, total), self.note)
         max_epochs = self.config.adapters.training_for(params.task).max_epochs
-        line = trial_epoch_line(params, result, self.metric, max_epochs, counts)
+        line = trial_epoch_line(params, result, self.metric(params.task), max_epochs, counts)
         if line is not None:
             self.progress(line)
 
@@ -162,11 +164,12 @@ class Registrar:
         plan = self.tasks.get(outcome.params.task)
         total = plan.size if plan else 0
         done = sum(o.ended for o in outcomes if o.params.task == outcome.params.task)
-        value = outcome.result.get(f"best_dev_{self.metric}", float("nan"))
+        metric = self.metric(outcome.params.task)
+        value = outcome.result.get(f"best_dev_{metric}", float("nan"))
         if outcome.ok:
-            what = f"dev {self.metric} {value:.4f} (epoch {outcome.result.get('best_epoch')})"
+            what = f"dev {metric} {value:.4f} (epoch {outcome.result.get('best_epoch')})"
         elif outcome.stopped:
-            what = f"stopped early after epoch {outcome.result.get('epoch')}, dev {self.metric} "
+            what = f"stopped early after epoch {outcome.result.get('epoch')}, dev {metric} "
             what += f"{value:.4f}"
             self._mark_stopped(outcome)
         else:
@@ -203,9 +206,9 @@ class Registrar:
             plan.sweep_run.end("FAILED")
 
     def register(self, task: str, outcomes: list[TrialOutcome]) -> ModelVersionInfo:
-        plan = self.tasks[task]
-        best = choose_best(outcomes, self.metric)
-        params, value = best.params, float(best.result[f"best_dev_{self.metric}"])
+        plan, metric = self.tasks[task], self.metric(task)
+        best = choose_best(outcomes, metric)
+        params, value = best.params, float(best.result[f"best_dev_{metric}"])
         weights = JobWorkdir(self.trials_root / params.trial_id).run_dir / "adapter"
         weights = weights / ADAPTER_WEIGHTS
         expected = best.result.get("adapter_sha256")
@@ -218,7 +221,8 @@ class Registrar:
         tags = {
             TAG_BASE_MODEL: self.config.base_model,
             TAG_CONFIG_HASH: plan.config_hash,
-            TAG_METRIC: self.metric,
+            TAG_METRIC: metric,
+            TAG_METRIC_DIRECTION: metric_direction(metric),
             TAG_METRIC_VALUE: tag_number(value),
             TAG_SWEEP: self.sweep_name,
             TAG_TRIAL_ID: params.trial_id,
@@ -234,18 +238,18 @@ class Registrar:
             self.uri, plan.model_name, run_id, "adapter", weights, tags,
             companions={"head": head} if head.is_file() else None,
             description=adapter_version_note(
-                task, params.trial_id, self.sweep_name, trial_settings(params), self.metric, value
+                task, params.trial_id, self.sweep_name, trial_settings(params), metric, value
             ),
             model_description=adapter_model_note(task),
         )  # fmt: skip
         self.registered[task] = info
         self.progress(
             f"task {task}: registered {info.name} v{info.version} (@best) from trial "
-            f"{params.trial_id}, dev {self.metric} {value:.4f}"
+            f"{params.trial_id}, dev {metric} {value:.4f}"
         )
         if plan.sweep_run is not None:
-            plan.sweep_run.log_metrics({f"best_dev_{self.metric}": value})
-            best = (params.trial_id, self.metric, value, info)
+            plan.sweep_run.log_metrics({f"best_dev_{metric}": value})
+            best = (params.trial_id, metric, value, info)
             note = sweep_description(self.config, task, self.sweep_name, best)
             plan.sweep_run.set_tags(
                 {"best_trial": params.trial_id, "registered_version": info.version, TAG_NOTE: note}

@@ -24,16 +24,11 @@ from ray.tune.schedulers import AsyncHyperBandScheduler, FIFOScheduler
 from ray.tune.search import Searcher
 
 from adapterfleet.config import AdapterStage, PipelineConfig
-from adapterfleet.tuning.spec import SAMPLE_KEY, trial_point
+from adapterfleet.tuning.spec import OBJECTIVE_KEY, SAMPLE_KEY, trial_point
 
 TASK_KEY = "task"
 TIME_ATTR = "epoch"  # in every epoch's report, not in the final one: ASHA leaves that alone
-MODE = "max"
-
-
-def objective(config: PipelineConfig) -> str:
-    """The result key schedulers and searchers compare: the best dev metric so far."""
-    return f"best_dev_{config.adapters.training.metric}"
+MODE = "max"  # of OBJECTIVE_KEY: higher is better whatever each task's metric (mse negated)
 
 
 class _PickledState:
@@ -224,7 +219,7 @@ def tune_options(config: PipelineConfig, tasks: Sequence[str]) -> dict[str, Any]
     options: dict[str, Any] = {"num_samples": 1}
     if stage.search == "grid" and stage.scheduler == "fifo":
         return options
-    metric = objective(config)
+    metric = OBJECTIVE_KEY  # each trial's own task's metric, higher-is-better (spec.py)
     options.update(metric=metric, mode=MODE)
     if stage.search == "optuna":
         options["num_samples"] = stage.num_samples * len(tasks)

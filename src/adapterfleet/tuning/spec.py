@@ -27,6 +27,10 @@ TAG_CONFIG_HASH = "config_hash"
 TAG_BASE_MODEL = "base_model"
 TAG_METRIC = "metric"
 TAG_METRIC_VALUE = "metric_value"
+TAG_METRIC_DIRECTION = "metric_direction"  # max, or min for a lower-is-better metric (mse)
+# In every result a trial reports: its task's best dev metric so far made higher-is-better (mse
+# negated), the one key ASHA and Optuna compare whatever metric each task is selected on.
+OBJECTIVE_KEY = "objective"
 
 
 class SweepError(RuntimeError):

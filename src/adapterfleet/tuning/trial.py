@@ -28,8 +28,9 @@ from adapterfleet.training import (
     end_quietly,
     resume_job,
 )
+from adapterfleet.training.metrics import signed
 from adapterfleet.training.modes import train_single
-from adapterfleet.tuning.spec import SweepContext, TrialParams
+from adapterfleet.tuning.spec import OBJECTIVE_KEY, SweepContext, TrialParams
 
 TRAINABLE_NAME = "adapter_trial"
 FINAL_KEY = "final"  # set on the last result of a trial that ended normally
@@ -56,6 +57,7 @@ class _TuneReport:
 
     def __call__(self, report: EpochReport, metrics: dict[str, float], folder: Path) -> None:
         best = {f"best_dev_{report.metric}": report.best_metric, "best_epoch": report.best_epoch}
+        best[OBJECTIVE_KEY] = signed(report.metric, report.best_metric)
         seconds = {"epoch_seconds": report.epoch_seconds}  # for the driver's epoch line
         try:
             ray.tune.report(
@@ -157,7 +159,10 @@ def run_trial(config: dict[str, Any], ctx: SweepContext) -> None:
             end_quietly(logger, "KILLED" if stopped else "FAILED")
         raise
     logger.end("FINISHED")
-    ray.tune.report({**final, FINAL_KEY: 1, "mlflow_run_id": logger.run_id})
+    objective = signed(train.metric, result.fit.best_metric)
+    ray.tune.report(
+        {**final, OBJECTIVE_KEY: objective, FINAL_KEY: 1, "mlflow_run_id": logger.run_id}
+    )
 
 
 def finish_run(

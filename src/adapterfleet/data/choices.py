@@ -37,10 +37,9 @@ if TYPE_CHECKING:
 LAYOUT_KEYS = ("context", "list", "labels", "fields", "fill", "blank")
 DEFAULT_BLANK = "_"
 COUNT_FIX = (
-    "adapterfleet refuses rows with another number of choices instead of padding them (the "
-    "paper's tasks have one count each; a padded choice would need a mask through the head, the "
-    "loss and the predictions, and could be picked as the answer): drop or fix those rows, or "
-    "declare the rows of each count as their own task"
+    "rows with another number of choices are refused, not padded: each of the paper's tasks has "
+    "one count, and a padded choice would need a mask through the head, the loss and the "
+    "predictions; drop or fix those rows, or declare each count as its own task"
 )
 _INT = re.compile(r"^[+-]?\d+$")
 _MISSING = object()
@@ -250,7 +249,8 @@ def record_texts(
         return None
     texts = [_text(v) for v in choices]
     if len(texts) != spec.num_labels:
-        problem = f"{len(texts)} choices, the task has {spec.num_labels} ({spec.label_names})"
+        names = list(spec.label_names)
+        problem = f"{len(texts)} choices, the task has {spec.num_labels} (label_names {names})"
         raise where.error("choices", problem, COUNT_FIX)
     parts = [_text(v) for v in context]
     if layout.fill is not None:

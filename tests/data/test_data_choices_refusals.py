@@ -140,3 +140,23 @@ def test_choices_only_for_multiple_choice() -> None:
     task = {"train": "a.tsv", "dev": "a.tsv", "text_fields": ["t"], "label_names": [0, 1]}
     with pytest.raises(TaskError, match="choices: only for type multiple_choice"):
         TaskSpec.from_mapping("c", {**task, "choices": {"context": "q", "list": "l"}}, Path("/d"))
+
+
+def test_a_prediction_input_needs_the_layouts_columns_not_the_answer(
+    tmp_path: Path, write_config
+) -> None:
+    from test_data_choices import write_jsonl
+
+    from adapterfleet.data.prediction_input import read_input
+
+    spec = mc_task(tmp_path, write_config, "csqa", CSQA_ROWS, CSQA).spec
+    unlabelled = [{k: v for k, v in row.items() if k != "answerKey"} for row in CSQA_ROWS]
+    for row in unlabelled:
+        row["choices"] = {"text": row["choices"]["text"]}  # the row's labels are not needed
+    data = read_input(spec, write_jsonl(tmp_path / "in.jsonl", unlabelled))
+    assert data.texts[1] == ("What do birds do?", "fly", "swim deep", "read", "drive", "cook")
+    renamed = [{"query" if k == "question" else k: v for k, v in r.items()} for r in unlabelled]
+    with pytest.raises(TaskError) as error:
+        read_input(spec, write_jsonl(tmp_path / "bad.jsonl", renamed))
+    assert "input column 'question' (choices.context): not found" in str(error.value)
+    assert "or name the file's columns with --columns" in str(error.value)

@@ -172,11 +172,12 @@ def check_columns(spec: TaskSpec, split: str, raw: RawSplit, *, labels: bool = F
         top = column if column in raw.columns else column.split(".")[0]
         if top not in raw.columns:
             there = ", ".join(raw.columns) or "(none)"
+            fix = "or name the file's columns with --columns" if split == "input" else ""
             raise TaskError(
                 spec.name,
                 f"{split} column {column!r} ({key})",
                 f"not found in {raw.source}",
-                f"columns there: {there}; fix {key} or {split}.rename",
+                f"columns there: {there}; fix {key} {fix or f'or {split}.rename'}",
             )
         if top != column:
             _check_nested(spec, split, raw, key, column)

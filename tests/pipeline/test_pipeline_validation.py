@@ -3,6 +3,7 @@ field and the fix, exit 2, and no tracking store or experiment created."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -75,6 +76,22 @@ def _regression_range_decreasing(doc: dict[str, Any]) -> None:
     doc["tasks"]["water"]["range"] = [5, 0]
 
 
+def _missing_choice_column(doc: dict[str, Any]) -> None:
+    record = {
+        "q": "Where is milk kept?",
+        "choices": {"label": ["A", "B"], "text": ["fridge", "sky"]},
+    }
+    (Path(doc["data_root"]) / "quiz.jsonl").write_text(json.dumps({**record, "answerKey": "A"}))
+    doc["tasks"]["quiz"] = {
+        "type": "multiple_choice",
+        "train": "quiz.jsonl",
+        "dev": "quiz.jsonl",
+        "choices": {"context": ["q"], "list": "choices.txt", "labels": "choices.label"},
+        "label_field": "answerKey",
+        "label_names": ["A", "B"],
+    }
+
+
 CASES = {
     "a regression label that is not a number": (
         _regression_labels_are_words,
@@ -108,6 +125,12 @@ CASES = {
     "tracking URI unreachable": (_tracking_unreachable, (), r"tracking URI http://127.0.0.1:\d+"),
     "unknown base model": (_unknown_base_model, (), r"base_model: cannot load 'no-such-org"),
     "missing data file": (_missing_data_file, (), r"water.*water_dev_missing.tsv"),
+    "a choice column that does not exist": (
+        _missing_choice_column,
+        (),
+        r"task 'quiz', train column 'choices.txt' \(choices.list\): .* has no 'txt' "
+        r"\(it holds label, text\); fix choices.list",
+    ),
     "ray address unreachable": (
         lambda doc: None,
         ("--address", f"127.0.0.1:{closed_port()}"),

@@ -49,13 +49,19 @@ def test_table1_cells_are_mean_std_and_seeds_in_points(table1_report: ReportResu
     assert [label for label in rows if "paper" not in label] == ["rte", "mrpc", "sst2"]
 
 
-def test_paper_numbers_sit_beside_ours_unknown_ones_are_dashes(table1_report: ReportResult) -> None:
+def test_the_papers_row_sits_beside_ours_all_seven_columns(table1_report: ReportResult) -> None:
     rows = table_rows(table1_report.table)
-    expected = {"rte": ("71.04", "76.82"), "mrpc": ("85.16", "90.29"), "sst2": ("91.85", "92.20")}
-    for task, (st_a, fusion) in expected.items():
-        paper = rows[f"{task} (paper)"]
-        assert (paper["ST-A"], paper["Fusion w/ ST-A"]) == (st_a, fusion)
-        assert {v for k, v in paper.items() if k not in ("ST-A", "Fusion w/ ST-A")} == {"—"}
+    assert rows["rte (paper)"] == {
+        "Head": "61.37 ± 1.17",
+        "Full": "65.41 ± 0.90",
+        "ST-A": "71.04 ± 1.62",
+        "ST-A Houlsby": "69.67 ± 1.96",
+        "MT-A": "77.61 ± 3.21",
+        "Fusion w/ ST-A": "76.82 ± 1.68",
+        "Fusion w/ MT-A": "79.96 ± 0.76",
+    }
+    assert rows["mrpc (paper)"]["Fusion w/ ST-A"] == "90.29 ± 0.84"
+    assert rows["sst2 (paper)"]["ST-A"] == "91.85 ± 0.41"
 
 
 def test_f1_table_lists_only_tasks_whose_runs_logged_f1(table1_report: ReportResult) -> None:
@@ -117,7 +123,17 @@ def test_report_json_holds_every_number_per_seed(table1_report: ReportResult) ->
     assert [s["seed"] for s in fusion["seeds"]] == [0, 1]
     assert fusion["lineage"] == "rte:v2,mrpc:v1"
     assert cells[("rte", "mt-a")]["accuracy"]["std"] is None
-    assert data["paper"]["accuracy"]["rte"] == {"st-a": 71.04, "fusion-st-a": 76.82}
+    paper_rte = data["paper"]["accuracy"]["rte"]
+    assert paper_rte == {
+        "head": 61.37,
+        "full": 65.41,
+        "st-a": 71.04,
+        "st-a-houlsby": 69.67,
+        "mt-a": 77.61,
+        "fusion-st-a": 76.82,
+        "fusion-mt-a": 79.96,
+    }
+    assert data["paper"]["accuracy_std"]["rte"]["mt-a"] == 3.21
     assert data["budget"] == {"name": "cpu", "trimmed": BUDGET_TRIMMED, "overrides": []}
 
 
@@ -138,3 +154,25 @@ def test_files_are_logged_to_one_report_run_reused_on_a_rerun(
     )
     assert [r.info.run_id for r in runs] == [table1_report.run_id]
     assert runs[0].info.status == "FINISHED"
+
+
+def test_multiple_choice_tasks_get_the_papers_row_under_the_names_users_give(
+    new_pipeline, tmp_path: Path
+) -> None:
+    from report_support import uid
+
+    from adapterfleet.results.status import StatusPlan
+
+    name = uid("mc")
+    plan = StatusPlan(name, name, "accuracy", 1, ("commonsense_qa", "hellaswag", "stsb"), {})
+    p = new_pipeline(plan.to_tags())
+    p.trial("commonsense_qa", 16, 1e-3, 0, {"accuracy": 0.31})
+    p.trial("hellaswag", 16, 1e-3, 0, {"accuracy": 0.27})
+    report = build_report(p.name, p.uri, tmp_path / "out", log_to_mlflow=False)
+    rows = table_rows(report.table)
+    assert rows["commonsense_qa"]["ST-A"] == "31.00 (1)"
+    assert rows["commonsense_qa (paper)"]["ST-A"] == "58.91 ± 0.57"
+    assert rows["commonsense_qa (paper)"]["Fusion w/ ST-A"] == "59.73 ± 0.54"
+    assert rows["hellaswag (paper)"]["Head"] == "34.17 ± 0.27"
+    assert "stsb (paper)" not in rows
+    assert "stsb: not a task of the paper's Table 1 (no paper row)" in report.notes

@@ -4,6 +4,8 @@ producers."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from adapterfleet.registry import RunData
@@ -13,7 +15,16 @@ from adapterfleet.registry.tags import (
     TAG_OVERRIDES,
     TAG_STOPPED_EARLY,
 )
-from adapterfleet.results.paper_table1 import paper_key, paper_number
+from adapterfleet.results.paper_table1 import (
+    MULTIPLE_CHOICE,
+    TABLE1_CSV,
+    PaperCell,
+    has_paper_row,
+    paper_cell,
+    paper_key,
+    paper_number,
+    paper_table,
+)
 from adapterfleet.results.report_data import (
     Summary,
     collect_cells,
@@ -43,8 +54,43 @@ def test_config_task_names_match_the_papers_rows(name: str) -> None:
 def test_unknown_paper_numbers_are_none() -> None:
     assert paper_key("M_N-L_I") == "mnli"
     assert paper_number("MNLI", "fusion-st-a") == 84.28
-    assert paper_number("rte", "head") is None
+    assert paper_cell("MNLI", "st-a") == PaperCell(84.32, None)  # the paper gives no std here
     assert paper_number("cola", "st-a") is None
+    assert paper_number("sts-b", "st-a") is None and not has_paper_row("stsb")
+
+
+def test_the_whole_table_every_task_and_all_seven_systems() -> None:
+    table = paper_table()
+    assert len(table) == 16 and "mean" not in table
+    assert all(len(row) == 7 for row in table.values())
+    assert paper_cell("rte", "head") == PaperCell(61.37, 1.17)
+    assert paper_cell("CB", "st-a-houlsby") == PaperCell(87.50, 4.72)
+    assert set(MULTIPLE_CHOICE) <= set(table)
+
+
+@pytest.mark.parametrize(
+    ("names", "st_a", "fusion"),
+    [
+        (["csqa", "CommonsenseQA", "commonsense_qa", "CSQA"], 58.91, 59.73),
+        (["hellaswag", "HSwag", "hella-swag"], 38.11, 37.98),
+        (["siqa", "socialiqa", "social_i_qa", "SocIQA"], 62.41, 63.16),
+        (["cosmosqa", "cosmos_qa", "Cosmos QA", "CosQA"], 60.01, 60.65),
+        (["winogrande", "WGrande", "wino-grande"], 61.09, 60.23),
+        (["scitail", "SciTail"], 93.90, 94.04),
+        (["sst", "SST-2", "sst2"], 91.85, 92.20),
+    ],
+)
+def test_the_names_users_give_a_task_find_its_row(names, st_a, fusion) -> None:
+    for name in names:
+        assert paper_number(name, "st-a") == st_a, name
+        assert paper_number(name, "fusion-st-a") == fusion, name
+
+
+def test_the_carried_table_is_the_shared_copy_of_the_paper() -> None:
+    shared = Path(__file__).resolve().parents[3] / "shared" / "paper" / "table1.csv"
+    if not shared.is_file():
+        pytest.skip(f"the shared copy of the paper's table is not at {shared}")
+    assert shared.read_text() == TABLE1_CSV
 
 
 def test_cell_text() -> None:

@@ -10,9 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from adapterfleet.data.choices import choice_rows
 from adapterfleet.data.errors import TaskError
 from adapterfleet.data.readers import RawSplit, read_file
 from adapterfleet.data.regression import NumberLabel, label_feature
+from adapterfleet.data.slices import sliced
 from adapterfleet.data.tasks import SplitSource, TaskSpec
 
 if TYPE_CHECKING:
@@ -83,7 +85,11 @@ def _rows(
         raw = _read_hub(spec, split, source)
     else:
         raw = read_file(spec.name, split, source)
-    rows, bad = _normalise(spec, split, raw)
+    raw, first = sliced(spec.name, split, source.rows, raw)
+    if spec.is_multiple_choice:
+        rows, bad = choice_rows(spec, split, raw, first)
+    else:
+        rows, bad = _normalise(spec, split, raw, first)
     skipped[split] = raw.skipped + bad
     if skipped[split]:
         logger.warning(
@@ -97,14 +103,12 @@ def _rows(
     return rows
 
 
-def _normalise(spec: TaskSpec, split: str, raw: RawSplit) -> tuple[list[tuple[Any, ...]], int]:
+def _normalise(
+    spec: TaskSpec, split: str, raw: RawSplit, first: int = 1
+) -> tuple[list[tuple[Any, ...]], int]:
     """Map rows to (texts..., label index, or a regression number); rows with a missing value
-    are dropped and counted."""
-    if spec.is_multiple_choice:
-        wanted = [("question_field", spec.question_field)]
-        wanted += [("choice_fields", name) for name in spec.choice_fields]
-    else:
-        wanted = [("text_fields", name) for name in spec.text_fields]
+    are dropped and counted. (Multiple choice: `choices.choice_rows`.)"""
+    wanted = [("text_fields", name) for name in spec.text_fields]
     wanted.append(("label_field", spec.label_field))
     for key, column in wanted:
         if column not in raw.columns:
@@ -118,7 +122,7 @@ def _normalise(spec: TaskSpec, split: str, raw: RawSplit) -> tuple[list[tuple[An
     names = [column for _, column in wanted]
     rows: list[tuple[Any, ...]] = []
     bad = 0
-    for number, record in enumerate(raw.rows, start=1):
+    for number, record in enumerate(raw.rows, start=first):
         values = [record.get(name) for name in names]
         if any(value is None for value in values):
             bad += 1
@@ -222,7 +226,7 @@ def _dataset(spec: TaskSpec, rows: list[tuple[Any, ...]]) -> datasets.Dataset:
     label = label_feature(spec)
     string = datasets.Value("string")
     if spec.is_multiple_choice:
-        n = len(spec.choice_fields)
+        n = spec.num_labels
         data = {
             "question": [r[0] for r in rows],
             "choices": [list(r[1 : 1 + n]) for r in rows],

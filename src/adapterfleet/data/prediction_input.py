@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from adapterfleet.data.choices import RowRef, check_columns, record_texts
 from adapterfleet.data.errors import TaskError
 from adapterfleet.data.readers import RawSplit, read_file
 from adapterfleet.data.tasks import DEFAULT_ENCODING, EXTENSIONS, FORMATS, SplitSource, TaskSpec
@@ -36,10 +37,10 @@ class PredictionInput:
 
 
 def input_fields(spec: TaskSpec) -> tuple[str, ...]:
-    """The columns a prediction needs: the task's text fields (or question + choices)."""
+    """The texts a prediction row holds: the task's text fields; for multiple choice the
+    context and each choice as `choices.record_texts` makes them from a record."""
     if spec.is_multiple_choice:
-        assert spec.question_field is not None
-        return (spec.question_field, *spec.choice_fields)
+        return ("context", *(f"choice_{i}" for i in range(spec.num_labels)))
     return spec.text_fields
 
 
@@ -64,10 +65,13 @@ def read_input(
     rows = [{renames.get(k, k): v for k, v in row.items()} for row in raw.rows]
     present = [renames.get(c, c) for c in raw.columns]
     fields = input_fields(spec)
-    _check_fields(task, path, fields, present)
+    if spec.is_multiple_choice:
+        check_columns(spec, "input", RawSplit(str(path), present, rows))
+    else:
+        _check_fields(task, path, fields, present)
     if not rows:
         raise TaskError(task, "input", f"{path} holds no rows", "give at least one row")
-    texts = [_texts(task, path, number, row, fields) for number, row in enumerate(rows)]
+    texts = [_texts(spec, path, number, row, fields) for number, row in enumerate(rows)]
     id_field = _id_field(task, path, id_field, present)
     ids = [row.get(id_field) for row in rows] if id_field else None
     return PredictionInput(str(path), fields, texts, id_field, ids)
@@ -157,8 +161,15 @@ def _id_field(task: str, path: Path, id_field: str | None, present: Sequence[str
 
 
 def _texts(
-    task: str, path: Path, number: int, row: dict[str, Any], fields: Sequence[str]
+    spec: TaskSpec, path: Path, number: int, row: dict[str, Any], fields: Sequence[str]
 ) -> tuple[str, ...]:
+    task = spec.name
+    if spec.is_multiple_choice:
+        texts = record_texts(spec, row, RowRef(spec, "input", str(path), number))
+        if texts is None:
+            problem = f"a value of {[c for _, c in spec.choice_layout.columns()]} is missing"
+            raise TaskError(task, f"input row {number}", problem, "fill it in or remove the row")
+        return texts
     values = [row.get(name) for name in fields]
     for name, value in zip(fields, values, strict=True):
         if value is None:

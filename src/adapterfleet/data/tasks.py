@@ -9,8 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from adapterfleet.data.choices import ChoiceLayout
 from adapterfleet.data.errors import TaskError
 from adapterfleet.data.regression import RANGE_KEY, parse_range
+from adapterfleet.data.slices import check_rows_apart, row_range
 
 KINDS = ("classification", "multiple_choice", "regression")
 # The metrics a task reports when it names none (the config checks names against the type).
@@ -34,6 +36,7 @@ TASK_KEYS = (
     "text_fields",
     "question_field",
     "choice_fields",
+    "choices",
     "label_field",
     "label_names",
     "dev_fraction",
@@ -43,8 +46,8 @@ TASK_KEYS = (
     "metrics",
     RANGE_KEY,
 )
-FILE_SPLIT_KEYS = ("path", "format", "header", "columns", "encoding", "rename")
-HUB_SPLIT_KEYS = ("split", "rename")
+FILE_SPLIT_KEYS = ("path", "format", "header", "columns", "encoding", "rename", "rows")
+HUB_SPLIT_KEYS = ("split", "rename", "rows")
 DEFAULT_ENCODING = "utf-8-sig"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -53,7 +56,9 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 class SplitSource:
     """Where one split's rows come from: a local file (``path``) or a hub split (``split``).
 
-    ``rename`` maps a column name in this source to the name the task's fields use.
+    ``rename`` maps a column name in this source to the name the task's fields use; ``rows``
+    (start, stop) keeps the records start..stop-1 of the source (0-based, stop None: to the end),
+    so one file can give a task both its train and its dev rows.
     """
 
     path: Path | None = None
@@ -63,11 +68,13 @@ class SplitSource:
     encoding: str = DEFAULT_ENCODING
     rename: dict[str, str] = field(default_factory=dict)
     split: str | None = None
+    rows: tuple[int, int | None] | None = None
 
     def to_mapping(self) -> dict[str, Any]:
         """The YAML form of this source (paths absolute)."""
+        sliced = {"rows": list(self.rows)} if self.rows is not None else {}
         if self.split is not None:
-            return {"split": self.split, "rename": dict(self.rename)}
+            return {"split": self.split, "rename": dict(self.rename), **sliced}
         out: dict[str, Any] = {
             "path": str(self.path),
             "format": self.format,
@@ -77,7 +84,7 @@ class SplitSource:
         }
         if self.columns is not None:
             out["columns"] = list(self.columns)
-        return out
+        return out | sliced
 
 
 @dataclass(frozen=True)
@@ -94,6 +101,7 @@ class TaskSpec:
     text_fields: tuple[str, ...] = ()
     question_field: str | None = None
     choice_fields: tuple[str, ...] = ()
+    choices: ChoiceLayout | None = None  # the `choices:` layout (data/choices.py)
     label_field: str = "label"
     dev_fraction: float | None = None
     seed: int = 0
@@ -113,6 +121,14 @@ class TaskSpec:
     @property
     def is_multiple_choice(self) -> bool:
         return self.kind == "multiple_choice"
+
+    @property
+    def choice_layout(self) -> ChoiceLayout:
+        """Where the choices are: the `choices:` layout, else the flat question/choice fields."""
+        if self.choices is not None:
+            return self.choices
+        assert self.question_field is not None, "not a multiple-choice task"
+        return ChoiceLayout.flat(self.question_field, self.choice_fields)
 
     @property
     def is_pair(self) -> bool:
@@ -140,6 +156,7 @@ class TaskSpec:
             "question_field": self.question_field,
             "choice_fields": list(self.choice_fields) or None,
             "label_names": list(self.label_names) or None,  # none for regression
+            "choices": self.choices.to_mapping() if self.choices else None,
             "dev_fraction": self.dev_fraction,
             "max_train_examples": self.max_train_examples,
             "max_dev_examples": self.max_dev_examples,
@@ -189,7 +206,10 @@ class _Parser:
             raise self.fail(
                 "dev", "declare exactly one of dev and dev_fraction", "dev: <source> or 0.1"
             )
+        same = dev is not None and (dev.path, dev.split) == (train.path, train.split)
+        check_rows_apart(self.fail, train.rows, dev.rows if dev else None, same=same)
         text_fields, question, choices = self.fields(raw, kind)
+        layout = self.choice_layout(raw, kind)
         return TaskSpec(
             name=self.name,
             kind=kind,
@@ -200,8 +220,9 @@ class _Parser:
             text_fields=text_fields,
             question_field=question,
             choice_fields=choices,
+            choices=layout,
             label_field=self.opt_str(raw, "label_field") or "label",
-            label_names=self.label_names(raw, kind, choices),
+            label_names=self.label_names(raw, kind, layout.fields if layout else choices),
             dev_fraction=dev_fraction,
             seed=self.opt_int(raw, "seed", minimum=0) or 0,
             max_train_examples=self.opt_int(raw, "max_train_examples", minimum=1),
@@ -232,6 +253,8 @@ class _Parser:
             return fields, None, ()
         if "text_fields" in raw:
             raise self.fail("text_fields", "not for multiple_choice", "use question_field")
+        if "choices" in raw:
+            return (), None, ()  # the layout is read by choice_layout
         question = self.opt_str(raw, "question_field")
         if question is None:
             raise self.fail("question_field", "missing required key", "name the question field")
@@ -240,14 +263,28 @@ class _Parser:
             raise self.fail("choice_fields", "needs at least 2 fields", "list the choice fields")
         return (), question, choices
 
+    def choice_layout(self, raw: Mapping[str, Any], kind: str) -> ChoiceLayout | None:
+        if "choices" not in raw:
+            return None
+        if kind != "multiple_choice":
+            raise self.fail("choices", "only for type multiple_choice", "set type")
+        for key in ("question_field", "choice_fields"):
+            if key in raw:
+                raise self.fail(key, "given with choices", "declare the layout in choices only")
+        return ChoiceLayout.from_mapping(raw["choices"], self.fail)
+
     def label_names(self, raw: Mapping[str, Any], kind: str, choices: tuple) -> tuple[str, ...]:
         names = raw.get("label_names")
         if kind == "regression":
             if names is not None:
                 raise self.fail("label_names", "not for type regression", "remove it")
             return ()
-        if names is None and kind == "multiple_choice":
+        if names is None and kind == "multiple_choice" and choices:
             return tuple(choices)
+        if names is None and kind == "multiple_choice":
+            fix = "one name per choice, e.g. [A, B, C, D, E] or [0, 1, 2, 3]"
+            problem = "missing: with choices.list the number of choices comes from label_names"
+            raise self.fail("label_names", problem, fix)
         if names is None:
             raise self.fail("label_names", "missing required key", "list the labels, e.g. [0, 1]")
         if not isinstance(names, list) or any(isinstance(n, bool | dict | list) for n in names):
@@ -255,7 +292,7 @@ class _Parser:
         out = tuple(str(n) for n in names)
         if len(out) < 2 or len(set(out)) != len(out):
             raise self.fail("label_names", f"need 2 or more distinct names, got {list(out)}")
-        if kind == "multiple_choice" and len(out) != len(choices):
+        if kind == "multiple_choice" and choices and len(out) != len(choices):
             raise self.fail("label_names", "one name per choice field", f"give {len(choices)}")
         return out
 
@@ -274,7 +311,8 @@ class _Parser:
         if hub:
             default = "train" if key == "train" else "validation"
             split = self.opt_str(raw, "split", f"{key}.split") or default
-            return SplitSource(split=split, rename=dict(rename))
+            rows = row_range(self.fail, key, raw.get("rows"))
+            return SplitSource(split=split, rename=dict(rename), rows=rows)
         if not isinstance(raw.get("path"), str) or not raw["path"]:
             raise self.fail(f"{key}.path", "missing path", "give the file's path")
         path = self.path(raw["path"])
@@ -297,7 +335,8 @@ class _Parser:
             codecs.lookup(encoding)
         except LookupError:
             raise self.fail(f"{key}.encoding", f"unknown encoding {encoding!r}") from None
-        return SplitSource(path, fmt, header, columns, encoding, dict(rename))
+        rows = row_range(self.fail, key, raw.get("rows"))
+        return SplitSource(path, fmt, header, columns, encoding, dict(rename), rows=rows)
 
     def path(self, value: str) -> Path:
         path = Path(value).expanduser()

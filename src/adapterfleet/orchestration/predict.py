@@ -209,8 +209,9 @@ def load_model(base_model: str, target: str, folder: Path) -> AdapterModel:
 
 
 def label_names_of(spec: TaskSpec) -> list[str]:
-    """The names of the classes the head scores: the task's labels (or its choice fields)."""
-    return list(spec.choice_fields) if spec.is_multiple_choice else list(spec.label_names)
+    """The names of the classes the head scores: the task's labels (multiple choice: the names
+    of the choice positions, by default its choice fields)."""
+    return list(spec.label_names)
 
 
 def check_head(model: AdapterModel, target: str, spec: TaskSpec) -> None:

@@ -25,7 +25,7 @@ from adapterfleet.registry import (
     open_report_run,
     safe_uri,
 )
-from adapterfleet.results.paper_table1 import PAPER_URL, paper_number
+from adapterfleet.results.paper_table1 import PAPER_URL, has_paper_row, paper_cell
 from adapterfleet.results.report_data import (
     COLUMNS,
     FUSION_SYSTEMS,
@@ -109,6 +109,10 @@ def build_report(
         f"{t}: dev {plan.metric_for(t)} × 100 (the metric this task is selected on)"
         for t in tasks
         if plan.metric_for(t) != plan.metric
+    ] + [
+        f"{t}: not a task of the paper's Table 1 (no paper row)"
+        for t in tasks
+        if not has_paper_row(t)
     ]
     table = table1(tasks, collected.cells, plan.metric_for, plan.metric)
     markdown = render(name, plan, tasks, collected, table, budget, figure, notes)
@@ -211,14 +215,17 @@ def report_numbers(
         "cells": [_cell_data(cell, plan.metric_for(cell.task)) for cell in ordered],
         "paper": {
             "source": PAPER_URL,
-            "accuracy": {
-                t: {c.system: v for c in COLUMNS if (v := paper_number(t, c.system)) is not None}
-                for t in tasks
-            },
+            "accuracy": {t: _paper_data(t, "mean") for t in tasks if has_paper_row(t)},
+            "accuracy_std": {t: _paper_data(t, "std") for t in tasks if has_paper_row(t)},
         },
         "budget": dict(budget),
         "figure4": figure_data(rows) if rows else None,
     }
+
+
+def _paper_data(task: str, field: str) -> dict[str, float | None]:
+    """The paper's row of `task`, one field of each cell (mean or std) per system."""
+    return {c.system: getattr(paper_cell(task, c.system), field) for c in COLUMNS}
 
 
 def _cell_data(cell: Cell, metric: str) -> dict[str, Any]:

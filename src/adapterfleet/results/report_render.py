@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from adapterfleet.registry.tags import TAG_BUDGET, TAG_BUDGET_TRIMMED, TAG_OVERRIDES
-from adapterfleet.results.paper_table1 import PAPER_NAME, PAPER_URL, paper_number
+from adapterfleet.results.paper_table1 import PAPER_NAME, PAPER_URL, PaperCell, paper_cell
 from adapterfleet.results.report_data import COLUMNS, TITLES, Cell, MetricFor, Summary, metric_of
 
 NOTHING = "—"
@@ -34,7 +34,7 @@ def table1(tasks: Sequence[str], cells: Cells, metric: MetricFor, main: str | No
         own = metric_of(metric, task)
         label = task if own == (main or own) else f"{task} ({own})"
         rows.append([label, *(format_cell(_summary(cells, task, c.system, own)) for c in COLUMNS)])
-        paper = [paper_number(task, c.system) for c in COLUMNS]
+        paper = [paper_cell(task, c.system) for c in COLUMNS]
         if own == "accuracy" and any(v is not None for v in paper):
             rows.append([f"{task} (paper)", *(_paper_cell(v) for v in paper)])
     return markdown_table(["task", *(c.title for c in COLUMNS)], rows)
@@ -143,7 +143,8 @@ def document(
         "",
         f"Dev {metric} × 100 of the pipeline's finished MLflow runs: mean ± sample standard "
         f'deviation over seeds, (n) seeds; {NOTHING} where nothing ran. Rows "(paper)": '
-        f"{PAPER_NAME}, Table 1 ({PAPER_URL}), where a number is known.",
+        f"{PAPER_NAME}, Table 1 ({PAPER_URL}): dev accuracy, mean ± std over seeds where the "
+        "paper gives one (multiple-choice tasks too).",
         "",
         table,
     ]
@@ -173,5 +174,8 @@ def _summary(cells: Cells, task: str, system: str, metric: str) -> Summary | Non
     return cell.summary(metric) if cell is not None else None
 
 
-def _paper_cell(value: float | None) -> str:
-    return NOTHING if value is None else f"{value:.2f}"
+def _paper_cell(cell: PaperCell | None) -> str:
+    """`mean ± std` as the paper prints it (`mean` where it gives no std); "—" for none."""
+    if cell is None:
+        return NOTHING
+    return f"{cell.mean:.2f}" + ("" if cell.std is None else f" ± {cell.std:.2f}")

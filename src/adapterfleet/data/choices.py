@@ -1,0 +1,350 @@
+"""Multiple choice in the shapes data comes in: a task's `choices:` layout, read from YAML, and
+how one record becomes (context, choices, answer index).
+
+Layouts (one of `list` / `fields`; `context` is joined with spaces and is the first text of
+every (context, choice) pair the encoder reads):
+
+- a list column, optionally with the row's own labels of its choices (CommonsenseQA:
+  `list: choices.text`, `labels: choices.label`; HellaSwag: `list: endings`); a dotted name
+  reads into nested records (`choices.text` is `record["choices"]["text"]`);
+- one column per choice (SocialIQA `fields: [answerA, answerB, answerC]`, Cosmos QA
+  `answer0..3`);
+- a sentence with a blank that each choice fills (Winogrande: `fill: sentence`,
+  `fields: [option1, option2]`): as the Winogrande authors' BERT baseline, the text before the
+  blank is the context and the choice followed by the rest of the sentence its pair.
+
+The answer (`label_field`) is resolved per row, first match wins: (1) with `labels`, it must be
+one of the row's labels and nothing else counts; (2) a label name (`label_names`); (3) an index
+0..n-1; (4) a letter A, B, ... (case ignored); (5) exactly one choice's text. Every task has one
+number of choices: a row with another count is refused, not padded (see `COUNT_FIX`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from adapterfleet.data.errors import TaskError
+
+if TYPE_CHECKING:
+    from adapterfleet.data.readers import RawSplit
+    from adapterfleet.data.tasks import TaskSpec
+
+LAYOUT_KEYS = ("context", "list", "labels", "fields", "fill", "blank")
+DEFAULT_BLANK = "_"
+COUNT_FIX = (
+    "rows with another number of choices are refused, not padded: each of the paper's tasks has "
+    "one count, and a padded choice would need a mask through the head, the loss and the "
+    "predictions; drop or fix those rows, or declare each count as its own task"
+)
+_INT = re.compile(r"^[+-]?\d+$")
+_MISSING = object()
+Fail = Callable[..., TaskError]
+
+
+@dataclass(frozen=True)
+class ChoiceLayout:
+    """Where a multiple-choice task's context, choices and their labels are in a record."""
+
+    context: tuple[str, ...] = ()
+    list_column: str | None = None
+    labels_column: str | None = None
+    fields: tuple[str, ...] = ()
+    fill: str | None = None
+    blank: str = DEFAULT_BLANK
+
+    @classmethod
+    def flat(cls, question_field: str, choice_fields: Sequence[str]) -> ChoiceLayout:
+        """The older flat declaration: `question_field` + `choice_fields`."""
+        return cls(context=(question_field,), fields=tuple(choice_fields))
+
+    @classmethod
+    def from_mapping(cls, raw: Any, fail: Fail) -> ChoiceLayout:
+        """Validate a task's `choices:` mapping; `fail(key, problem, fix)` makes the error."""
+        return _parse(raw, fail)
+
+    @property
+    def count(self) -> int | None:
+        """The number of choices when the declaration fixes it (one column per choice)."""
+        return len(self.fields) or None
+
+    def columns(self) -> list[tuple[str, str]]:
+        """(key, column) of every field the layout reads, the label excepted."""
+        out = [("choices.context", name) for name in self.context]
+        if self.fill is not None:
+            out.append(("choices.fill", self.fill))
+        if self.list_column is not None:
+            out.append(("choices.list", self.list_column))
+        if self.labels_column is not None:
+            out.append(("choices.labels", self.labels_column))
+        out += [("choices.fields", name) for name in self.fields]
+        return out
+
+    def to_mapping(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"context": list(self.context)} if self.context else {}
+        optional = {"list": self.list_column, "labels": self.labels_column, "fill": self.fill}
+        out |= {k: v for k, v in optional.items() if v is not None}
+        if self.fields:
+            out["fields"] = list(self.fields)
+        if self.fill is not None:
+            out["blank"] = self.blank
+        return out
+
+
+def _parse(raw: Any, fail: Fail) -> ChoiceLayout:
+    if not isinstance(raw, Mapping):
+        raise fail("choices", f"expected a mapping, got {type(raw).__name__}", _EXAMPLE)
+    for key in raw:
+        if key not in LAYOUT_KEYS:
+            raise fail(f"choices.{key}", "unknown key", f"allowed: {', '.join(LAYOUT_KEYS)}")
+    names = _names(raw, fail)
+    if (names["list"] is None) == (not names["fields"]):
+        raise fail("choices", "declare exactly one of list and fields", _EXAMPLE)
+    if names["labels"] is not None and names["list"] is None:
+        raise fail("choices.labels", "only with choices.list", "remove it or use choices.list")
+    if names["fields"] and len(names["fields"]) < 2:
+        raise fail("choices.fields", "needs at least 2 fields", "one column per choice")
+    blank = raw.get("blank", DEFAULT_BLANK)
+    if "blank" in raw and names["fill"] is None:
+        raise fail("choices.blank", "only with choices.fill", "add fill: <sentence field>")
+    if not isinstance(blank, str) or not blank:
+        raise fail("choices.blank", f"expected a non-empty string, got {blank!r}", "e.g. _")
+    if not names["context"] and names["fill"] is None:
+        raise fail("choices.context", "missing", "name the context/question field(s)")
+    return ChoiceLayout(
+        names["context"], names["list"], names["labels"], names["fields"], names["fill"], blank
+    )
+
+
+def _names(raw: Mapping[str, Any], fail: Fail) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in ("list", "labels", "fill"):
+        value = raw.get(key)
+        if value is not None and (not isinstance(value, str) or not value):
+            raise fail(f"choices.{key}", f"expected a column name, got {value!r}")
+        out[key] = value
+    for key in ("context", "fields"):
+        value = raw.get(key, [])
+        value = [value] if isinstance(value, str) else value
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise fail(f"choices.{key}", f"expected a list of column names, got {value!r}")
+        if len(set(value)) != len(value):
+            raise fail(f"choices.{key}", f"names repeat in {value!r}")
+        out[key] = tuple(value)
+    return out
+
+
+_EXAMPLE = (
+    "e.g. {context: [question], list: choices.text, labels: choices.label} or "
+    "{context: [context, question], fields: [answerA, answerB, answerC]}"
+)
+
+
+# -- records ---------------------------------------------------------------------------------
+
+
+def value_at(record: Mapping[str, Any], column: str) -> Any:
+    """`record[column]`, else the dotted path into nested mappings; `_MISSING` when absent."""
+    if column in record:
+        return record[column]
+    node: Any = record
+    for part in column.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return _MISSING
+        node = node[part]
+    return node
+
+
+def check_columns(spec: TaskSpec, split: str, raw: RawSplit, *, labels: bool = False) -> None:
+    """Every column the layout reads (with `labels`, the answer and the row's labels too; a
+    prediction needs neither) is in the split: refused otherwise, naming the key, the columns
+    there and, for a dotted name, the keys of the nested record."""
+    wanted = spec.choice_layout.columns()
+    if labels:
+        wanted.append(("label_field", spec.label_field))
+    else:
+        wanted = [(key, column) for key, column in wanted if key != "choices.labels"]
+    for key, column in wanted:
+        top = column if column in raw.columns else column.split(".")[0]
+        if top not in raw.columns:
+            there = ", ".join(raw.columns) or "(none)"
+            fix = "or name the file's columns with --columns" if split == "input" else ""
+            raise TaskError(
+                spec.name,
+                f"{split} column {column!r} ({key})",
+                f"not found in {raw.source}",
+                f"columns there: {there}; fix {key} {fix or f'or {split}.rename'}",
+            )
+        if top != column:
+            _check_nested(spec, split, raw, key, column)
+
+
+def _check_nested(spec: TaskSpec, split: str, raw: RawSplit, key: str, column: str) -> None:
+    top, rest = column.split(".", 1)
+    first = next((r[top] for r in raw.rows if r.get(top) is not None), None)
+    if first is None or value_at(first, rest) is not _MISSING:
+        return
+    keys = ", ".join(first) if isinstance(first, Mapping) else f"a {type(first).__name__}"
+    raise TaskError(
+        spec.name,
+        f"{split} column {column!r} ({key})",
+        f"{top!r} in {raw.source} has no {rest!r} (it holds {keys})",
+        f"fix {key}",
+    )
+
+
+def choice_rows(
+    spec: TaskSpec, split: str, raw: RawSplit, first: int = 1
+) -> tuple[list[tuple[Any, ...]], int]:
+    """(context, choice 1..n, answer index) per record; records with a missing value are
+    dropped and counted. `first` is the number of the first record (a `rows:` slice starts
+    later in its file)."""
+    check_columns(spec, split, raw, labels=True)
+    rows: list[tuple[Any, ...]] = []
+    bad = 0
+    for number, record in enumerate(raw.rows, start=first):
+        where = RowRef(spec, split, raw.source, number)
+        texts = record_texts(spec, record, where)
+        answer = value_at(record, spec.label_field)
+        if texts is None or answer is None or answer is _MISSING:
+            bad += 1
+            continue
+        labels = _row_labels(spec, record, len(texts) - 1, where)
+        if labels is _MISSING:
+            bad += 1
+            continue
+        rows.append((*texts, answer_index(spec, answer, texts[1:], labels, where)))
+    return rows, bad
+
+
+@dataclass(frozen=True)
+class RowRef:
+    """One record of a split, for errors: `task 'x', <split> <key>: ... (record N of <file>)`."""
+
+    spec: TaskSpec
+    split: str
+    source: str
+    number: int
+
+    def error(self, key: str, problem: str, fix: str) -> TaskError:
+        text = f"{problem} (record {self.number} of {self.source})"
+        return TaskError(self.spec.name, f"{self.split} {key}", text, fix)
+
+
+def record_texts(
+    spec: TaskSpec, record: Mapping[str, Any], where: RowRef
+) -> tuple[str, ...] | None:
+    """(context, choice 1..n) of one record; None when a value is missing. A count other than
+    the task's, a list that is not a list and a sentence without its blank are refused."""
+    layout = spec.choice_layout
+    context = [value_at(record, name) for name in layout.context]
+    if layout.list_column is not None:
+        choices = _as_list(value_at(record, layout.list_column), "choices.list", where)
+    else:
+        choices = [value_at(record, name) for name in layout.fields]
+    if choices is None or any(v is None or v is _MISSING for v in [*context, *choices]):
+        return None
+    texts = [_text(v) for v in choices]
+    if len(texts) != spec.num_labels:
+        names = list(spec.label_names)
+        problem = f"{len(texts)} choices, the task has {spec.num_labels} (label_names {names})"
+        raise where.error("choices", problem, COUNT_FIX)
+    parts = [_text(v) for v in context]
+    if layout.fill is not None:
+        sentence = value_at(record, layout.fill)
+        if sentence is None or sentence is _MISSING:
+            return None
+        prefix, texts = _filled(_text(sentence), texts, layout.blank, where)
+        parts.append(prefix)
+    return (" ".join(p for p in parts if p), *texts)
+
+
+def _filled(sentence: str, options: list[str], blank: str, where: RowRef) -> tuple[str, list[str]]:
+    """The text before the blank; each option followed by the rest of the sentence."""
+    if sentence.count(blank) != 1:
+        found = sentence.count(blank)
+        raise where.error(
+            "choices.fill",
+            f"the sentence holds {found} blanks {blank!r}, not one",
+            "fix the row, or set choices.blank to the placeholder the sentences use",
+        )
+    before, after = sentence.split(blank)
+    return before.strip(), [f"{option}{after}".strip() for option in options]
+
+
+def _as_list(value: Any, key: str, where: RowRef) -> list[Any] | None:
+    """A list column's value; a JSON list written as text (a CSV/TSV cell) is read as one."""
+    if value is None or value is _MISSING:
+        return None
+    if isinstance(value, str) and value.lstrip().startswith("["):
+        with contextlib.suppress(json.JSONDecodeError):
+            value = json.loads(value)
+    if hasattr(value, "tolist"):  # a numpy array from a Parquet or hub dataset
+        value = value.tolist()
+    if not isinstance(value, list | tuple):
+        raise where.error(
+            key, f"holds a {type(value).__name__}, not a list", "use choices.fields for columns"
+        )
+    return list(value)
+
+
+def _row_labels(spec: TaskSpec, record: Mapping[str, Any], count: int, where: RowRef) -> Any:
+    """The row's own labels of its choices (`choices.labels`), None without that column."""
+    column = spec.choice_layout.labels_column
+    if column is None:
+        return None
+    labels = _as_list(value_at(record, column), "choices.labels", where)
+    if labels is None:
+        return _MISSING
+    if len(labels) != count:
+        problem = f"{len(labels)} labels for {count} choices"
+        raise where.error("choices.labels", problem, "give one label per choice")
+    return [_text(v) for v in labels]
+
+
+def answer_index(
+    spec: TaskSpec,
+    answer: Any,
+    choices: Sequence[str],
+    row_labels: Sequence[str] | None,
+    where: RowRef,
+) -> int:
+    """The position of the right choice (see the module's docstring for the order)."""
+    text = _text(answer).strip()
+    if row_labels is not None:
+        if text in row_labels:
+            return row_labels.index(text)
+        problem = f"answer {answer!r} is not among the row's labels {list(row_labels)}"
+        raise where.error(spec.label_field, problem, "fix the row or label_field")
+    found = _resolve(text, spec.label_names, choices)
+    if found is None:
+        n = len(choices)
+        problem = (
+            f"answer {answer!r} is not a label name {list(spec.label_names)}, an index 0..{n - 1},"
+            f" a letter A..{chr(ord('A') + n - 1)} or one choice's text"
+        )
+        fix = "fix label_field; labels counting from 1 need label_names, e.g. [1, 2]"
+        raise where.error(spec.label_field, problem, fix)
+    return found
+
+
+def _resolve(text: str, names: Sequence[str], choices: Sequence[str]) -> int | None:
+    n = len(choices)
+    if text in names:
+        return list(names).index(text)
+    if _INT.match(text) and 0 <= int(text) < n:
+        return int(text)
+    if len(text) == 1 and text.isalpha() and 0 <= ord(text.upper()) - ord("A") < n:
+        return ord(text.upper()) - ord("A")
+    matches = [i for i, choice in enumerate(choices) if choice.strip() == text]
+    return matches[0] if len(matches) == 1 else None
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return value if isinstance(value, str) else str(value)

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 from torch import nn
 
+from adapterfleet.errors import UserError
+
 
 @dataclass(frozen=True)
 class SlotMap:
@@ -47,7 +49,7 @@ SLOT_MAPS: dict[str, SlotMap] = {
 }
 
 
-class UnsupportedModelError(ValueError):
+class UnsupportedModelError(UserError, ValueError):
     """The encoder family has no slot mapping."""
 
 

@@ -24,7 +24,7 @@ from adapterfleet.cli.options import (
     VerboseOpt,
     load,
 )
-from adapterfleet.cli.output import fail_cleanly, metrics_table
+from adapterfleet.cli.output import metrics_table, wrap_commands
 from adapterfleet.config import ConfigError
 from adapterfleet.registry.descriptions import COMMAND_ENV
 from adapterfleet.registry.tags import BEST_ALIAS
@@ -43,7 +43,6 @@ DEMO_CONFIG = Path("configs/demo.yaml")
 
 
 @app.command()
-@fail_cleanly
 def tasks(config: ConfigOpt, set_: SetOpt = None) -> None:
     """Load every task of a config and show its splits and labels (validates the data)."""
     from adapterfleet.orchestration.commands import task_summaries
@@ -52,7 +51,6 @@ def tasks(config: ConfigOpt, set_: SetOpt = None) -> None:
 
 
 @app.command()
-@fail_cleanly
 def train(
     config: ConfigOpt,
     task: Annotated[str, typer.Option(help="Task name from the config.")],
@@ -91,7 +89,6 @@ def train(
 
 
 @app.command()
-@fail_cleanly
 def fuse(
     config: ConfigOpt,
     target: Annotated[str, typer.Option(help="Target task name from the config.")],
@@ -153,7 +150,6 @@ def fuse(
 
 
 @app.command()
-@fail_cleanly
 def evaluate(
     config: ConfigOpt,
     task: Annotated[str, typer.Option(help="Task whose dev split to evaluate on.")],
@@ -168,7 +164,6 @@ def evaluate(
 
 
 @app.command()
-@fail_cleanly
 def predict(
     target: Annotated[str, typer.Argument(help="Task whose registered model predicts.")],
     config: ConfigOpt,
@@ -227,7 +222,6 @@ def predict(
 
 
 @app.command()
-@fail_cleanly
 def demo(
     config: ConfigOpt = DEMO_CONFIG,
     num_cpus: Annotated[int | None, typer.Option(help="CPUs of the local Ray.")] = None,
@@ -322,6 +316,7 @@ def _options(
 
 
 _group_commands()
+wrap_commands(app)  # the CLI boundary: every command's UserError is one line and exit 2
 
 
 def main() -> None:

@@ -17,11 +17,10 @@ from adapterfleet.cli.options import (
     TrackingUriOpt,
     chosen_config,
 )
-from adapterfleet.cli.output import fail_cleanly, metrics_table
+from adapterfleet.cli.output import metrics_table
 from adapterfleet.cli.pipeline_ref import resolve
 
 
-@fail_cleanly
 def submit(
     config_arg: ConfigArg = None,
     address: DashboardAddressOpt = None,
@@ -42,7 +41,6 @@ def submit(
     )
 
 
-@fail_cleanly
 def status(
     name: NameArg = None,
     config: MaybeConfigOpt = None,
@@ -60,7 +58,6 @@ def status(
         typer.echo(status_by_name(ref.name, ref.tracking_uri).render())
 
 
-@fail_cleanly
 def logs(
     job_id: Annotated[str, typer.Argument(help="The submission id printed by submit.")],
     address: DashboardAddressOpt = None,
@@ -77,7 +74,6 @@ def logs(
         typer.echo(chunk, nl=False)
 
 
-@fail_cleanly
 def stop(
     job_id: Annotated[str, typer.Argument(help="The submission id printed by submit.")],
     address: DashboardAddressOpt = None,
@@ -89,7 +85,6 @@ def stop(
     typer.echo(f"{job_id}: {'stopping' if stopped else 'had already ended'}")
 
 
-@fail_cleanly
 def jobs(address: DashboardAddressOpt = None) -> None:
     """List the jobs of a cluster."""
     from adapterfleet.orchestration.jobs import list_jobs

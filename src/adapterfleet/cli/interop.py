@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from adapterfleet.cli.output import fail_cleanly, metrics_table
+from adapterfleet.cli.output import metrics_table
 from adapterfleet.config import ConfigError
 
 if TYPE_CHECKING:
@@ -21,7 +21,6 @@ BaseOpt = Annotated[
 ]
 
 
-@fail_cleanly
 def import_adapter(
     src: Annotated[
         Path,
@@ -41,7 +40,6 @@ def import_adapter(
     _report(import_adapterhub(src, out, base_model, name=name))
 
 
-@fail_cleanly
 def export(
     src: Annotated[
         Path, typer.Argument(help="adapterfleet adapter, head or fusion folder, or a run folder.")

@@ -23,7 +23,7 @@ from adapterfleet.cli.options import (
     load,
     output_level,
 )
-from adapterfleet.cli.output import fail_cleanly, metrics_table
+from adapterfleet.cli.output import metrics_table
 from adapterfleet.console import duration_text, progress_say
 from adapterfleet.registry.tags import BEST_ALIAS
 
@@ -37,7 +37,6 @@ def _ui_command(path: Path, overrides: list[str] | None, budget: str | None) -> 
     return shlex.join(["adapterfleet", "ui", "-c", str(path), *options])
 
 
-@fail_cleanly
 def run(
     config_arg: ConfigArg = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted run.")] = False,
@@ -80,7 +79,6 @@ def run(
 
 
 @sweep_app.command("resume")
-@fail_cleanly
 def sweep_resume(
     config_arg: ConfigArg = None,
     address: RayAddressOpt = None,
@@ -105,7 +103,6 @@ def sweep_resume(
     )
 
 
-@fail_cleanly
 def pull(
     task: Annotated[str, typer.Argument(help="Task whose registered adapter to download.")],
     to: Annotated[Path, typer.Option("--to", help="Folder to write the adapter into.")],
@@ -126,7 +123,6 @@ def pull(
     typer.echo(f"{name} -> {dest} (sha256 verified)")
 
 
-@fail_cleanly
 def adapters(config: ConfigOpt, set_: SetOpt = None) -> None:
     """List the registered adapters and fusions of a pipeline with metric, version and alias."""
     from adapterfleet.results.models import registered_rows
@@ -134,7 +130,6 @@ def adapters(config: ConfigOpt, set_: SetOpt = None) -> None:
     metrics_table(registered_rows(load(config, set_)))
 
 
-@fail_cleanly
 def ui(
     config: ConfigOpt,
     port: Annotated[int, typer.Option(help="Port of the MLflow UI.")] = 5000,

@@ -7,10 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import typer
-
 from adapterfleet.cli.options import load
-from adapterfleet.config import absolute_storage, resolve_tracking_uri
+from adapterfleet.config import ConfigError, absolute_storage, resolve_tracking_uri
 
 
 @dataclass(frozen=True)
@@ -31,10 +29,10 @@ def resolve(
     if config is not None:
         cfg = load(config, overrides, budget)
         if name is not None and name != cfg.name:
-            raise typer.BadParameter(f"{name!r} is not the name of {config} ({cfg.name!r})")
+            raise ConfigError(f"{name!r} is not the name of {config} ({cfg.name!r})")
         return PipelineRef(cfg.name, tracking_uri or cfg.tracking_uri, cfg)
     if name is None:
-        raise typer.BadParameter("give the pipeline NAME or its config with -c CONFIG")
+        raise ConfigError("give the pipeline NAME or its config with -c CONFIG")
     return PipelineRef(name, tracking_uri or default_uri())
 
 

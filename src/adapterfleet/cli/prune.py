@@ -8,11 +8,10 @@ from typing import Annotated
 import typer
 
 from adapterfleet.cli.options import ConfigOpt, SetOpt, load
-from adapterfleet.cli.output import fail_cleanly, metrics_table
+from adapterfleet.cli.output import metrics_table
 from adapterfleet.registry.tags import BEST_ALIAS
 
 
-@fail_cleanly
 def prune(
     target: Annotated[str, typer.Argument(help="Task whose registered fusion to prune.")],
     config: ConfigOpt,

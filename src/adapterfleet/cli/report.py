@@ -14,13 +14,11 @@ from adapterfleet.cli.options import (
     SetOpt,
     TrackingUriOpt,
 )
-from adapterfleet.cli.output import fail_cleanly
 from adapterfleet.cli.pipeline_ref import resolve
 
 DEFAULT_FOLDER = Path("adapterfleet-report")
 
 
-@fail_cleanly
 def report(
     name: NameArg = None,
     config: MaybeConfigOpt = None,

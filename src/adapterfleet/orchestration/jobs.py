@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from adapterfleet.config import ConfigError, apply_overrides
+from adapterfleet.errors import UserError
 
 if TYPE_CHECKING:
     from ray.job_submission import JobSubmissionClient
@@ -56,7 +57,7 @@ UPLOAD_LIMIT = (
 _ADDRESS_ENV = ("RAY_API_SERVER_ADDRESS", "RAY_ADDRESS")
 
 
-class JobError(RuntimeError):
+class JobError(UserError, RuntimeError):
     """A Jobs API call failed; the message is one line with the fix."""
 
 

@@ -56,11 +56,12 @@ def is_secret(key: str, value: Any) -> bool:
 
 
 def masked_setting(item: str) -> str:
-    """A `key=value` override as it may be shown or stored: `key=***` when it is a secret."""
+    """A `key=value` override as it may be shown or stored: `key=***` when the key names a
+    secret, the URI's login masked (`tracking_uri=http://***@host`) when the value has one."""
     key, sep, value = item.partition("=")
-    if not sep:
-        return mask(item)
-    return f"{key}={MASK}" if is_secret(key.rsplit(".", 1)[-1], value) else item
+    if sep and _SECRET_KEY.search(key.rsplit(".", 1)[-1]):
+        return f"{key}={MASK}"
+    return mask(item)
 
 
 def masked_settings(items: Iterable[str]) -> list[str]:

@@ -22,6 +22,8 @@ from adapterfleet.cli.options import (
     SeedOpt,
     SetOpt,
     VerboseOpt,
+    at_least,
+    checked_store,
     load,
 )
 from adapterfleet.cli.output import metrics_table, wrap_commands
@@ -121,6 +123,8 @@ def fuse(
     changes = {"learning_rate": lr, "max_epochs": epochs, "seed": seed}
     progress = sys.stderr.isatty()
     if wait:
+        at_least(timeout, 0.0, "--timeout")
+        checked_store(cfg.tracking_uri, read_only=False)
         outcome = fuse_registered(
             cfg,
             target,
@@ -200,8 +204,12 @@ def predict(
     write the predicted label and a probability per label, one row per input row, in order."""
     from adapterfleet.orchestration.predict import predict_file
 
+    cfg = load(config, set_)
+    at_least(batch_size, 1, "--batch-size")
+    at_least(workers, 1, "--workers")
+    checked_store(cfg.tracking_uri, read_only=True)
     predict_file(
-        load(config, set_),
+        cfg,
         target,
         input_,
         out,

@@ -15,6 +15,7 @@ from adapterfleet.cli.options import (
     NameArg,
     SetOpt,
     TrackingUriOpt,
+    checked_store,
     chosen_config,
 )
 from adapterfleet.cli.output import metrics_table
@@ -52,6 +53,8 @@ def status(
     from adapterfleet.results.status import pipeline_status, status_by_name
 
     ref = resolve(name, config, tracking_uri, budget, set_)
+    # a pipeline that has not run yet has no store: its plan is shown all the same
+    checked_store(ref.tracking_uri, read_only=True, must_exist=False)
     if ref.config is not None:
         typer.echo(pipeline_status(ref.config, ref.tracking_uri).render())
     else:

@@ -9,6 +9,7 @@ from typing import Any
 
 from adapterfleet.cli.options import load
 from adapterfleet.config import ConfigError, absolute_storage, resolve_tracking_uri
+from adapterfleet.registry.store import use_login
 
 
 @dataclass(frozen=True)
@@ -30,10 +31,15 @@ def resolve(
         cfg = load(config, overrides, budget)
         if name is not None and name != cfg.name:
             raise ConfigError(f"{name!r} is not the name of {config} ({cfg.name!r})")
-        return PipelineRef(cfg.name, tracking_uri or cfg.tracking_uri, cfg)
+        return PipelineRef(cfg.name, _given(tracking_uri) or cfg.tracking_uri, cfg)
     if name is None:
         raise ConfigError("give the pipeline NAME or its config with -c CONFIG")
-    return PipelineRef(name, tracking_uri or default_uri())
+    return PipelineRef(name, _given(tracking_uri) or default_uri())
+
+
+def _given(tracking_uri: str | None) -> str | None:
+    """`--tracking-uri`, its login moved to MLflow's variables as for a config's own URI."""
+    return use_login(tracking_uri, where="--tracking-uri") if tracking_uri else None
 
 
 def default_uri() -> str:

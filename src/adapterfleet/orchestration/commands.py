@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from adapterfleet.config import ConfigError, PipelineConfig
+from adapterfleet.config import ConfigError, PipelineConfig, training_with
 from adapterfleet.console import Say
 from adapterfleet.data import load_task
 from adapterfleet.orchestration.fusion_job import FusionOutcome, registered_text, run_fusion_job
@@ -17,8 +17,8 @@ from adapterfleet.training import TrainConfig
 
 def fusion_training(config: PipelineConfig, **changes: Any) -> TrainConfig:
     """`fusion.training` with the given changes (None values are ignored, as for CLI options
-    left out)."""
-    return replace(config.fusion.training, **{k: v for k, v in changes.items() if v is not None})
+    left out; a value out of range is refused naming the option)."""
+    return training_with(config.fusion.training, **changes)
 
 
 def with_fusion_training(config: PipelineConfig, training: TrainConfig, **stage: Any) -> Any:

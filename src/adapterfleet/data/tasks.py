@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from adapterfleet.data.errors import TaskError
+from adapterfleet.errors import user_path
 
 KINDS = ("classification", "multiple_choice")
 FORMATS = ("tsv", "csv", "jsonl", "json", "parquet")
@@ -279,7 +280,7 @@ class _Parser:
 
     def path(self, value: str) -> Path:
         path = Path(value).expanduser()
-        return path if path.is_absolute() else (self.root / path).resolve()
+        return path if path.is_absolute() else user_path(self.root / path, f"task {self.name!r}")
 
     def unknown(self, raw: Mapping, allowed: tuple, what: str, prefix: str = "") -> None:
         for key in raw:

@@ -49,8 +49,12 @@ def export(
     base_model: BaseOpt = None,
     torch_bin: Annotated[
         bool,
-        typer.Option(help="Also write the torch pickle files the reference loads by default."),
-    ] = True,
+        typer.Option(
+            "--torch-bin/--no-torch-bin",
+            help="Also write the torch pickle files (pytorch_adapter.bin, ...) the reference "
+            "loads when not told use_safetensors=True; only for readers that need them.",
+        ),
+    ] = False,
 ) -> None:
     """Write adapterfleet's adapter, fusion and/or head in another library's layout."""
     from adapterfleet.interop import export_adapterhub

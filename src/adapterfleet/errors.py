@@ -25,6 +25,8 @@ class PathError(UserError, ValueError):
 
 def user_path(value: str | Path, where: str) -> Path:
     """`value` made absolute (`~` expanded, links followed); `where` names it in the error."""
+    if "\x00" in str(value):
+        raise PathError(f"{where}: {str(value)!r} holds a NUL character (\\0); remove it")
     path = Path(value).expanduser()
     try:
         return path.resolve()

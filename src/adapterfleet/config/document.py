@@ -25,7 +25,22 @@ def load_config(path: str | Path, overrides: Sequence[str] = ()) -> PipelineConf
     document = apply_overrides(read_document(path), overrides)
     document = apply_budget(document, overrides)
     document.setdefault("name", re.sub(r"[^A-Za-z0-9_-]", "-", path.stem))
+    refuse_nul(document)
     return parse_config(document, path.parent)
+
+
+def refuse_nul(value: Any, where: str = "config") -> None:
+    """No key or text of the document holds a NUL character: no file system, URI or shell
+    takes one, and Python's path functions raise on it."""
+    if isinstance(value, str) and "\x00" in value:
+        raise ConfigError(f"{where}: {value!r} holds a NUL character (\\0); remove it")
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            refuse_nul(key, where)
+            refuse_nul(item, f"{where}.{key}" if where != "config" else str(key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            refuse_nul(item, f"{where}[{index}]")
 
 
 def read_document(path: Path) -> dict[str, Any]:
@@ -87,14 +102,19 @@ def apply_overrides(document: dict[str, Any], overrides: Sequence[str]) -> dict[
         key, sep, raw = item.partition("=")
         if not sep or not key.strip() or any(not p for p in key.strip().split(".")):
             raise ConfigError(f"override {item!r} must look like key.path=value")
-        node, parts = document, key.strip().split(".")
+        node, parts, path = document, key.strip().split("."), []
         while len(parts) > 1:
             part, parts = _next_key(node, parts)
             if not parts:
                 break
+            path.append(part)
             child = node.setdefault(part, {})
             if not isinstance(child, dict):
-                raise ConfigError(f"override {item!r}: {part} is not a mapping")
+                where = ".".join(path)
+                raise ConfigError(
+                    f"override {item!r}: {where} is {child!r}, not a mapping; set {where} "
+                    "itself, or make it a mapping first"
+                )
             node = child
         else:
             part = parts[0]

@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from adapterfleet.errors import UserError
-from adapterfleet.training.config import TrainConfig
+from adapterfleet.training.config import MAX_SEED, TrainConfig
 
 # TrainConfig fields that YAML may hand over as text ("1e-4" is a string to PyYAML).
 _FLOAT_TRAINING_KEYS = ("learning_rate", "weight_decay", "warmup_ratio", "max_grad_norm")
@@ -127,7 +127,8 @@ def seeds_at(raw: Mapping[str, Any], where: str) -> tuple[int, ...]:
     value = raw.get("seeds", [0])
     if value == []:
         raise ConfigError(f"{where}: needs at least one seed")
-    seeds = tuple(as_int(v, where, 0) for v in (value if isinstance(value, list) else [value]))
+    values = value if isinstance(value, list) else [value]
+    seeds = tuple(as_int(v, where, 0, MAX_SEED) for v in values)
     if len(set(seeds)) != len(seeds):
         raise ConfigError(f"{where}: a seed is listed twice in {list(seeds)}")
     return seeds

@@ -28,7 +28,9 @@ import yaml
 
 from adapterfleet.config import ConfigError, apply_overrides
 from adapterfleet.errors import UserError
-from adapterfleet.orchestration.job_env import job_env, logins_out
+from adapterfleet.orchestration.job_env import PASS_ENV as PASS_ENV  # re-exported
+from adapterfleet.orchestration.job_env import job_env as job_env
+from adapterfleet.orchestration.job_env import logins_out
 
 if TYPE_CHECKING:
     from ray.job_submission import JobSubmissionClient

@@ -95,15 +95,26 @@ def check_store(
     read_only: bool = False,
     must_exist: bool = True,
     say: Say | None = None,
-    timeout: float = STORE_TIMEOUT_S,
+    timeout: float | None = None,
 ) -> None:
     """What a command does first with its tracking store: `check_tracking_uri` within `timeout`
-    seconds (saying what it waits for when the answer is slow). A command that only reads
+    seconds (default `store_timeout()`), saying what it waits for when the answer is slow: MLflow's
+    own client retries a server that does not answer for minutes. A command that only reads
     (`read_only`) never creates a store: a SQLite or file store that is not there is refused
     (unless not `must_exist`: `status` shows the plan of a pipeline that has not run)."""
     if read_only and must_exist:
         _check_exists(uri)
-    check_tracking_uri(uri, timeout, say=say, create=not read_only)
+    check_tracking_uri(uri, timeout or store_timeout(), say=say, create=not read_only)
+
+
+def store_timeout() -> float:
+    """How long a command waits for its tracking store: MLflow's MLFLOW_HTTP_REQUEST_TIMEOUT
+    when set (a slow server is the user's to declare), else `STORE_TIMEOUT_S`."""
+    try:
+        value = float(os.environ.get("MLFLOW_HTTP_REQUEST_TIMEOUT") or STORE_TIMEOUT_S)
+    except ValueError:
+        return STORE_TIMEOUT_S
+    return value if value > 0 else STORE_TIMEOUT_S
 
 
 def _check_exists(uri: str) -> None:

@@ -178,3 +178,22 @@ def test_a_silent_store_is_waited_on_with_a_word_and_a_bound(
     refused(result, f"tracking URI {silent_server}: no answer", "in 3 s", "start the server")
     assert f"waiting up to 2 s more for the tracking server {silent_server}" in result.output
     assert not (pipeline.parent / "pulled").exists() and not os.path.exists("p.jsonl")
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["run", "x.yaml", "--num-cpus", "many"], ("Invalid value for '--num-cpus'", "run --help")),
+        (["train", "-c", "x.yaml"], ("Missing option '--task'", "train --help")),
+        (["trian"], ("No such command 'trian'",)),
+    ],
+)
+def test_the_command_lines_own_mistakes_are_one_line_too(
+    args: list[str], words: tuple[str, ...], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from adapterfleet.cli.app import run_app
+
+    assert run_app(args) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("error: "), err
+    assert all(word in err for word in words), err

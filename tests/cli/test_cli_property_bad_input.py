@@ -85,7 +85,9 @@ VALUES = st.one_of(
 
 def special_values(root: Path, closed: int) -> dict[str, st.SearchStrategy[str]]:
     return {
-        "storage": st.sampled_from(["runs2", "a b/c", "", "5", "[1]", "{a: 1}", "x" * 300, '"a\\0b"']),
+        "storage": st.sampled_from(
+            ["runs2", "a b/c", "", "5", "[1]", "{a: 1}", "x" * 300, '"a\\0b"']
+        ),
         "tracking_uri": st.sampled_from(
             [
                 "", "5", "nonsense", "sqlite:///other/mlflow.db", f"file://{root}/mlruns",

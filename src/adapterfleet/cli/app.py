@@ -26,7 +26,7 @@ from adapterfleet.cli.options import (
     checked_store,
     load,
 )
-from adapterfleet.cli.output import metrics_table, wrap_commands
+from adapterfleet.cli.output import metrics_table, usage_line, wrap_commands
 from adapterfleet.config import ConfigError
 from adapterfleet.registry.descriptions import COMMAND_ENV
 from adapterfleet.registry.tags import BEST_ALIAS
@@ -330,7 +330,28 @@ wrap_commands(app)  # the CLI boundary: every command's UserError is one line an
 def main() -> None:
     # the command line, for the descriptions of what it writes to MLflow (inherited by local Ray)
     os.environ[COMMAND_ENV] = shlex.join(["adapterfleet", *sys.argv[1:]])
-    app()
+    sys.exit(run_app())
+
+
+def run_app(args: list[str] | None = None) -> int:
+    """The app, with the command line's own mistakes (an option missing, a value that is not a
+    number) as one `error:` line too, exit status 2, instead of Typer's usage box."""
+    try:
+        code = app(args=args, standalone_mode=False)
+    except typer.TyperException as error:  # Typer's usage errors (its own click's)
+        if type(error).__name__ == "NoArgsIsHelpError":
+            error.show()  # type: ignore[attr-defined]  # no arguments: the help
+            return int(getattr(error, "exit_code", 2))
+        context = getattr(error, "ctx", None)
+        hint = f"; see {context.command_path} --help" if context is not None else ""
+        format_message = getattr(error, "format_message", None)
+        message = (format_message() if format_message else str(error)).rstrip(".")
+        typer.secho(f"error: {usage_line(message)}{hint}", err=True, fg="red")
+        return int(getattr(error, "exit_code", 2))
+    except typer.Abort:
+        typer.echo("Aborted.", err=True)
+        return 1
+    return code if isinstance(code, int) else 0
 
 
 if __name__ == "__main__":

@@ -36,7 +36,12 @@ def fail_cleanly(command: F) -> F:
 
 def error_line(error: BaseException) -> str:
     """The message of `error` as one line, with the login of every URI in it masked."""
-    return mask(" ".join(str(error).split()) or type(error).__name__)
+    return usage_line(str(error)) or type(error).__name__
+
+
+def usage_line(text: str) -> str:
+    """`text` as one line, with the login of every URI in it masked."""
+    return mask(" ".join(text.split()))
 
 
 def wrap_commands(app: typer.Typer) -> None:

@@ -87,7 +87,8 @@ def test_a_login_in_the_uri_registers_and_pulls_and_is_never_printed(
     pulled = pull(config.tracking_uri, model, tmp_path / "pulled")
     assert (pulled / "adapter.safetensors").is_file()
     out, err = capfd.readouterr()
-    assert password not in out + err  # MLflow's own `View run ... at:` lines included
+    assert f"at: {uri}/#/experiments/{experiment}" in out + err  # MLflow's `View run ...`
+    assert password not in out + err
 
 
 def test_the_cli_masks_the_login_and_refuses_before_creating_the_experiment(

@@ -18,12 +18,11 @@ from adapterfleet.orchestration.relay import console, ray_log_level
 from adapterfleet.registry import (
     MlflowRunLogger,
     ModelVersionInfo,
-    check_tracking_uri,
     ensure_experiment,
     open_sweep_run,
 )
 from adapterfleet.registry.descriptions import TAG_NOTE
-from adapterfleet.registry.store import login_env
+from adapterfleet.registry.store import check_store, login_env
 from adapterfleet.training import end_quietly
 from adapterfleet.tuning.plan import plan_sweep
 from adapterfleet.tuning.spec import sweep_description, task_config_hash
@@ -114,7 +113,7 @@ def run_adapter_stage(
 
     with console(level, progress) as relay:
         uri = config.tracking_uri
-        check_tracking_uri(uri)
+        check_store(uri, say=progress)
         experiment_id = ensure_experiment(uri, config.name)
         plan = plan_sweep(config, uri, experiment_id, resume=resume)
         for task, info in plan.registered.items():

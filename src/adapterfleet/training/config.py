@@ -13,7 +13,6 @@ PRECISIONS = ("auto", "fp32", "bf16")
 DEVICES = ("auto", "cpu", "cuda")
 LATER_FIELDS = {"min_epochs": 1}  # field -> its default; see TrainConfig.hash_dict
 MAX_SEED = 2**32 - 1  # what every seeded generator (random, torch, numpy) accepts
-MAX_WEIGHT_DECAY = 1e6  # finite: AdamW with an infinite decay turns every weight into nan
 
 
 @dataclass(frozen=True)
@@ -46,7 +45,9 @@ class TrainConfig:
         _int_at_least("batch_size", self.batch_size, 1)
         _int_at_least("eval_batch_size", self.eval_batch_size, 1)
         _float_in_range("warmup_ratio", self.warmup_ratio, 0.0, 1.0)
-        _float_in_range("weight_decay", self.weight_decay, 0.0, MAX_WEIGHT_DECAY)
+        _float_in_range("weight_decay", self.weight_decay, 0.0, math.inf)
+        if self.weight_decay == math.inf:  # AdamW would turn every weight into nan
+            raise ValueError("TrainConfig.weight_decay must be a finite number >= 0.0, got inf")
         _int_at_least("grad_accum_steps", self.grad_accum_steps, 1)
         if self.patience is not None:
             _int_at_least("patience", self.patience, 1, suffix=" or None (off)")

@@ -10,6 +10,7 @@ from adapterfleet.config import ConfigError, PipelineConfig, training_with
 from adapterfleet.console import Say
 from adapterfleet.data import load_task
 from adapterfleet.orchestration.fusion_job import FusionOutcome, registered_text, run_fusion_job
+from adapterfleet.orchestration.limits import check_single_run
 from adapterfleet.orchestration.prune import PruneReport, prune_fusion
 from adapterfleet.registry import ensure_experiment
 from adapterfleet.training import TrainConfig
@@ -40,6 +41,7 @@ def fuse_registered(
     a seed given trains that seed alone."""
     if target not in config.fusion.targets:
         raise ConfigError(f"fusion.targets: {target!r} is not a fusion target of {config_path}")
+    check_single_run(config, target, option="--target")  # before the experiment is created
     seed = changes.get("seed")
     seeds = config.fusion.seeds if seed is None else (seed,)
     config = with_fusion_training(config, fusion_training(config, **changes), seeds=seeds)
@@ -56,6 +58,7 @@ def prune_registered(
 ) -> PruneReport:
     """`prune`: rank the adapters of `target`'s registered fusion and train the smaller ones
     (`options`: keep, threshold, alias, version)."""
+    check_single_run(config, target, option="prune TARGET")  # before the experiment exists
     config = with_fusion_training(config, fusion_training(config, progress=progress))
     uri = config.tracking_uri
     experiment_id = ensure_experiment(uri, config.name)

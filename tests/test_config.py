@@ -189,6 +189,36 @@ def test_a_task_grid_replaces_the_stage_grid_for_its_task_only(tmp_path):
             "adapters.seeds: a seed is listed twice",
         ),
         ("budgets: {small: {budget: big}}\n", ["budget=small"], "cannot set budget or budgets"),
+        # issue #22: every range and cross-field rule, before anything starts
+        (
+            "",
+            ["adapters.learning_rates=[0.001, -0.01]"],
+            "adapters.learning_rates: expected a number > 0",
+        ),
+        (
+            "",
+            ["adapters.learning_rates=[.inf]"],
+            "adapters.learning_rates: expected a finite number",
+        ),
+        (
+            "",
+            ["adapters.task_grid.b.learning_rates=[0]"],
+            "task_grid.b.learning_rates: expected a number > 0",
+        ),
+        ("", ["adapters.reduction_factors=[16, 16]"], "16 is listed twice"),
+        ("", ["resources.cpu=.nan"], "resources.cpu: expected a finite number"),
+        ("", ["resources.gpu=.inf"], "resources.gpu: expected a finite number"),
+        ("", ["adapters.asha_reduction=.inf", "adapters.scheduler=asha"], "finite number"),
+        ("", ["fusion.targets.a=[]"], "fusion.targets.a: fuses no adapter"),
+        ("", ["fusion.targets.a=5"], "fusion.targets.a: use 'all' or a list"),
+        ("", ["name=" + "x" * 65], "name: 65 characters is too long"),
+        ("", ["registry_prefix=team/glue"], "registry_prefix: 'team/glue' must be"),
+        ("", ["adapters.seeds=[4294967296]"], "adapters.seeds: expected an integer <= 4294967295"),
+        ("", ["adapters.training.seed=4294967296"], "seed must be an integer <= 4294967295"),
+        ("", ["adapters.training.weight_decay=.inf"], "weight_decay must be a finite number"),
+        ("", ["storage=[a, b]"], "storage: expected a folder path"),
+        ("", ["tracking_uri=5"], "tracking_uri: expected a URI"),
+        ("", ["max_length=[128"], r"override 'max_length=\[128': the value is not valid YAML"),
     ],
 )
 def test_bad_values_give_one_line_naming_the_field(tmp_path, extra, overrides, message):
@@ -260,6 +290,18 @@ def test_search_and_scheduler_default_to_the_grid_and_fifo(tmp_path):
         (1e-4, 1e-2),
     )
     assert (stage.scheduler, stage.asha_grace_period, stage.asha_reduction) == ("asha", 2, 3.0)
+
+
+def test_a_dotted_task_name_is_one_key_of_an_override(tmp_path):
+    text = BASE.replace("  b: {", "  glue.rte: {")
+    config = load_config(_write(tmp_path, text), ["tasks.glue.rte.max_train_examples=1"])
+    assert config.tasks["glue.rte"].max_train_examples == 1
+
+
+def test_a_config_with_a_byte_order_mark_loads(tmp_path):
+    path = _write(tmp_path, BASE)
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    assert load_config(path).name == "p"
 
 
 def test_duplicate_task_names_are_refused_with_the_line(tmp_path):

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from cluster_support import registry_conftest
 
+from adapterfleet.config import ConfigError
+from adapterfleet.orchestration.job_env import logins_out
 from adapterfleet.orchestration.jobs import (
     PASS_ENV,
     JobError,
@@ -101,6 +103,26 @@ def test_entrypoint_env_and_submission_id(monkeypatch: pytest.MonkeyPatch) -> No
     sid = make_submission_id("glue")
     assert re.fullmatch(r"adapterfleet-glue-\d{8}-\d{6}-[0-9a-f]{4}", sid)
     assert make_submission_id("glue") != sid
+
+
+def test_a_login_in_a_tracking_uri_goes_to_the_jobs_env_not_its_entrypoint(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in PASS_ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://u:s3cret@mlflow:5000")
+    env = job_env()
+    overrides = logins_out(["tracking_uri=http://u:s3cret@other:5000", "x.y=1"], env)
+    entrypoint = pipeline_entrypoint("c.yaml", overrides)
+    assert entrypoint == "adapterfleet run c.yaml --set tracking_uri=http://other:5000 --set x.y=1"
+    assert env == {
+        "MLFLOW_TRACKING_URI": "http://mlflow:5000",
+        "MLFLOW_TRACKING_USERNAME": "u",
+        "MLFLOW_TRACKING_PASSWORD": "s3cret",
+    }
+    with pytest.raises(ConfigError, match="MLFLOW_TRACKING_PASSWORD contradicts") as caught:
+        logins_out(["tracking_uri=http://u:other@other:5000"], env)
+    assert "other@" not in str(caught.value)
 
 
 def test_config_outside_working_dir_is_refused(tmp_path: Path, no_token: Path) -> None:

@@ -75,6 +75,27 @@ def test_rename_of_absent_column(tmp_path: Path, write_config) -> None:
     assert "train.rename: column 'text_a' not found" in message and "sentence1" in message
 
 
+def test_an_encoding_whose_codec_refuses_the_file_is_one_line(tmp_path: Path, write_config) -> None:
+    spec = {**SPEC, "train": {"path": "train.tsv", "encoding": "utf-16"}}  # no UTF-16 BOM
+    message = _load_error(tmp_path, write_config, spec)
+    assert "train.encoding: " in message and "is not utf-16" in message
+
+
+def test_a_symlink_loop_is_one_line(tmp_path: Path, write_config) -> None:
+    (tmp_path / "loop.tsv").symlink_to(tmp_path / "loop.tsv")
+    spec = {**SPEC, "train": {"path": str(tmp_path / "loop.tsv")}}  # absolute: read, not resolved
+    message = _load_error(tmp_path, write_config, spec)
+    assert "train.path: cannot read" in message and "symbolic links" in message
+
+
+def test_a_byte_order_mark_is_never_part_of_a_column_name(tmp_path: Path, write_config) -> None:
+    (tmp_path / "train.tsv").write_bytes(b"\xef\xbb\xbf" + GOOD.encode())
+    (tmp_path / "dev.tsv").write_text(GOOD)
+    spec = {**SPEC, "train": {"path": "train.tsv", "encoding": "utf-8"}}  # said, not the default
+    task = load_task(load_tasks_config(write_config({"rte": spec}))["rte"])
+    assert len(task.train) == 1
+
+
 def test_wrong_encoding(tmp_path: Path, write_config) -> None:
     spec = {**SPEC, "train": {"path": "train.tsv", "encoding": "ascii"}}
     message = _load_error(tmp_path, write_config, spec, GOOD.replace("A cat", "Ä cat").encode())

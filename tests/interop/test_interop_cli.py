@@ -30,7 +30,13 @@ def test_export_then_import_round_trips_a_run_folder(ours, tmp_path):
     result = _run("export", ours / "run", "--format", "adapterhub", "--out", tmp_path / "ref")
     assert result.returncode == 0, result.stderr
     assert "| adapter | a" in result.stdout and "a, b" in result.stdout
-    assert (tmp_path / "ref" / "pytorch_adapter.bin").is_file()
+    assert not list((tmp_path / "ref").glob("*.bin"))  # safetensors only, unless --torch-bin
+    old_readers = tmp_path / "old"
+    result = _run(
+        "export", ours / "run", "--format", "adapterhub", "--out", old_readers, "--torch-bin"
+    )
+    assert result.returncode == 0, result.stderr
+    assert (old_readers / "pytorch_adapter.bin").is_file()
     result = _run("import-adapter", tmp_path / "ref", "--out", tmp_path / "back", "--name", "rte")
     assert result.returncode == 0, result.stderr
     before = load_file(ours / "run" / "adapter" / ADAPTER_WEIGHTS)

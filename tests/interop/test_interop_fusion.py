@@ -103,14 +103,16 @@ def loaded_by_reference(run_reference, bases, inputs, tmp_path_factory):
         folder = root / case
         for name in fused:
             save_adapter(model, name, folder / "ours" / name)
-            export_adapterhub(folder / "ours" / name, folder / "ref" / name)
+            export_adapterhub(folder / "ours" / name, folder / "ref" / name, torch_bin=True)
         save_fusion(model, TARGET, folder / "ours" / "run" / "fusion")
         save_head(model, TARGET, folder / "ours" / "run" / "head")
-        export_adapterhub(folder / "ours" / "run", folder / "ref" / "fusion")
+        export_adapterhub(folder / "ours" / "run", folder / "ref" / "fusion", torch_bin=True)
         load = {"adapters": [str(folder / "ref" / a) for a in fused]}
         load["fusion"] = str(folder / "ref" / "fusion")
         if case == "bert-dynamic-3":  # the head alone too, through load_head
-            export_adapterhub(folder / "ours" / "run" / "head", folder / "ref" / "head")
+            export_adapterhub(
+                folder / "ours" / "run" / "head", folder / "ref" / "head", torch_bin=True
+            )
             load["head"] = str(folder / "ref" / "head")
         jobs.append({"id": case, "base": str(bases[family]), "load": load, "activate": fused})
         jobs[-1]["head"] = TARGET

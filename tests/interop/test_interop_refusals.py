@@ -181,10 +181,12 @@ def test_broken_or_foreign_folders_are_refused(ours, exported, tmp_path):
     _refused(no_weights, tmp_path / "c", "neither adapter.safetensors nor pytorch_adapter.bin")
     corrupt = _edited(exported, tmp_path / "cw", *ADAPTER)
     (corrupt / "pytorch_adapter.bin").write_bytes(b"not a zip file")
-    _refused(corrupt, tmp_path / "d", "cannot read the weights")
+    message = _refused(corrupt, tmp_path / "d", "cannot read the weights", "not a file of tensors")
+    assert "weights_only=False" not in message  # torch's advice would run the file's code
     pickled = _edited(exported, tmp_path / "pk", *ADAPTER)
     torch.save({"w": Path("/")}, pickled / "pytorch_adapter.bin")  # not tensors only
-    _refused(pickled, tmp_path / "e", "cannot read the weights")
+    message = _refused(pickled, tmp_path / "e", "cannot read the weights", "PosixPath")
+    assert "use_safetensors=True" in message and "weights_only=False" not in message
     with pytest.raises(InteropError, match="cannot load the base model '/no/such/base-model'"):
         import_adapterhub(exported, tmp_path / "g", NO_BASE)
     with pytest.raises(InteropError, match="is the source directory"):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -92,6 +93,20 @@ def _missing_choice_column(doc: dict[str, Any]) -> None:
     }
 
 
+def _no_vocabulary(doc: dict[str, Any]) -> None:
+    """A base model folder whose tokenizer lost its vocabulary (config files only)."""
+    model = Path(doc["base_model"])
+    bare = Path(doc["storage"]).parent / "no-vocab"
+    bare.mkdir()
+    for name in ("config.json", "model.safetensors", "tokenizer_config.json"):
+        shutil.copy(model / name, bare / name)
+    doc["base_model"] = str(bare)
+
+
+def _cuda_without_gpu(doc: dict[str, Any]) -> None:
+    doc["adapters"]["training"]["device"] = "cuda"
+
+
 CASES = {
     "a regression label that is not a number": (
         _regression_labels_are_words,
@@ -141,6 +156,43 @@ CASES = {
         ("--num-cpus", "2"),
         r"resources: a trial needs cpu=64.*no node can provide",
     ),
+    # issue #22: out-of-range values that used to reach the trials
+    "a negative learning rate in the sweep": (
+        lambda doc: doc["adapters"].update(learning_rates=[0.01, -0.001]),
+        (),
+        r"adapters.learning_rates: expected a number > 0, got -0.001",
+    ),
+    "max_length beyond the position embeddings": (
+        lambda doc: doc.update(max_length=4096),
+        (),
+        r"max_length: 4096 is more than the 64 positions .*use max_length <= 64",
+    ),
+    "device cuda without a GPU for the trials": (
+        _cuda_without_gpu,
+        (),
+        r"adapters.training.device: cuda, but resources.gpu is 0",
+    ),
+    "a fusion over no adapter": (
+        lambda doc: doc.update(fusion={"targets": {"fruit": []}}),
+        (),
+        r"fusion.targets.fruit: fuses no adapter",
+    ),
+    "a tokenizer without vocabulary": (
+        _no_vocabulary,
+        (),
+        r"base_model: the tokenizer of .*no-vocab' has \d+ tokens .*vocabulary is missing",
+    ),
+    "a name longer than file systems allow": (
+        lambda doc: doc.update(name="n" * 300),
+        (),
+        r"name: 300 characters is too long .*at most 64",
+    ),
+    "--num-cpus 0": (
+        lambda doc: None,
+        ("--num-cpus", "0"),
+        r"--num-cpus: expected an integer >= 1",
+    ),
+    "--num-cpus -1": (lambda doc: None, ("--num-cpus", "-1"), r"--num-cpus: .* got -1"),
 }
 
 
@@ -158,5 +210,5 @@ def test_bad_pipeline_is_refused_before_any_trial(
     assert sum(line.startswith("error: ") for line in lines) == 1
     assert re.search(message, lines[-1]), lines[-1]
     assert "trial" not in result.stdout.lower()  # no sweep progress: nothing was scheduled
-    if case != "resources no node has":  # refused before the store is touched
-        assert not (tmp_path / "runs" / "mlflow.db").exists()
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "runs").exists()  # refused before anything is written

@@ -79,10 +79,11 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield uri
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def auth_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    """(uri, admin password) of a real `mlflow server --app-name basic-auth` on loopback; its
-    admin user is `admin` (the auth app's default)."""
+    """(uri, admin password) of a real `mlflow server --app-name basic-auth` on loopback, one
+    for the session (two test modules use it); its admin user is `admin` (the auth app's
+    default)."""
     password = secrets.token_urlsafe(18)
     env = {
         "MLFLOW_FLASK_SERVER_SECRET_KEY": secrets.token_hex(16),

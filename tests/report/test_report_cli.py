@@ -76,8 +76,8 @@ def test_a_store_that_does_not_exist_is_reported_not_created(tmp_path: Path) -> 
     db = tmp_path / "nothing" / "mlflow.db"
     result = adapterfleet("demo", "--tracking-uri", f"sqlite:///{db}", cwd=tmp_path)
     assert result.returncode == 2
-    assert result.stderr.startswith("error: no experiment 'demo'")
-    assert not db.exists()
+    assert result.stderr.startswith(f"error: no tracking store at {db}: nothing was tracked")
+    assert not db.exists() and not db.parent.exists()
 
 
 def test_experiment_without_finished_runs_says_so(new_pipeline, tmp_path: Path) -> None:

@@ -14,6 +14,8 @@ from typing import Any
 
 from torch import nn
 
+from adapterfleet.errors import UserError
+
 POOLINGS = ("cls", "mean", "last")
 _LAYOUT_ATTR = "_adapterfleet_slot_map"
 
@@ -135,7 +137,7 @@ SLOT_MAPS: dict[str, SlotMap] = {
 DECODER_TYPES = frozenset(t for t, s in SLOT_MAPS.items() if s.pooling == "last")
 
 
-class UnsupportedModelError(ValueError):
+class UnsupportedModelError(UserError, ValueError):
     """The model family has no slot map, built in or declared."""
 
 

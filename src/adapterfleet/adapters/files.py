@@ -16,11 +16,12 @@ from torch import nn
 
 from adapterfleet._hashing import sha256_file  # noqa: F401 - re-exported
 from adapterfleet.adapters.architectures import describe_base
+from adapterfleet.errors import UserError
 
 FORMAT_VERSION = 1
 
 
-class WeightsFileError(ValueError):
+class WeightsFileError(UserError, ValueError):
     """A weights directory is missing, corrupt, or does not fit the model it is loaded into."""
 
 

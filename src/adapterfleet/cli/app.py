@@ -22,9 +22,11 @@ from adapterfleet.cli.options import (
     SeedOpt,
     SetOpt,
     VerboseOpt,
+    at_least,
+    checked_store,
     load,
 )
-from adapterfleet.cli.output import fail_cleanly, metrics_table
+from adapterfleet.cli.output import metrics_table, usage_line, wrap_commands
 from adapterfleet.config import ConfigError
 from adapterfleet.registry.descriptions import COMMAND_ENV
 from adapterfleet.registry.tags import BEST_ALIAS
@@ -43,7 +45,6 @@ DEMO_CONFIG = Path("configs/demo.yaml")
 
 
 @app.command()
-@fail_cleanly
 def tasks(config: ConfigOpt, set_: SetOpt = None) -> None:
     """Load every task of a config and show its splits and labels (validates the data)."""
     from adapterfleet.orchestration.commands import task_summaries
@@ -52,7 +53,6 @@ def tasks(config: ConfigOpt, set_: SetOpt = None) -> None:
 
 
 @app.command()
-@fail_cleanly
 def train(
     config: ConfigOpt,
     task: Annotated[str, typer.Option(help="Task name from the config.")],
@@ -91,7 +91,6 @@ def train(
 
 
 @app.command()
-@fail_cleanly
 def fuse(
     config: ConfigOpt,
     target: Annotated[str, typer.Option(help="Target task name from the config.")],
@@ -124,6 +123,8 @@ def fuse(
     changes = {"learning_rate": lr, "max_epochs": epochs, "seed": seed}
     progress = sys.stderr.isatty()
     if wait:
+        at_least(timeout, 0.0, "--timeout")
+        checked_store(cfg.tracking_uri, read_only=False)
         outcome = fuse_registered(
             cfg,
             target,
@@ -153,7 +154,6 @@ def fuse(
 
 
 @app.command()
-@fail_cleanly
 def evaluate(
     config: ConfigOpt,
     task: Annotated[str, typer.Option(help="Task whose dev split to evaluate on.")],
@@ -168,7 +168,6 @@ def evaluate(
 
 
 @app.command()
-@fail_cleanly
 def predict(
     target: Annotated[str, typer.Argument(help="Task whose registered model predicts.")],
     config: ConfigOpt,
@@ -206,8 +205,12 @@ def predict(
     number), one row per input row, in order."""
     from adapterfleet.orchestration.predict import predict_file
 
+    cfg = load(config, set_)
+    at_least(batch_size, 1, "--batch-size")
+    at_least(workers, 1, "--workers")
+    checked_store(cfg.tracking_uri, read_only=True)
     predict_file(
-        load(config, set_),
+        cfg,
         target,
         input_,
         out,
@@ -228,7 +231,6 @@ def predict(
 
 
 @app.command()
-@fail_cleanly
 def demo(
     config: ConfigOpt = DEMO_CONFIG,
     num_cpus: Annotated[int | None, typer.Option(help="CPUs of the local Ray.")] = None,
@@ -323,12 +325,34 @@ def _options(
 
 
 _group_commands()
+wrap_commands(app)  # the CLI boundary: every command's UserError is one line and exit 2
 
 
 def main() -> None:
     # the command line, for the descriptions of what it writes to MLflow (inherited by local Ray)
     os.environ[COMMAND_ENV] = shlex.join(["adapterfleet", *sys.argv[1:]])
-    app()
+    sys.exit(run_app())
+
+
+def run_app(args: list[str] | None = None) -> int:
+    """The app, with the command line's own mistakes (an option missing, a value that is not a
+    number) as one `error:` line too, exit status 2, instead of Typer's usage box."""
+    try:
+        code = app(args=args, standalone_mode=False)
+    except typer.TyperException as error:  # Typer's usage errors (its own click's)
+        if type(error).__name__ == "NoArgsIsHelpError":
+            error.show()  # type: ignore[attr-defined]  # no arguments: the help
+            return int(getattr(error, "exit_code", 2))
+        context = getattr(error, "ctx", None)
+        hint = f"; see {context.command_path} --help" if context is not None else ""
+        format_message = getattr(error, "format_message", None)
+        message = (format_message() if format_message else str(error)).rstrip(".")
+        typer.secho(f"error: {usage_line(message)}{hint}", err=True, fg="red")
+        return int(getattr(error, "exit_code", 2))
+    except typer.Abort:
+        typer.echo("Aborted.", err=True)
+        return 1
+    return code if isinstance(code, int) else 0
 
 
 if __name__ == "__main__":

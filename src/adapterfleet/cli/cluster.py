@@ -15,13 +15,13 @@ from adapterfleet.cli.options import (
     NameArg,
     SetOpt,
     TrackingUriOpt,
+    checked_store,
     chosen_config,
 )
-from adapterfleet.cli.output import fail_cleanly, metrics_table
+from adapterfleet.cli.output import metrics_table
 from adapterfleet.cli.pipeline_ref import resolve
 
 
-@fail_cleanly
 def submit(
     config_arg: ConfigArg = None,
     address: DashboardAddressOpt = None,
@@ -42,7 +42,6 @@ def submit(
     )
 
 
-@fail_cleanly
 def status(
     name: NameArg = None,
     config: MaybeConfigOpt = None,
@@ -54,13 +53,14 @@ def status(
     from adapterfleet.results.status import pipeline_status, status_by_name
 
     ref = resolve(name, config, tracking_uri, budget, set_)
+    # a pipeline that has not run yet has no store: its plan is shown all the same
+    checked_store(ref.tracking_uri, read_only=True, must_exist=False)
     if ref.config is not None:
         typer.echo(pipeline_status(ref.config, ref.tracking_uri).render())
     else:
         typer.echo(status_by_name(ref.name, ref.tracking_uri).render())
 
 
-@fail_cleanly
 def logs(
     job_id: Annotated[str, typer.Argument(help="The submission id printed by submit.")],
     address: DashboardAddressOpt = None,
@@ -77,7 +77,6 @@ def logs(
         typer.echo(chunk, nl=False)
 
 
-@fail_cleanly
 def stop(
     job_id: Annotated[str, typer.Argument(help="The submission id printed by submit.")],
     address: DashboardAddressOpt = None,
@@ -89,7 +88,6 @@ def stop(
     typer.echo(f"{job_id}: {'stopping' if stopped else 'had already ended'}")
 
 
-@fail_cleanly
 def jobs(address: DashboardAddressOpt = None) -> None:
     """List the jobs of a cluster."""
     from adapterfleet.orchestration.jobs import list_jobs

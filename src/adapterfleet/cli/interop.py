@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from adapterfleet.cli.output import fail_cleanly, metrics_table
+from adapterfleet.cli.output import metrics_table
 from adapterfleet.config import ConfigError
 
 if TYPE_CHECKING:
@@ -21,7 +21,6 @@ BaseOpt = Annotated[
 ]
 
 
-@fail_cleanly
 def import_adapter(
     src: Annotated[
         Path,
@@ -41,7 +40,6 @@ def import_adapter(
     _report(import_adapterhub(src, out, base_model, name=name))
 
 
-@fail_cleanly
 def export(
     src: Annotated[
         Path, typer.Argument(help="adapterfleet adapter, head or fusion folder, or a run folder.")
@@ -51,8 +49,12 @@ def export(
     base_model: BaseOpt = None,
     torch_bin: Annotated[
         bool,
-        typer.Option(help="Also write the torch pickle files the reference loads by default."),
-    ] = True,
+        typer.Option(
+            "--torch-bin/--no-torch-bin",
+            help="Also write the torch pickle files (pytorch_adapter.bin, ...) the reference "
+            "loads when not told use_safetensors=True; only for readers that need them.",
+        ),
+    ] = False,
 ) -> None:
     """Write adapterfleet's adapter, fusion and/or head in another library's layout."""
     from adapterfleet.interop import export_adapterhub

@@ -7,13 +7,14 @@ also take it as their first argument, the spelling they had first.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import typer
 
 from adapterfleet.config import ConfigError, PipelineConfig, load_config
 from adapterfleet.console import Level
 
+N = TypeVar("N", bound=float | None)
 CONFIG_HELP = "Pipeline YAML file."
 ConfigOpt = Annotated[Path, typer.Option("--config", "-c", help=CONFIG_HELP)]
 # `run CONFIG` / `-c CONFIG`: both spellings, for the commands that took a positional first.
@@ -94,3 +95,22 @@ def budget_overrides(budget: str | None, overrides: list[str] | None) -> list[st
 def load(path: Path, overrides: list[str] | None, budget: str | None = None) -> PipelineConfig:
     """The validated config of `path` with `--budget` and `--set` applied."""
     return load_config(path, budget_overrides(budget, overrides))
+
+
+def checked_store(uri: str, *, read_only: bool, must_exist: bool = True) -> str:
+    """`uri` once its tracking store answered (within seconds, saying what it waits for on
+    stderr); a command that only reads (`read_only`) refuses a store that does not exist
+    (unless not `must_exist`) rather than create an empty one."""
+    from adapterfleet.registry.store import check_store
+
+    say = lambda line: typer.echo(line, err=True)  # noqa: E731
+    check_store(uri, read_only=read_only, must_exist=must_exist, say=say)
+    return uri
+
+
+def at_least(value: N, minimum: float, option: str) -> N:
+    """A numeric option's value (None: left out), refused below `minimum` naming the option."""
+    if value is not None and value < minimum:
+        kind = "an integer" if isinstance(minimum, int) else "a number"
+        raise ConfigError(f"{option}: expected {kind} >= {minimum}, got {value}")
+    return value

@@ -8,41 +8,50 @@ from typing import Any, TypeVar
 
 import typer
 
+from adapterfleet.errors import UserError
+from adapterfleet.masking import mask
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _expected_errors() -> tuple[type[BaseException], ...]:
-    from adapterfleet.adapters import BaseModelError, UnsupportedModelError, WeightsFileError
-    from adapterfleet.config import ConfigError
-    from adapterfleet.data import TaskError
-
-    errors: list[type[BaseException]] = [
-        ConfigError,
-        TaskError,
-        WeightsFileError,
-        BaseModelError,
-        UnsupportedModelError,
-        FileNotFoundError,
-    ]
-    from adapterfleet.orchestration.jobs import JobError
-    from adapterfleet.registry import RegistryError
-
-    errors += [RegistryError, JobError]
-    return tuple(errors)
-
-
 def fail_cleanly(command: F) -> F:
-    """Print expected errors (bad config, data, files, registry) as `error: ...` and exit 2."""
+    """Print a `UserError` (bad config, data, files, a store that does not answer, ...) as one
+    line `error: ...`, secrets masked, and exit 2. Anything else is a bug: its traceback stays.
+
+    `wrap_commands` applies it to every command of the app, so no command can miss it."""
+    if getattr(command, "_fails_cleanly", False):
+        return command
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return command(*args, **kwargs)
-        except _expected_errors() as error:
-            typer.secho(f"error: {error}", err=True, fg=typer.colors.RED)
+        except UserError as error:
+            typer.secho(f"error: {error_line(error)}", err=True, fg=typer.colors.RED)
             raise typer.Exit(2) from None
 
+    wrapper._fails_cleanly = True  # type: ignore[attr-defined]
     return wrapper  # type: ignore[return-value]
+
+
+def error_line(error: BaseException) -> str:
+    """The message of `error` as one line, with the login of every URI in it masked."""
+    return usage_line(str(error)) or type(error).__name__
+
+
+def usage_line(text: str) -> str:
+    """`text` as one line, with the login of every URI in it masked."""
+    return mask(" ".join(text.split()))
+
+
+def wrap_commands(app: typer.Typer) -> None:
+    """`fail_cleanly` around every command of `app` and of its sub-apps: the CLI boundary."""
+    for info in app.registered_commands:
+        if info.callback is not None:
+            info.callback = fail_cleanly(info.callback)
+    for group in app.registered_groups:
+        if group.typer_instance is not None:
+            wrap_commands(group.typer_instance)
 
 
 def _cell(value: Any) -> str:

@@ -18,13 +18,17 @@ from adapterfleet.cli.options import (
     RayAddressOpt,
     SetOpt,
     VerboseOpt,
+    at_least,
     budget_overrides,
+    checked_store,
     chosen_config,
     load,
     output_level,
 )
-from adapterfleet.cli.output import fail_cleanly, metrics_table
+from adapterfleet.cli.output import metrics_table
+from adapterfleet.config import ConfigError
 from adapterfleet.console import duration_text, progress_say
+from adapterfleet.masking import masked_settings
 from adapterfleet.registry.tags import BEST_ALIAS
 
 sweep_app = typer.Typer(help="Adapter sweeps.", no_args_is_help=True)
@@ -33,11 +37,11 @@ sweep_app = typer.Typer(help="Adapter sweeps.", no_args_is_help=True)
 def _ui_command(path: Path, overrides: list[str] | None, budget: str | None) -> str:
     """`adapterfleet ui` for the store this run wrote to: the budget and overrides go along,
     since they may move it (storage=..., tracking_uri=...)."""
-    options = [part for item in budget_overrides(budget, overrides) for part in ("-o", item)]
+    items = masked_settings(budget_overrides(budget, overrides))
+    options = [part for item in items for part in ("-o", item)]
     return shlex.join(["adapterfleet", "ui", "-c", str(path), *options])
 
 
-@fail_cleanly
 def run(
     config_arg: ConfigArg = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted run.")] = False,
@@ -57,6 +61,7 @@ def run(
 
     config = chosen_config(config_arg, config)
     level = output_level(verbose, quiet)
+    at_least(num_cpus, 1, "--num-cpus")
     cfg = load(config, set_, budget)
     with progress_say(level, typer.echo, f"pipeline {cfg.name}") as say:
         summary = run_pipeline(
@@ -80,7 +85,6 @@ def run(
 
 
 @sweep_app.command("resume")
-@fail_cleanly
 def sweep_resume(
     config_arg: ConfigArg = None,
     address: RayAddressOpt = None,
@@ -95,6 +99,7 @@ def sweep_resume(
     from adapterfleet.orchestration.sweep import resume_sweep
 
     level = output_level(verbose, quiet)
+    at_least(num_cpus, 1, "--num-cpus")
     cfg = load(chosen_config(config_arg, config), set_, budget)
     with progress_say(level, typer.echo, f"sweep {cfg.name}") as say:
         registered = resume_sweep(
@@ -105,7 +110,6 @@ def sweep_resume(
     )
 
 
-@fail_cleanly
 def pull(
     task: Annotated[str, typer.Argument(help="Task whose registered adapter to download.")],
     to: Annotated[Path, typer.Option("--to", help="Folder to write the adapter into.")],
@@ -120,21 +124,21 @@ def pull(
     """Download a registered adapter (or fusion) and verify its sha256."""
     from adapterfleet.results.models import pull_registered
 
-    name, dest = pull_registered(
-        load(config, set_), task, to, fusion=fusion, alias=alias, version=version
-    )
+    cfg = load(config, set_)
+    checked_store(cfg.tracking_uri, read_only=True)
+    name, dest = pull_registered(cfg, task, to, fusion=fusion, alias=alias, version=version)
     typer.echo(f"{name} -> {dest} (sha256 verified)")
 
 
-@fail_cleanly
 def adapters(config: ConfigOpt, set_: SetOpt = None) -> None:
     """List the registered adapters and fusions of a pipeline with metric, version and alias."""
     from adapterfleet.results.models import registered_rows
 
-    metrics_table(registered_rows(load(config, set_)))
+    cfg = load(config, set_)
+    checked_store(cfg.tracking_uri, read_only=True)
+    metrics_table(registered_rows(cfg))
 
 
-@fail_cleanly
 def ui(
     config: ConfigOpt,
     port: Annotated[int, typer.Option(help="Port of the MLflow UI.")] = 5000,
@@ -145,7 +149,10 @@ def ui(
     print links to its runs and the model registry in MLflow's machine-learning view."""
     from adapterfleet.registry.ui import serve_ui
 
+    if not 0 < port < 65536:
+        raise ConfigError(f"--port: expected a port number in 1..65535, got {port}")
     cfg = load(config, set_)
+    checked_store(cfg.tracking_uri, read_only=True)
     raise typer.Exit(serve_ui(cfg.tracking_uri, cfg.name, host, port, say=typer.echo))
 
 

@@ -7,10 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import typer
-
 from adapterfleet.cli.options import load
-from adapterfleet.config import absolute_storage, resolve_tracking_uri
+from adapterfleet.config import ConfigError, absolute_storage, resolve_tracking_uri
+from adapterfleet.registry.store import use_login
 
 
 @dataclass(frozen=True)
@@ -31,11 +30,16 @@ def resolve(
     if config is not None:
         cfg = load(config, overrides, budget)
         if name is not None and name != cfg.name:
-            raise typer.BadParameter(f"{name!r} is not the name of {config} ({cfg.name!r})")
-        return PipelineRef(cfg.name, tracking_uri or cfg.tracking_uri, cfg)
+            raise ConfigError(f"{name!r} is not the name of {config} ({cfg.name!r})")
+        return PipelineRef(cfg.name, _given(tracking_uri) or cfg.tracking_uri, cfg)
     if name is None:
-        raise typer.BadParameter("give the pipeline NAME or its config with -c CONFIG")
-    return PipelineRef(name, tracking_uri or default_uri())
+        raise ConfigError("give the pipeline NAME or its config with -c CONFIG")
+    return PipelineRef(name, _given(tracking_uri) or default_uri())
+
+
+def _given(tracking_uri: str | None) -> str | None:
+    """`--tracking-uri`, its login moved to MLflow's variables as for a config's own URI."""
+    return use_login(tracking_uri, where="--tracking-uri") if tracking_uri else None
 
 
 def default_uri() -> str:

@@ -7,12 +7,11 @@ from typing import Annotated
 
 import typer
 
-from adapterfleet.cli.options import ConfigOpt, SetOpt, load
-from adapterfleet.cli.output import fail_cleanly, metrics_table
+from adapterfleet.cli.options import ConfigOpt, SetOpt, at_least, checked_store, load
+from adapterfleet.cli.output import metrics_table
 from adapterfleet.registry.tags import BEST_ALIAS
 
 
-@fail_cleanly
 def prune(
     target: Annotated[str, typer.Argument(help="Task whose registered fusion to prune.")],
     config: ConfigOpt,
@@ -36,8 +35,12 @@ def prune(
     logged to MLflow). `best` stays on the fusion it was on."""
     from adapterfleet.orchestration.commands import prune_registered
 
+    for kept in keep or ():
+        at_least(kept, 1, "--keep")
+    cfg = load(config, set_)
+    checked_store(cfg.tracking_uri, read_only=False)
     report = prune_registered(
-        load(config, set_),
+        cfg,
         target,
         progress=sys.stderr.isatty(),
         say=lambda line: typer.echo(line, err=True),

@@ -13,14 +13,13 @@ from adapterfleet.cli.options import (
     NameArg,
     SetOpt,
     TrackingUriOpt,
+    checked_store,
 )
-from adapterfleet.cli.output import fail_cleanly
 from adapterfleet.cli.pipeline_ref import resolve
 
 DEFAULT_FOLDER = Path("adapterfleet-report")
 
 
-@fail_cleanly
 def report(
     name: NameArg = None,
     config: MaybeConfigOpt = None,
@@ -42,6 +41,7 @@ def report(
     from adapterfleet.results.report import build_report
 
     ref = resolve(name, config, tracking_uri, budget, set_)
+    checked_store(ref.tracking_uri, read_only=True)
     if ref.config is not None:
         folder = Path(ref.config.storage) / "report" / ref.name
     else:

@@ -32,7 +32,7 @@ from adapterfleet.config.adapter_stage import (
     TaskGrid,
 )
 from adapterfleet.config.document import apply_budget, apply_overrides, load_config
-from adapterfleet.config.fields import ConfigError, flat_changes
+from adapterfleet.config.fields import ConfigError, flat_changes, training_with
 from adapterfleet.config.schema import (
     DEFAULT_STORAGE,
     TOP_KEYS,
@@ -76,4 +76,5 @@ __all__ = [
     "load_config",
     "parse_config",
     "resolve_tracking_uri",
+    "training_with",
 ]

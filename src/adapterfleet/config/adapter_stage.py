@@ -16,8 +16,10 @@ from adapterfleet.config.fields import (
     as_float,
     as_int,
     as_mapping,
+    as_positive,
     check_tasks,
     choice,
+    distinct,
     list_at,
     refuse_unknown,
     seeds_at,
@@ -73,8 +75,8 @@ class TaskGrid:
             rfs = list_at(changes, "reduction_factors", list(default.reduction_factors), where)
             lrs = list_at(changes, "learning_rates", list(default.learning_rates), where)
             grids[str(task)] = cls(
-                tuple(as_int(v, f"{where}.reduction_factors", 1) for v in rfs),
-                tuple(as_float(v, f"{where}.learning_rates") for v in lrs),
+                distinct([as_int(v, f"{where}.reduction_factors", 1) for v in rfs], where),
+                distinct([as_positive(v, f"{where}.learning_rates") for v in lrs], where),
             )
         return grids
 
@@ -120,13 +122,19 @@ class AdapterStage:
             raise ConfigError(
                 f"adapters.architecture: {architecture!r} is unknown; use pfeiffer or houlsby"
             )
-        rfs = tuple(
-            as_int(v, "adapters.reduction_factors", 1)
-            for v in list_at(raw, "reduction_factors", [2, 16, 64], "adapters")
+        rfs = distinct(
+            [
+                as_int(v, "adapters.reduction_factors", 1)
+                for v in list_at(raw, "reduction_factors", [2, 16, 64], "adapters")
+            ],
+            "adapters.reduction_factors",
         )
-        lrs = tuple(
-            as_float(v, "adapters.learning_rates")
-            for v in list_at(raw, "learning_rates", [1e-4], "adapters")
+        lrs = distinct(
+            [
+                as_positive(v, "adapters.learning_rates")
+                for v in list_at(raw, "learning_rates", [1e-4], "adapters")
+            ],
+            "adapters.learning_rates",
         )
         seeds = seeds_at(raw, "adapters.seeds")
         names = tuple(str(t) for t in list_at(raw, "tasks", list(tasks), "adapters"))

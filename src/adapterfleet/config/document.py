@@ -25,7 +25,22 @@ def load_config(path: str | Path, overrides: Sequence[str] = ()) -> PipelineConf
     document = apply_overrides(read_document(path), overrides)
     document = apply_budget(document, overrides)
     document.setdefault("name", re.sub(r"[^A-Za-z0-9_-]", "-", path.stem))
+    refuse_nul(document)
     return parse_config(document, path.parent)
+
+
+def refuse_nul(value: Any, where: str = "config") -> None:
+    """No key or text of the document holds a NUL character: no file system, URI or shell
+    takes one, and Python's path functions raise on it."""
+    if isinstance(value, str) and "\x00" in value:
+        raise ConfigError(f"{where}: {value!r} holds a NUL character (\\0); remove it")
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            refuse_nul(key, where)
+            refuse_nul(item, f"{where}.{key}" if where != "config" else str(key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            refuse_nul(item, f"{where}[{index}]")
 
 
 def read_document(path: Path) -> dict[str, Any]:
@@ -33,7 +48,14 @@ def read_document(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise ConfigError(f"config file {path} not found; pass the path of a pipeline YAML file")
     try:
-        document = load_yaml(path.read_text(encoding="utf-8"))
+        document = load_yaml(path.read_text(encoding="utf-8-sig"))  # a byte-order mark is skipped
+    except UnicodeDecodeError as error:
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte {error.object[error.start]:#04x} at offset "
+            f"{error.start}); save the config as UTF-8"
+        ) from None
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read the config ({error.strerror or error})") from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -72,28 +94,54 @@ def _merged(document: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str
 
 
 def apply_overrides(document: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
-    """`adapters.training.max_epochs=3` style overrides; values are read as YAML scalars."""
+    """`adapters.training.max_epochs=3` style overrides; values are read as YAML. A key that
+    holds dots itself (a task named `glue.rte`) is matched whole where the document has it:
+    `tasks.glue.rte.max_train_examples=32` sets that task's field."""
     document = copy.deepcopy(document)
     for item in overrides:
         key, sep, raw = item.partition("=")
-        if not sep or not key.strip():
+        if not sep or not key.strip() or any(not p for p in key.strip().split(".")):
             raise ConfigError(f"override {item!r} must look like key.path=value")
-        node = document
-        parts = key.strip().split(".")
-        for part in parts[:-1]:
+        node, parts, path = document, key.strip().split("."), []
+        while len(parts) > 1:
+            part, parts = _next_key(node, parts)
+            if not parts:
+                break
+            path.append(part)
             child = node.setdefault(part, {})
             if not isinstance(child, dict):
-                raise ConfigError(f"override {item!r}: {part} is not a mapping")
+                where = ".".join(path)
+                raise ConfigError(
+                    f"override {item!r}: {where} is {child!r}, not a mapping; set {where} "
+                    "itself, or make it a mapping first"
+                )
             node = child
-        node[parts[-1]] = _scalar(raw)
+        else:
+            part = parts[0]
+        node[part] = _scalar(item, raw)
     return document
 
 
-def _scalar(raw: str) -> Any:
-    """An override value read as YAML (numbers, lists, mappings); plain text when it is not."""
+def _next_key(node: Mapping[str, Any], parts: list[str]) -> tuple[str, list[str]]:
+    """The longest run of `parts` joined by dots that is a key of `node` (else the first part),
+    and the parts after it."""
+    for end in range(len(parts), 1, -1):
+        if ".".join(parts[:end]) in node:
+            return ".".join(parts[:end]), parts[end:]
+    return parts[0], parts[1:]
+
+
+def _scalar(item: str, raw: str) -> Any:
+    """An override value read as YAML (numbers, lists, mappings, text)."""
     if not raw.strip():
         return None
     try:
         return yaml.safe_load(raw)
-    except yaml.YAMLError:
-        return raw
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at column {mark.column + 1}" if mark else ""
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        raise ConfigError(
+            f"override {item!r}: the value is not valid YAML{where} ({problem}); to give it "
+            f"as text, quote it: {item.partition('=')[0]}='\"...\"'"
+        ) from None

@@ -6,32 +6,86 @@ and returns the typed value or raises a one-line `ConfigError` that names the fi
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
-from adapterfleet.training.config import TrainConfig
+from adapterfleet.errors import UserError
+from adapterfleet.training.config import MAX_SEED, TrainConfig
 
 # TrainConfig fields that YAML may hand over as text ("1e-4" is a string to PyYAML).
 _FLOAT_TRAINING_KEYS = ("learning_rate", "weight_decay", "warmup_ratio", "max_grad_norm")
+# Names that become parts of folder, file, experiment and model names (a file name has at most
+# 255 bytes, and a trial's folder joins the pipeline name, a task name and its settings).
+NAME_MAX = 64
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
+_DOTTED_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+# How the command line spells the training settings it may change (train, fuse).
+TRAINING_OPTIONS = {
+    "learning_rate": "--lr",
+    "max_epochs": "--epochs",
+    "batch_size": "--batch-size",
+    "seed": "--seed",
+}
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """A config value is wrong; the message names the field and the fix."""
 
 
-def as_int(value: Any, where: str, minimum: int) -> int:
+def as_int(value: Any, where: str, minimum: int, maximum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigError(f"{where}: expected an integer >= {minimum}, got {value!r}")
+    if maximum is not None and value > maximum:
+        raise ConfigError(f"{where}: expected an integer <= {maximum}, got {value!r}")
     return value
 
 
 def as_float(value: Any, where: str) -> float:
+    """A finite number (YAML may give it as text: `1e-4`); nan and inf are refused."""
     try:
         if isinstance(value, bool):
             raise ValueError
-        return float(value)
-    except (TypeError, ValueError):
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
         raise ConfigError(f"{where}: expected a number, got {value!r}") from None
+    if not math.isfinite(number):
+        raise ConfigError(f"{where}: expected a finite number, got {value!r}")
+    return number
+
+
+def as_positive(value: Any, where: str) -> float:
+    """A finite number > 0 (a learning rate, a CPU count)."""
+    number = as_float(value, where)
+    if number <= 0:
+        raise ConfigError(f"{where}: expected a number > 0, got {value!r}")
+    return number
+
+
+def name_at(document: Mapping[str, Any], key: str, default: str, dots: bool = False) -> str:
+    """A name that becomes part of folder, experiment and model names: letters, digits, `_`,
+    `-` (and `.` where `dots`), at most `NAME_MAX` characters."""
+    value = document.get(key) or default
+    pattern = _DOTTED_NAME if dots else _NAME
+    allowed = "letters, digits, '_', '.' or '-'" if dots else "letters, digits, '_' or '-'"
+    if not isinstance(value, str) or not pattern.match(value):
+        raise ConfigError(f"{key}: {value!r} must be {allowed} (e.g. {key}: glue)")
+    if len(value) > NAME_MAX:
+        raise ConfigError(
+            f"{key}: {len(value)} characters is too long for the folder and model names made "
+            f"from it; use at most {NAME_MAX}"
+        )
+    return value
+
+
+def distinct(values: Sequence[Any], where: str) -> tuple[Any, ...]:
+    """`values` as a tuple; a value given twice would train the same trial twice."""
+    seen = [v for i, v in enumerate(values) if v in values[:i]]
+    if seen:
+        raise ConfigError(f"{where}: {seen[0]!r} is listed twice in {list(values)}; list it once")
+    return tuple(values)
 
 
 def as_mapping(raw: Any, where: str) -> dict[str, Any]:
@@ -73,7 +127,8 @@ def seeds_at(raw: Mapping[str, Any], where: str) -> tuple[int, ...]:
     value = raw.get("seeds", [0])
     if value == []:
         raise ConfigError(f"{where}: needs at least one seed")
-    seeds = tuple(as_int(v, where, 0) for v in (value if isinstance(value, list) else [value]))
+    values = value if isinstance(value, list) else [value]
+    seeds = tuple(as_int(v, where, 0, MAX_SEED) for v in values)
     if len(set(seeds)) != len(seeds):
         raise ConfigError(f"{where}: a seed is listed twice in {list(seeds)}")
     return seeds
@@ -101,6 +156,19 @@ def training_at(raw: Any, defaults: Mapping[str, Any], where: str) -> TrainConfi
         if text.startswith("TrainConfig."):
             raise ConfigError(f"{where}.{text.removeprefix('TrainConfig.')}") from None
         raise ConfigError(f"{where}: {text.removeprefix('TrainConfig: ')}") from None
+
+
+def training_with(training: TrainConfig, **changes: Any) -> TrainConfig:
+    """`training` with the command line's `changes` (None: the option was left out); a value
+    out of range is a `ConfigError` naming the option (`--lr: must be a number > 0, ...`)."""
+    kept = {key: value for key, value in changes.items() if value is not None}
+    try:
+        return replace(training, **kept)
+    except (TypeError, ValueError) as error:
+        text = str(error).removeprefix("TrainConfig.")
+        field, _, rest = text.partition(" ")
+        option = TRAINING_OPTIONS.get(field, field)
+        raise ConfigError(f"{option}: {rest}" if rest else text) from None
 
 
 def trainings_at(

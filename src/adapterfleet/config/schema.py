@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,9 +20,11 @@ from adapterfleet.adapters.config import BaseModelSpec
 from adapterfleet.config.adapter_stage import AdapterStage
 from adapterfleet.config.base_model import parse_base_model
 from adapterfleet.config.fields import (
+    NAME_MAX,
     ConfigError,
     as_int,
     flat_changes,
+    name_at,
     refuse_unknown,
     string_at,
 )
@@ -36,11 +37,14 @@ from adapterfleet.data import (
     load_tasks_config,
     tasks_from_mapping,
 )
-from adapterfleet.registry.store import default_tracking_uri
+from adapterfleet.errors import user_path
+from adapterfleet.registry.store import default_tracking_uri, use_login
 
-DEFAULT_STORAGE = "adapterfleet-runs"  # relative to the working directory the config is loaded in
+DEFAULT_STORAGE = "adapterfleet-runs"
+# The longest sequence any config may ask for; the base model's own limit is checked when the
+# pipeline is validated (orchestration/validate.py), with its config at hand.
+MAX_LENGTH = 1 << 20  # relative to the working directory the config is loaded in
 TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 TOP_KEYS = (
     "name",
     "base_model",
@@ -67,13 +71,28 @@ TOP_KEYS = (
 def absolute_storage(storage: Any) -> Path:
     """The storage folder (default `DEFAULT_STORAGE`) as an absolute path: Ray workers and
     submitted jobs do not share the driver's working directory."""
-    return Path(str(storage or DEFAULT_STORAGE)).expanduser().resolve()
+    if storage is not None and not isinstance(storage, str | Path):
+        raise ConfigError(f"storage: expected a folder path, got {storage!r}")
+    return user_path(str(storage or DEFAULT_STORAGE), "storage")
 
 
 def resolve_tracking_uri(tracking_uri: str | None, storage: Path) -> str:
     """`tracking_uri` if given, else $MLFLOW_TRACKING_URI, else the embedded SQLite store
-    (`sqlite:///<storage>/mlflow.db`, artifacts beside it)."""
-    return tracking_uri or os.environ.get(TRACKING_URI_ENV) or default_tracking_uri(storage)
+    (`sqlite:///<storage>/mlflow.db`, artifacts beside it). A `user:password@` in the URI is
+    moved into MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD (`use_login`): the URI every
+    part of the project holds, prints and stores has none."""
+    if tracking_uri is not None and not isinstance(tracking_uri, str):
+        raise ConfigError(
+            f"tracking_uri: expected a URI such as http://host:5000, got {tracking_uri!r}"
+        )
+    if tracking_uri:
+        return use_login(tracking_uri)
+    from_env = os.environ.get(TRACKING_URI_ENV)
+    if from_env:
+        clean = use_login(from_env, where=f"${TRACKING_URI_ENV}")
+        os.environ[TRACKING_URI_ENV] = clean  # what Ray workers and submitted jobs inherit
+        return clean
+    return default_tracking_uri(storage)
 
 
 @dataclass(frozen=True)
@@ -120,12 +139,11 @@ class PipelineConfig:
 def parse_config(document: Mapping[str, Any], base_dir: Path) -> PipelineConfig:
     """Validate a pipeline document; relative task paths are read from `base_dir`."""
     refuse_unknown(document, TOP_KEYS, "config")
-    name = document.get("name")
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise ConfigError(f"name: {name!r} must be letters, digits, '_' or '-' (e.g. name: glue)")
+    name = name_at(document, "name", "")
     storage = absolute_storage(document.get("storage"))
     try:
         tasks = checked_task_metrics(read_tasks(document, base_dir, storage))
+        check_task_names(tasks)
         adapters = AdapterStage.from_mapping(document.get("adapters") or {}, tasks)
         fusion = FusionStage.from_mapping(document.get("fusion") or {}, tasks, adapters)
         baselines = BaselineStage.from_mapping(
@@ -141,10 +159,10 @@ def parse_config(document: Mapping[str, Any], base_dir: Path) -> PipelineConfig:
         tasks=tasks,
         base_model=base_model,
         base=parse_base_model(document, base_model),
-        max_length=as_int(document.get("max_length", 128), "max_length", 8),
+        max_length=as_int(document.get("max_length", 128), "max_length", 8, MAX_LENGTH),
         storage=storage,
         tracking_uri=document.get("tracking_uri") or "",
-        registry_prefix=string_at(document, "registry_prefix", name),
+        registry_prefix=name_at(document, "registry_prefix", name, dots=True),
         adapters=adapters,
         fusion=fusion,
         baselines=baselines,
@@ -170,3 +188,13 @@ def read_tasks(document: Mapping[str, Any], base_dir: Path, storage: Path) -> di
         return load_tasks_config(base_dir / str(document["tasks_file"]))
     inline = {k: document[k] for k in ("data_root", "tasks") if k in document}
     return tasks_from_mapping(inline, base_dir)
+
+
+def check_task_names(tasks: Mapping[str, TaskSpec]) -> None:
+    """A task name becomes part of folder, trial and model names: at most `NAME_MAX` long."""
+    for name in tasks:
+        if len(name) > NAME_MAX:
+            raise ConfigError(
+                f"tasks: the task name {name[:20]}… has {len(name)} characters; folder and model "
+                f"names are made from it: use at most {NAME_MAX}"
+            )

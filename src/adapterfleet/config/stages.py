@@ -76,9 +76,14 @@ class FusionStage:
         targets: dict[str, tuple[str, ...]] = {}
         for target, sources in as_mapping(raw.get("targets") or {}, "fusion.targets").items():
             check_tasks([str(target)], tasks, "fusion.targets")
-            names = adapters.tasks if sources in ("all", None) else tuple(str(s) for s in sources)
-            if isinstance(sources, str) and sources != "all":
+            if sources not in ("all", None) and not isinstance(sources, list):
                 raise ConfigError(f"fusion.targets.{target}: use 'all' or a list of adapter tasks")
+            names = adapters.tasks if sources in ("all", None) else tuple(str(s) for s in sources)
+            if not names:
+                raise ConfigError(
+                    f"fusion.targets.{target}: fuses no adapter; list the adapter tasks to fuse "
+                    "or write all"
+                )
             check_tasks(names, {t: None for t in adapters.tasks}, f"fusion.targets.{target}")
             targets[str(target)] = names
         training_raw = as_mapping(raw.get("training") or {}, "fusion.training")

@@ -11,6 +11,7 @@ import yaml
 
 from adapterfleet.data.errors import TaskError
 from adapterfleet.data.tasks import TaskSpec
+from adapterfleet.errors import user_path
 
 TOP_KEYS = ("data_root", "tasks")
 
@@ -51,9 +52,12 @@ def load_tasks_config(
     if not path.is_file():
         raise TaskError(None, where, "file not found", "check the path")
     try:
-        document = load_yaml(path.read_text(encoding="utf-8"))
+        document = load_yaml(path.read_text(encoding="utf-8-sig"))
     except yaml.YAMLError as exc:
         raise TaskError(None, where, f"invalid YAML ({' '.join(str(exc).split())})") from None
+    except (UnicodeError, OSError) as exc:
+        fix = "save it as UTF-8"
+        raise TaskError(None, where, f"cannot read it as UTF-8 text ({exc})", fix) from None
     if not isinstance(document, Mapping):
         raise TaskError(None, where, "expected a mapping with data_root and tasks")
     return tasks_from_mapping(document, path.parent, overrides, where)
@@ -79,7 +83,7 @@ def tasks_from_mapping(
     root = document.get("data_root", ".")
     if not isinstance(root, str | Path) or not str(root):
         raise TaskError(None, f"{where}, data_root", f"expected a path, got {root!r}")
-    data_root = (Path(base_dir) / Path(root).expanduser()).resolve()
+    data_root = user_path(Path(base_dir) / Path(root).expanduser(), "data_root")
     return {
         str(name): TaskSpec.from_mapping(str(name), raw, data_root) for name, raw in tasks.items()
     }

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import re
 
+from adapterfleet.errors import UserError
 
-class TaskError(ValueError):
+
+class TaskError(UserError, ValueError):
     """A task cannot be configured or loaded; the message is one line naming task, field and fix.
 
     ``task`` is None for errors about the tasks file as a whole (then ``field`` names the place).

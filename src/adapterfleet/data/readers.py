@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import codecs
 import csv
 import json
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,26 +48,48 @@ def read_file(task: str, split: str, source: SplitSource) -> RawSplit:
     """Read a file split; malformed rows are skipped and counted, not raised."""
     path = source.path
     assert path is not None and source.format is not None
-    if not path.is_file():
-        raise TaskError(task, f"{split}.path", f"file not found: {path}", "check data_root/path")
+    _check_readable(task, split, path)
+    encoding = _codec(source.encoding)
     try:
         if source.format in ("tsv", "csv"):
-            raw = _read_delimited(path, source)
+            raw = _read_delimited(path, source, encoding)
         elif source.format == "jsonl":
-            raw = _read_jsonl(path, source.encoding)
+            raw = _read_jsonl(path, encoding)
         elif source.format == "json":
-            raw = _read_json(task, split, path, source.encoding)
+            raw = _read_json(task, split, path, encoding)
         else:
             raw = _read_parquet(task, split, path)
-    except UnicodeDecodeError as exc:
-        problem = f"{path} is not {source.encoding} ({exc.reason})"
+    except UnicodeError as exc:  # a decode error, or a codec's own (UTF-16 without its BOM)
+        problem = f"{path} is not {source.encoding} ({getattr(exc, 'reason', exc)})"
         raise TaskError(task, f"{split}.encoding", problem, f"set {split}.encoding") from None
+    except OSError as exc:
+        problem = f"cannot read {path} ({exc.strerror or type(exc).__name__})"
+        raise TaskError(task, f"{split}.path", problem, "check the file's permissions") from None
     return raw.renamed(task, split, source.rename)
 
 
-def _read_delimited(path: Path, source: SplitSource) -> RawSplit:
+def _check_readable(task: str, split: str, path: Path) -> None:
+    """A missing path is not found; a symlink loop or a folder that cannot be entered says so."""
+    try:
+        is_file = stat.S_ISREG(path.stat().st_mode)
+    except FileNotFoundError:
+        is_file = False
+    except OSError as exc:
+        problem = f"cannot read {path} ({exc.strerror or type(exc).__name__})"
+        raise TaskError(task, f"{split}.path", problem, "fix the path") from None
+    if not is_file:
+        raise TaskError(task, f"{split}.path", f"file not found: {path}", "check data_root/path")
+
+
+def _codec(encoding: str) -> str:
+    """`encoding`, but UTF-8 read as `utf-8-sig`: a byte-order mark is never part of the first
+    column's name (or the first JSON line)."""
+    return "utf-8-sig" if codecs.lookup(encoding).name == "utf-8" else encoding
+
+
+def _read_delimited(path: Path, source: SplitSource, encoding: str) -> RawSplit:
     csv.field_size_limit(_CSV_FIELD_LIMIT)
-    with path.open(encoding=source.encoding, newline="") as handle:
+    with path.open(encoding=encoding, newline="") as handle:
         if source.format == "tsv":
             reader = csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
         else:

@@ -13,6 +13,7 @@ from adapterfleet.data.choices import ChoiceLayout
 from adapterfleet.data.errors import TaskError
 from adapterfleet.data.regression import RANGE_KEY, parse_range
 from adapterfleet.data.slices import check_rows_apart, row_range
+from adapterfleet.errors import user_path
 
 KINDS = ("classification", "multiple_choice", "regression")
 # The metrics a task reports when it names none (the config checks names against the type).
@@ -340,7 +341,7 @@ class _Parser:
 
     def path(self, value: str) -> Path:
         path = Path(value).expanduser()
-        return path if path.is_absolute() else (self.root / path).resolve()
+        return path if path.is_absolute() else user_path(self.root / path, f"task {self.name!r}")
 
     def unknown(self, raw: Mapping, allowed: tuple, what: str, prefix: str = "") -> None:
         for key in raw:

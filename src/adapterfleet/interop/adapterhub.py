@@ -228,15 +228,17 @@ def export_adapterhub(
     out: str | Path,
     base_model: str | nn.Module | None = None,
     *,
-    torch_bin: bool = True,
+    torch_bin: bool = False,
 ) -> Converted:
     """Write the reference's files for the adapter, head and/or fusion adapterfleet saved in
     `src` (one directory, or a run folder with `adapter/`, `head/`, `fusion/`) into `out`.
 
-    The reference loads the result with `load_adapter(out)`, `load_adapter_fusion(out)` (its
-    adapters loaded first) and `load_head(out)`. Weights go to the reference's safetensors file
-    names (`use_safetensors=True` reads them) and, with `torch_bin`, also to the torch pickle
-    files its loaders read by default. `base_model` defaults to the one our files record.
+    The reference loads the result with `load_adapter(out, use_safetensors=True)`,
+    `load_adapter_fusion(out, use_safetensors=True)` (its adapters loaded first) and
+    `load_head(out, use_safetensors=True)`: weights go to the reference's safetensors file names
+    only, unless `torch_bin` also writes the torch pickle files its loaders read by default
+    (for readers that cannot take safetensors). `base_model` defaults to the one our files
+    record.
     """
     src, out = Path(src), Path(out)
     refuse_same(src, out)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,10 +96,25 @@ def _reference_tensors(directory: Path, files: ref.Files) -> Tensors:
         else:
             tensors = torch.load(pickled, map_location="cpu", weights_only=True)
     except (SafetensorError, pickle.UnpicklingError, OSError, RuntimeError, EOFError) as error:
-        raise InteropError(f"{directory}: cannot read the weights ({first_line(error)})") from None
+        raise InteropError(f"{directory}: cannot read the weights ({_why(error, files)})") from None
     if not isinstance(tensors, dict) or not all(torch.is_tensor(t) for t in tensors.values()):
         raise InteropError(f"{directory}: the weights file does not hold a dict of tensors")
     return {str(k): t for k, t in tensors.items()}
+
+
+def _why(error: BaseException, files: ref.Files) -> str:
+    """Why a weights file could not be read. torch's advice when it refuses a pickle that holds
+    more than tensors ("re-run with weights_only=False") would run the file's code: say the
+    opposite."""
+    if not isinstance(error, pickle.UnpicklingError):
+        return first_line(error)
+    found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(error))
+    what = f"holds a {found.group(1)}, not only tensors" if found else "is not a file of tensors"
+    return (
+        f"{files.torch_bin} {what}; a pickle is never loaded with its code: save the weights "
+        "as safetensors with the reference (save_adapter(..., use_safetensors=True)) and "
+        "import that folder"
+    )
 
 
 def reference_base(parts: Iterable[Saved], src: Path) -> str:

@@ -6,10 +6,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from adapterfleet.config import ConfigError, PipelineConfig
+from adapterfleet.config import ConfigError, PipelineConfig, training_with
 from adapterfleet.console import Say
 from adapterfleet.data import load_task
 from adapterfleet.orchestration.fusion_job import FusionOutcome, registered_text, run_fusion_job
+from adapterfleet.orchestration.limits import check_single_run
 from adapterfleet.orchestration.prune import PruneReport, prune_fusion
 from adapterfleet.registry import ensure_experiment
 from adapterfleet.training import TrainConfig
@@ -17,9 +18,8 @@ from adapterfleet.training import TrainConfig
 
 def fusion_training(config: PipelineConfig, target: str, **changes: Any) -> TrainConfig:
     """`fusion.training` of `target` (with its metric) and the given changes (None values are
-    ignored, as for CLI options left out)."""
-    kept = {k: v for k, v in changes.items() if v is not None}
-    return replace(config.fusion.training_for(target), **kept)
+    ignored, as for CLI options left out; a value out of range is refused naming the option)."""
+    return training_with(config.fusion.training_for(target), **changes)
 
 
 def with_fusion_training(config: PipelineConfig, training: TrainConfig, **stage: Any) -> Any:
@@ -41,6 +41,7 @@ def fuse_registered(
     a seed given trains that seed alone."""
     if target not in config.fusion.targets:
         raise ConfigError(f"fusion.targets: {target!r} is not a fusion target of {config_path}")
+    check_single_run(config, target, option="--target")  # before the experiment is created
     seed = changes.get("seed")
     seeds = config.fusion.seeds if seed is None else (seed,)
     config = with_fusion_training(config, fusion_training(config, target, **changes), seeds=seeds)
@@ -57,6 +58,7 @@ def prune_registered(
 ) -> PruneReport:
     """`prune`: rank the adapters of `target`'s registered fusion and train the smaller ones
     (`options`: keep, threshold, alias, version)."""
+    check_single_run(config, target, option="prune TARGET")  # before the experiment exists
     config = with_fusion_training(config, fusion_training(config, target, progress=progress))
     uri = config.tracking_uri
     experiment_id = ensure_experiment(uri, config.name)

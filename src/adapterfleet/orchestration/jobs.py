@@ -27,6 +27,10 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from adapterfleet.config import ConfigError, apply_overrides
+from adapterfleet.errors import UserError
+from adapterfleet.orchestration.job_env import PASS_ENV as PASS_ENV  # re-exported
+from adapterfleet.orchestration.job_env import job_env as job_env
+from adapterfleet.orchestration.job_env import logins_out
 
 if TYPE_CHECKING:
     from ray.job_submission import JobSubmissionClient
@@ -38,16 +42,6 @@ TOKEN_FIX = (
     f"set {TOKEN_ENV}, or {TOKEN_PATH_ENV} to a file holding the token, or write it to "
     "~/.ray/auth_token (on the head: ray get-auth-token)"
 )
-# Passed from the submitting shell to the job when set there.
-PASS_ENV = (
-    "MLFLOW_TRACKING_URI",
-    "MLFLOW_TRACKING_USERNAME",
-    "MLFLOW_TRACKING_PASSWORD",
-    "MLFLOW_TRACKING_TOKEN",
-    "HF_HUB_OFFLINE",
-    "HF_DATASETS_OFFLINE",
-    "TRANSFORMERS_OFFLINE",
-)
 TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 PROBE_TIMEOUT_S = (3.0, 5.0)  # connect, read
 UPLOAD_LIMIT = (
@@ -56,7 +50,7 @@ UPLOAD_LIMIT = (
 _ADDRESS_ENV = ("RAY_API_SERVER_ADDRESS", "RAY_ADDRESS")
 
 
-class JobError(RuntimeError):
+class JobError(UserError, RuntimeError):
     """A Jobs API call failed; the message is one line with the fix."""
 
 
@@ -194,18 +188,6 @@ def _fail(what: str, address: str, exc: BaseException) -> JobError:
     return JobError(f"{what} at {address} failed: {text[:300]}")
 
 
-def job_env(extra_env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The env vars a job gets: PASS_ENV from this process (when set) plus `extra_env`."""
-    env = {k: os.environ[k] for k in PASS_ENV if os.environ.get(k)}
-    for key, value in (extra_env or {}).items():
-        if key.upper().startswith("RAY_AUTH"):
-            raise ValueError(
-                f"{key} must not be passed to a job: every node of the cluster has the token"
-            )
-        env[str(key)] = str(value)
-    return env
-
-
 def submit_job(
     address: str | None,
     entrypoint: str,
@@ -295,11 +277,13 @@ def submit_pipeline(
     storage = Path(str(document.get("storage") or "adapterfleet-runs"))
     if not storage.is_absolute() and ".." not in storage.parts:
         excludes.append(f"/{storage.as_posix().strip('/')}/")
+    env = job_env(extra_env)
+    overrides = logins_out(overrides, env)
     job_id = submit_job(
         address,
         pipeline_entrypoint(config_rel, overrides),
         working_dir=folder,
-        env=job_env(extra_env),
+        env=env,
         submission_id=make_submission_id(str(document["name"])),
         excludes=excludes,
         metadata={

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +15,10 @@ from adapterfleet.adapters import (
     load_tokenizer,
     set_active_adapter,
 )
-from adapterfleet.config import PipelineConfig
+from adapterfleet.config import ConfigError, PipelineConfig, training_with
 from adapterfleet.data import TokenizedTask, load_task, tokenize_task
 from adapterfleet.fusion import FusionConfig, load_fusion, set_active_fusion
+from adapterfleet.orchestration.limits import check_single_run
 from adapterfleet.training import Callback, TrainConfig, evaluate
 from adapterfleet.training.modes import (
     RUN_FILE,
@@ -34,7 +34,8 @@ from adapterfleet.training.multitask import train_mt_a
 def prepare_task(config: PipelineConfig, task: str, tokenizer: Any = None) -> TokenizedTask:
     """Load and tokenise one task of the config, through the shared cache under storage."""
     if task not in config.tasks:
-        raise ValueError(f"task {task!r} is not in the config; known: {sorted(config.tasks)}")
+        known = ", ".join(sorted(config.tasks))
+        raise ConfigError(f"task {task!r} is not a task of the config; tasks there: {known}")
     tokenizer = tokenizer or load_tokenizer(config.base_model)
     data = load_task(config.tasks[task])
     return tokenize_task(data, tokenizer, config.max_length, config.tokens_dir)
@@ -42,9 +43,9 @@ def prepare_task(config: PipelineConfig, task: str, tokenizer: Any = None) -> To
 
 def adapter_training(config: PipelineConfig, task: str, **changes: Any) -> TrainConfig:
     """The training settings of `task` (with its `task_training`), then the given changes
-    (None values are ignored, as for CLI options left out)."""
-    kept = {k: v for k, v in changes.items() if v is not None}
-    return replace(config.adapters.training_for(task), **kept)
+    (None values are ignored, as for CLI options left out; a value out of range is refused
+    naming the option)."""
+    return training_with(config.adapters.training_for(task), **changes)
 
 
 def train_task(
@@ -57,6 +58,7 @@ def train_task(
     train_config: TrainConfig | None = None,
     callbacks: Sequence[Callback] = (),
 ) -> RunResult:
+    check_single_run(config, task, mode=mode, reduction_factor=reduction_factor)
     tokenized = prepare_task(config, task)
     train_config = train_config or config.adapters.training_for(task)
     metrics = config.tasks[task].metrics
@@ -94,6 +96,7 @@ def fuse_task(
     base_model: str | None = None,
     callbacks: Sequence[Callback] = (),
 ) -> RunResult:
+    check_single_run(config, target, option="--target")
     tokenized = prepare_task(config, target)
     return train_fusion_run(
         tokenized,
@@ -109,6 +112,7 @@ def fuse_task(
 
 def evaluate_run(config: PipelineConfig, task: str, run_dir: Path) -> dict[str, float]:
     """Dev metrics of a saved run directory (adapter or fusion, with its head) on `task`."""
+    check_single_run(config, task)
     run_dir = Path(run_dir)
     info = json.loads((run_dir / RUN_FILE).read_text()) if (run_dir / RUN_FILE).is_file() else {}
     base = (run_dir / "model") if (run_dir / "model").is_dir() else config.base_model

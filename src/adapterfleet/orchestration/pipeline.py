@@ -28,6 +28,7 @@ from typing import Any
 
 from adapterfleet.config import PipelineConfig
 from adapterfleet.console import Level, Say
+from adapterfleet.masking import masked_settings
 from adapterfleet.orchestration.baselines import (
     BaselineSummary,
     collect_baselines,
@@ -35,6 +36,7 @@ from adapterfleet.orchestration.baselines import (
 )
 from adapterfleet.orchestration.fusion_job import FusionOutcome, registered_text, run_fusion_job
 from adapterfleet.orchestration.fusion_plan import open_plan_run, plan_fusion, seed_configs
+from adapterfleet.orchestration.limits import local_node
 from adapterfleet.orchestration.relay import (
     WorkerRelay,
     WorkerSay,
@@ -52,11 +54,13 @@ from adapterfleet.orchestration.validate import check_resources, validate_pipeli
 from adapterfleet.registry import (
     ModelVersionInfo,
     adapter_model_name,
-    check_tracking_uri,
     ensure_experiment,
+    redact,
+    safe_uri,
     wait_for_models,
 )
 from adapterfleet.registry.descriptions import TAG_NOTE, experiment_note
+from adapterfleet.registry.store import check_store
 from adapterfleet.registry.tags import BEST_ALIAS, TAG_BUDGET, TAG_BUDGET_TRIMMED, TAG_OVERRIDES
 from adapterfleet.results.report import ReportResult, build_report
 from adapterfleet.results.status import StatusPlan, pipeline_status
@@ -280,20 +284,27 @@ def _validate_and_start(
     overrides: Sequence[str],
     relay: WorkerRelay,
 ) -> str:
-    """Validate the whole config, then create the experiment and start (or join) Ray and check
-    that its nodes can hold a trial; the experiment id."""
-    relay.say(f"pipeline {config.name}: validating ({len(config.tasks)} tasks, tracking {uri})")
-    validate_pipeline(config, check_tracking=check_tracking_uri, tracking_uri=uri)
+    """Validate the whole config (a local Ray's node included, before it starts), start (or
+    join) Ray and check that its nodes can hold a trial; only then create the experiment, so a
+    refusal writes nothing. The experiment id."""
+    shown = safe_uri(uri)
+    relay.say(f"pipeline {config.name}: validating ({len(config.tasks)} tasks, tracking {shown})")
     address = ray_address or os.environ.get("RAY_ADDRESS")
+    local = address in (None, "local") and not ray_initialized()
+    validate_pipeline(
+        config,
+        check_tracking=lambda u: check_store(u, say=relay.say),
+        tracking_uri=uri,
+        nodes=[local_node(num_cpus)] if local else None,
+    )
     if address not in (None, "local") and not ray_initialized():
         check_ray_address(str(address))
-    experiment_id = ensure_experiment(uri, config.name, tags=experiment_tags(config, overrides))
     ensure_ray(ray_address, num_cpus, ray_log_level(relay.level))
     relay.attach()
     import ray  # started just above; importing it earlier would slow every command
 
     check_resources(config, [n["Resources"] for n in ray.nodes() if n.get("Alive")])
-    return experiment_id
+    return ensure_experiment(uri, config.name, tags=experiment_tags(config, overrides))
 
 
 def _join_fusions(gates: Sequence[FusionGate], summary: PipelineSummary) -> None:
@@ -329,8 +340,9 @@ def experiment_tags(config: PipelineConfig, overrides: Sequence[str] = ()) -> di
     tags = StatusPlan.from_config(config).to_tags()
     if config.budget is not None:
         tags[TAG_BUDGET] = config.budget
-        tags[TAG_BUDGET_TRIMMED] = _tag_json(config.budget_changes)
-    tags[TAG_OVERRIDES] = _tag_json([o for o in overrides if not o.startswith("budget=")])
+        tags[TAG_BUDGET_TRIMMED] = _tag_json(redact(config.budget_changes))
+    kept = [o for o in overrides if not o.startswith("budget=")]
+    tags[TAG_OVERRIDES] = _tag_json(masked_settings(kept))
     stages = (config.adapter_tasks, list(config.fusion.targets), config.baselines.systems)
     tags[TAG_NOTE] = experiment_note(
         config.name, config.base_model, config.registry_prefix, *stages

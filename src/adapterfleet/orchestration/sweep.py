@@ -18,11 +18,11 @@ from adapterfleet.orchestration.relay import console, ray_log_level
 from adapterfleet.registry import (
     MlflowRunLogger,
     ModelVersionInfo,
-    check_tracking_uri,
     ensure_experiment,
     open_sweep_run,
 )
 from adapterfleet.registry.descriptions import TAG_NOTE
+from adapterfleet.registry.store import check_store, login_env
 from adapterfleet.training import end_quietly
 from adapterfleet.tuning.plan import plan_sweep
 from adapterfleet.tuning.spec import sweep_description, task_config_hash
@@ -40,16 +40,20 @@ def ensure_ray(address: str | None, num_cpus: int | None, log_level: int | None 
         if log_level is not None:
             logging.getLogger("ray").setLevel(log_level)
         return
+    joined = address not in (None, "local")  # given here, not inherited by a submitted job
     if address is None and os.environ.get("RAY_ADDRESS"):
         address = os.environ["RAY_ADDRESS"]
     local = address in (None, "local")
     if not local:
         check_ray_address(str(address))
+    # the workers of a cluster joined from here do not inherit this process's MLflow login
+    login = login_env() if joined else {}
     ray.init(
         address="local" if local else address,
         include_dashboard=False,
         num_cpus=num_cpus if local else None,
         logging_level=logging.INFO if log_level is None else max(log_level, logging.ERROR),
+        runtime_env={"env_vars": login} if login else None,
     )
     if log_level is not None:
         logging.getLogger("ray").setLevel(log_level)
@@ -109,7 +113,7 @@ def run_adapter_stage(
 
     with console(level, progress) as relay:
         uri = config.tracking_uri
-        check_tracking_uri(uri)
+        check_store(uri, say=progress)
         experiment_id = ensure_experiment(uri, config.name)
         plan = plan_sweep(config, uri, experiment_id, resume=resume)
         for task, info in plan.registered.items():

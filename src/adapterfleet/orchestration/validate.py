@@ -61,13 +61,25 @@ def validate_pipeline(
     tracking_uri: str | None = None,
     nodes: list[Mapping[str, float]] | None = None,
 ) -> dict[str, TaskData]:
-    """Load every task (files, columns, labels, empty splits), check the base model and reduction
-    factors, the tracking store and the resources. Returns the loaded tasks."""
-    hidden = int(base_model_config(config.base_model).hidden_size)
+    """Load every task (files, columns, labels, empty splits), check the base model (reduction
+    factors, max_length, tokenizer, devices), the tracking store and the resources. Returns the
+    loaded tasks."""
+    model_config = base_model_config(config.base_model)
+    hidden = int(model_config.hidden_size)
     check_reduction_factors(config, hidden)
+    check_model_limits(config, model_config)
     loaded = {task: load_task(config.tasks[task]) for task in used_tasks(config)}
     if check_tracking is not None and tracking_uri is not None:
         check_tracking(tracking_uri)
     if nodes is not None:
         check_resources(config, nodes)
     return loaded
+
+
+def check_model_limits(config: PipelineConfig, model_config: Any) -> None:
+    """The base model's limits (`limits.py`): max_length, its tokenizer, the devices asked for."""
+    from adapterfleet.orchestration.limits import check_devices, check_max_length, check_tokenizer
+
+    check_max_length(config, model_config)
+    check_tokenizer(config, model_config)
+    check_devices(config, local=False)

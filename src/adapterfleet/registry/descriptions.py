@@ -10,8 +10,10 @@ line (`made_by`). Versions link the versions they came from with the UI's own ro
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Iterable, Mapping, Sequence
 
+from adapterfleet.masking import masked_settings
 from adapterfleet.registry.errors import safe_uri
 from adapterfleet.registry.info import ModelVersionInfo
 
@@ -36,7 +38,11 @@ def tag_number(value: float | int | str) -> str:
 def command_line() -> str:
     """The `adapterfleet` command line that started this process (or the local Ray it started),
     credentials in URIs masked; empty when no command did (the library called directly)."""
-    return safe_uri(os.environ.get(COMMAND_ENV, "").strip())
+    text = os.environ.get(COMMAND_ENV, "").strip()
+    try:
+        return shlex.join(masked_settings(shlex.split(text)))  # `-o some_token=...` too
+    except ValueError:
+        return safe_uri(text)
 
 
 def made_by() -> str:

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
+from adapterfleet.errors import UserError
+from adapterfleet.masking import mask
+
 T = TypeVar("T")
 
-_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@")
 
-
-class RegistryError(RuntimeError):
+class RegistryError(UserError, RuntimeError):
     """A tracking or model-registry operation failed; the message is one line with the fix."""
 
 
@@ -26,7 +26,7 @@ class RegistryTimeout(RegistryError, TimeoutError):
 
 def safe_uri(uri: str) -> str:
     """The URI with any `user:password@` part replaced, for messages and logs."""
-    return _USERINFO.sub(r"\g<scheme>***@", uri)
+    return mask(uri)
 
 
 def failed_reading(what: str, uri: str, exc: BaseException) -> RegistryError:

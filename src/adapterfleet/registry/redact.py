@@ -1,24 +1,15 @@
-"""Redaction of secrets from params and tags before they reach MLflow."""
+"""Redaction of secrets from params and tags before they reach MLflow (`masking.is_secret`)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
-REDACTED = "***"
+from adapterfleet.masking import MASK, is_secret
 
-_SECRET_KEY = re.compile(
-    r"(token|passw(or)?d|passwd|pwd|secret|api[_.-]?key|apikey|credential|private[_.-]?key"
-    r"|access[_.-]?key|auth(orization)?$|bearer|cookie|session[_.-]?key)",
-    re.IGNORECASE,
-)
-_URI_CREDENTIAL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/@\s:]*:[^/@\s]*@")
+REDACTED = MASK
 
-
-def is_secret(key: str, value: Any) -> bool:
-    """True when the key names a secret or the value carries `user:pass@` in a URI."""
-    return bool(_SECRET_KEY.search(key)) or bool(_URI_CREDENTIAL.search(str(value)))
+__all__ = ["REDACTED", "is_secret", "redact"]
 
 
 def redact(values: Mapping[str, Any] | None) -> dict[str, str]:

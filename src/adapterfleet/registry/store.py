@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from adapterfleet._locks import exclusive_lock
+from adapterfleet.console import Say
+from adapterfleet.masking import split_login
 from adapterfleet.registry.descriptions import TAG_NOTE, made_by
 from adapterfleet.registry.errors import RegistryError, safe_uri
 
@@ -21,12 +23,48 @@ if TYPE_CHECKING:
     from mlflow import MlflowClient
 
 DB_FILENAME = "mlflow.db"
+USERNAME_ENV = "MLFLOW_TRACKING_USERNAME"
+PASSWORD_ENV = "MLFLOW_TRACKING_PASSWORD"
+LOGIN_ENV = (USERNAME_ENV, PASSWORD_ENV, "MLFLOW_TRACKING_TOKEN")
+STORE_TIMEOUT_S = 10.0  # how long a command waits for its tracking store before it refuses
+QUIET_WAIT_S = 1.0  # waited without a word; a longer wait is said
 ARTIFACTS_DIRNAME = "mlartifacts"
 
 
 def default_tracking_uri(home: Path) -> str:
     """Embedded default store: `sqlite:///<home>/mlflow.db` (artifacts in `<home>/mlartifacts`)."""
     return f"sqlite:///{Path(home).expanduser().resolve() / DB_FILENAME}"
+
+
+def use_login(uri: str, where: str = "tracking URI") -> str:
+    """`uri` without its `user:password@`; the login goes to MLFLOW_TRACKING_USERNAME and
+    MLFLOW_TRACKING_PASSWORD, where MLflow's client (and the REST reader, and the Ray workers
+    and jobs started from this process) take it. MLflow 3.17 would also send a login written in
+    the URI, but it prints the URI it was given (`View run ... at: http://user:password@...`).
+    A login that differs from the one already in the environment is refused."""
+    clean, user, password = split_login(uri)
+    if user is None:
+        return uri
+    shown = safe_uri(uri)
+    if password is None:
+        raise RegistryError(
+            f"{where} {shown}: a user without a password is not a login MLflow can send; set "
+            f"{USERNAME_ENV} and {PASSWORD_ENV} (or MLFLOW_TRACKING_TOKEN) and leave it out"
+        )
+    for name, value in ((USERNAME_ENV, user), (PASSWORD_ENV, password)):
+        if os.environ.get(name) not in (None, "", value):
+            raise RegistryError(
+                f"{where} {shown} carries a login that {name} contradicts; give the login "
+                f"once: in {USERNAME_ENV} and {PASSWORD_ENV}, not in the URI"
+            )
+    os.environ[USERNAME_ENV], os.environ[PASSWORD_ENV] = user, password
+    return clean
+
+
+def login_env() -> dict[str, str]:
+    """MLflow's login variables that are set here, for processes that do not inherit them
+    (the workers of a Ray cluster joined by address)."""
+    return {name: os.environ[name] for name in LOGIN_ENV if os.environ.get(name)}
 
 
 def sqlite_path(uri: str) -> Path | None:
@@ -51,36 +89,65 @@ def default_artifact_location(uri: str) -> str | None:
     return (db.parent / ARTIFACTS_DIRNAME).as_uri() if db is not None else None
 
 
-def check_tracking_uri(uri: str, timeout: float = 5.0) -> None:
+def check_store(
+    uri: str,
+    *,
+    read_only: bool = False,
+    must_exist: bool = True,
+    say: Say | None = None,
+    timeout: float | None = None,
+) -> None:
+    """What a command does first with its tracking store: `check_tracking_uri` within `timeout`
+    seconds (default `store_timeout()`), saying what it waits for when the answer is slow: MLflow's
+    own client retries a server that does not answer for minutes. A command that only reads
+    (`read_only`) never creates a store: a SQLite or file store that is not there is refused
+    (unless not `must_exist`: `status` shows the plan of a pipeline that has not run)."""
+    if read_only and must_exist:
+        _check_exists(uri)
+    check_tracking_uri(uri, timeout or store_timeout(), say=say, create=not read_only)
+
+
+def store_timeout() -> float:
+    """How long a command waits for its tracking store: MLflow's MLFLOW_HTTP_REQUEST_TIMEOUT
+    when set (a slow server is the user's to declare), else `STORE_TIMEOUT_S`."""
+    try:
+        value = float(os.environ.get("MLFLOW_HTTP_REQUEST_TIMEOUT") or STORE_TIMEOUT_S)
+    except ValueError:
+        return STORE_TIMEOUT_S
+    return value if value > 0 else STORE_TIMEOUT_S
+
+
+def _check_exists(uri: str) -> None:
+    db = sqlite_path(uri)
+    parts = urllib.parse.urlsplit(uri)
+    where = db if db is not None else Path(parts.path) if parts.scheme == "file" else None
+    if where is not None and not where.exists():
+        raise RegistryError(
+            f"no tracking store at {where}: nothing was tracked there yet; run the pipeline "
+            "first, or point at the store it wrote (-o storage=..., -o tracking_uri=..., "
+            "or $MLFLOW_TRACKING_URI)"
+        )
+
+
+def check_tracking_uri(
+    uri: str, timeout: float = STORE_TIMEOUT_S, *, say: Say | None = None, create: bool = True
+) -> None:
     """Raise `RegistryError` (one line: URI, what failed, fix) when `uri` cannot be used.
 
-    http(s): the server must answer `GET /health`. sqlite: the db folder must be creatable.
-    Other database URIs: the host:port must accept a TCP connection.
+    http(s): the server must answer `GET /health` within `timeout` seconds (after the first
+    second, `say` hears what is awaited). sqlite and file: the folder must exist or be
+    creatable (`create`); nothing is created here. Other database URIs: the host:port must
+    accept a TCP connection.
     """
     shown = safe_uri(uri)
     scheme = urllib.parse.urlsplit(uri).scheme.lower()
     if scheme in ("http", "https"):
-        _check_http(uri, shown, timeout)
-    elif scheme == "sqlite":
-        db = sqlite_path(uri)
-        if db is None:
+        _check_http(uri, shown, timeout, say)
+    elif scheme in ("sqlite", "file"):
+        folder = sqlite_path(uri) if scheme == "sqlite" else Path(urllib.parse.urlsplit(uri).path)
+        if folder is None or not create:
             return
-        try:
-            db.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise RegistryError(
-                f"tracking URI {shown}: cannot create folder {db.parent} ({exc.strerror or exc}); "
-                "choose a writable location for the MLflow database"
-            ) from exc
-    elif scheme == "file":
-        folder = Path(urllib.parse.urlsplit(uri).path)
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise RegistryError(
-                f"tracking URI {shown}: cannot create folder {folder} ({exc.strerror or exc}); "
-                "choose a writable location"
-            ) from exc
+        _check_creatable(folder.parent if scheme == "sqlite" else folder, shown)
     elif scheme and scheme != "databricks":
         _check_tcp(uri, shown, timeout)
     elif not scheme:
@@ -90,34 +157,68 @@ def check_tracking_uri(uri: str, timeout: float = 5.0) -> None:
         )
 
 
-def _check_http(uri: str, shown: str, timeout: float) -> None:
-    url = uri.rstrip("/") + "/health"
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310
-            status = response.status
-    except urllib.error.HTTPError as exc:
-        status = exc.code
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
+def _check_creatable(folder: Path, shown: str) -> None:
+    """`folder` is one, or can be made: its nearest existing ancestor is a writable folder."""
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    problem = None
+    if not existing.is_dir():
+        problem = f"{existing} is a file, not a folder"
+    elif not os.access(existing, os.W_OK | os.X_OK):
+        problem = f"{existing} is not writable"
+    if problem:
         raise RegistryError(
-            f"tracking URI {shown}: no answer from {safe_uri(url)} ({reason}); start the server "
-            "(mlflow server --host ... --port ...) or fix the tracking URI"
-        ) from exc
+            f"tracking URI {shown}: cannot create the store's folder {folder} ({problem}); "
+            "choose a writable location for the MLflow store"
+        )
+
+
+def _check_http(uri: str, shown: str, timeout: float, say: Say | None) -> None:
+    uri, user, password = split_login(uri)  # urllib would take `user:password@host` for a host
+    url = uri.rstrip("/") + "/health"
+    status = _health(url, shown, timeout, say)
     if status != 200:
         raise RegistryError(
-            f"tracking URI {shown}: {safe_uri(url)} answered HTTP {status}; "
+            f"tracking URI {shown}: {url} answered HTTP {status}; "
             "check that this URL is an MLflow tracking server"
         )
-    _check_credentials(uri, shown, timeout)
+    _check_credentials(uri, shown, timeout, (user, password or "") if user else None)
 
 
-def _check_credentials(uri: str, shown: str, timeout: float) -> None:
+def _health(url: str, shown: str, timeout: float, say: Say | None) -> int:
+    """The HTTP status of `GET url`; a first try of a second, then (after saying so) the rest
+    of `timeout`. No answer at all is a `RegistryError` naming the fix."""
+    first = min(QUIET_WAIT_S, timeout)
+    for attempt_timeout in (first, timeout - first):
+        try:
+            with urllib.request.urlopen(url, timeout=attempt_timeout) as response:  # noqa: S310
+                return int(response.status)
+        except urllib.error.HTTPError as exc:
+            return int(exc.code)
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            slow = isinstance(reason, TimeoutError) or isinstance(exc, TimeoutError)
+            if not slow or attempt_timeout != first or timeout <= first:
+                waited = f" in {timeout:g} s" if slow else ""
+                raise RegistryError(
+                    f"tracking URI {shown}: no answer from {url}{waited} ({reason}); start the "
+                    "server (mlflow server --host ... --port ...) or fix the tracking URI"
+                ) from exc
+            if say is not None:
+                say(f"waiting up to {timeout - first:g} s more for the tracking server {shown}")
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _check_credentials(
+    uri: str, shown: str, timeout: float, login: tuple[str, str] | None = None
+) -> None:
     """`/health` answers anyone; one small authenticated read tells whether a server started
-    with `--app-name basic-auth` accepts the credentials of MLFLOW_TRACKING_USERNAME/PASSWORD."""
+    with `--app-name basic-auth` accepts the credentials of MLFLOW_TRACKING_USERNAME/PASSWORD
+    (or `login`, taken from the URI)."""
     url = uri.rstrip("/") + "/api/2.0/mlflow/experiments/search?max_results=1"
     request = urllib.request.Request(url)
-    user = os.environ.get("MLFLOW_TRACKING_USERNAME")
-    password = os.environ.get("MLFLOW_TRACKING_PASSWORD")
+    user, password = login or (os.environ.get(USERNAME_ENV), os.environ.get(PASSWORD_ENV))
     if user and password:
         token = base64.b64encode(f"{user}:{password}".encode()).decode()
         request.add_header("Authorization", f"Basic {token}")
@@ -129,10 +230,11 @@ def _check_credentials(uri: str, shown: str, timeout: float) -> None:
     except (urllib.error.URLError, OSError):
         return  # it answered /health: let the real calls retry and report
     if status == 401:
-        given = "were refused" if user and password else "are not set"
+        given = f"of user {user!r} were refused" if user and password else "are not set"
         raise RegistryError(
             f"tracking URI {shown}: the server asks for a login (HTTP 401) and the credentials "
-            f"{given}; set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD"
+            f"{given}; set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD to a login it "
+            "knows (a user:password@ in the tracking URI is moved there)"
         )
     if status == 403:
         raise RegistryError(

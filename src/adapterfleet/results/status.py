@@ -183,7 +183,7 @@ class PipelineStatus:
 
     def render(self) -> str:
         """A compact plain-text table."""
-        lines = [f"pipeline {self.name}  (tracking {self.tracking_uri})"]
+        lines = [f"pipeline {self.name}  (tracking {safe_uri(self.tracking_uri)})"]
         if not self.experiment_found:
             lines.append("no runs yet (experiment not found)")
         task_rows = [("TASK", "DONE", "STOP", "RUN", "FAIL", "PEND", "BEST", "ADAPTER")]

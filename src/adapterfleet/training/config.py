@@ -13,6 +13,7 @@ from adapterfleet.training.metrics import higher_is_better as higher_is_better  
 PRECISIONS = ("auto", "fp32", "bf16")
 DEVICES = ("auto", "cpu", "cuda")
 LATER_FIELDS = {"min_epochs": 1}  # field -> its default; see TrainConfig.hash_dict
+MAX_SEED = 2**32 - 1  # what every seeded generator (random, torch, numpy) accepts
 
 
 @dataclass(frozen=True)
@@ -46,12 +47,16 @@ class TrainConfig:
         _int_at_least("eval_batch_size", self.eval_batch_size, 1)
         _float_in_range("warmup_ratio", self.warmup_ratio, 0.0, 1.0)
         _float_in_range("weight_decay", self.weight_decay, 0.0, math.inf)
+        if self.weight_decay == math.inf:  # AdamW would turn every weight into nan
+            raise ValueError("TrainConfig.weight_decay must be a finite number >= 0.0, got inf")
         _int_at_least("grad_accum_steps", self.grad_accum_steps, 1)
         if self.patience is not None:
             _int_at_least("patience", self.patience, 1, suffix=" or None (off)")
         _int_at_least("min_epochs", self.min_epochs, 1)
         _known_metric(self.metric)
         _int_at_least("seed", self.seed, 0)
+        if self.seed > MAX_SEED:
+            raise ValueError(f"TrainConfig.seed must be an integer <= {MAX_SEED}, got {self.seed}")
         if self.max_grad_norm is not None:
             _positive_float("max_grad_norm", self.max_grad_norm, suffix=" or None (no clipping)")
         _choice("precision", self.precision, PRECISIONS)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from adapterfleet.config import PipelineConfig
+from adapterfleet.errors import UserError
 from adapterfleet.registry import ModelVersionInfo
 from adapterfleet.registry.descriptions import sweep_note
 
@@ -33,7 +34,7 @@ TAG_METRIC_DIRECTION = "metric_direction"  # max, or min for a lower-is-better m
 OBJECTIVE_KEY = "objective"
 
 
-class SweepError(RuntimeError):
+class SweepError(UserError, RuntimeError):
     """A sweep cannot start, resume or finish; the message says what to do.
 
     `registered` holds the tasks that did get an adapter registered before the failure.

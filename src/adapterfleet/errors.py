@@ -1,0 +1,37 @@
+"""`UserError`: the one base of every error a person can fix from its message alone.
+
+A bad config value, a missing file, a store that does not answer, a refused login: each layer
+raises its own subclass (`ConfigError`, `TaskError`, `WeightsFileError`, `RegistryError`, ...)
+with one line that names the field or the thing and the fix. The CLI catches `UserError` once,
+prints `error: <line>` and exits 2; anything else is a bug and keeps its traceback.
+
+`user_path` resolves a path a person gave, so that a symlink loop or an unreadable folder is
+such an error too (Python 3.11's `Path.resolve` raises RuntimeError on a loop).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class UserError(Exception):
+    """A mistake in what was given (or a condition outside, such as a server that is down)
+    that the message explains in one line, with the fix."""
+
+
+class PathError(UserError, ValueError):
+    """A path that was given cannot be resolved (a symlink loop, a folder that cannot be read)."""
+
+
+def user_path(value: str | Path, where: str) -> Path:
+    """`value` made absolute (`~` expanded, links followed); `where` names it in the error."""
+    if "\x00" in str(value):
+        raise PathError(f"{where}: {str(value)!r} holds a NUL character (\\0); remove it")
+    path = Path(value).expanduser()
+    try:
+        return path.resolve()
+    except RuntimeError as error:  # "Symlink loop from ..." (Python 3.11, 3.12)
+        raise PathError(f"{where}: {path} is a symlink loop ({error}); fix the link") from None
+    except OSError as error:  # a loop (Python 3.13+) or a folder on the way that cannot be read
+        reason = error.strerror or type(error).__name__
+        raise PathError(f"{where}: cannot resolve {path} ({reason}); fix the path") from None

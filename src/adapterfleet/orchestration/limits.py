@@ -1,0 +1,159 @@
+"""The checks that need more than the config file: the base model's limits, the machine's
+devices and CPUs, and the arguments of the single-run commands. Each raises one `ConfigError`
+line naming the field (or option) and the fix, before anything is written or started.
+
+The config's own ranges and cross-field rules are checked when it is loaded (`config/`);
+`validate.validate_pipeline` calls these for `run`, `check_single_run` serves `train`, `fuse`
+and `evaluate`.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from adapterfleet.adapters import AdapterConfig, load_tokenizer
+from adapterfleet.config import ConfigError, PipelineConfig
+from adapterfleet.training import TrainConfig
+
+# Families whose position ids start after the padding index (RoBERTa's `padding_idx + 1`):
+# `max_position_embeddings` counts those, so a sequence has that many fewer positions.
+_OFFSET_POSITIONS = {
+    "roberta",
+    "xlm-roberta",
+    "xlm-roberta-xl",
+    "camembert",
+    "roberta-prelayernorm",
+    "data2vec-text",
+    "longformer",
+    "mpnet",
+}
+SINGLE_RUN_MODES = ("head", "full", "st-a", "st-a-houlsby", "mt-a")
+
+
+def position_limit(model_config: Any) -> int | None:
+    """The longest sequence the base model can embed, None when it has no absolute limit."""
+    if getattr(model_config, "position_biased_input", True) is False:
+        return None  # DeBERTa-v2/v3: relative positions only
+    positions = getattr(model_config, "max_position_embeddings", None)
+    if not isinstance(positions, int) or positions <= 0:
+        return None
+    if getattr(model_config, "model_type", "") in _OFFSET_POSITIONS:
+        positions -= int(getattr(model_config, "pad_token_id", 1) or 0) + 1
+    return positions
+
+
+def check_max_length(config: PipelineConfig, model_config: Any) -> None:
+    limit = position_limit(model_config)
+    if limit is not None and config.max_length > limit:
+        raise ConfigError(
+            f"max_length: {config.max_length} is more than the {limit} positions base_model "
+            f"{config.base_model!r} can embed; use max_length <= {limit}"
+        )
+
+
+def check_tokenizer(config: PipelineConfig, model_config: Any) -> Any:
+    """The base model's tokenizer, refused when it cannot be loaded or has (almost) no
+    vocabulary: transformers builds a tokenizer of special tokens only from a folder that
+    lacks vocab.txt / tokenizer.json, and every word becomes [UNK]."""
+    try:
+        tokenizer = load_tokenizer(config.base_model)
+    except (OSError, ValueError, TypeError) as error:
+        first = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise ConfigError(
+            f"base_model: cannot load the tokenizer of {config.base_model!r} ({first})"
+        ) from None
+    size, embedded = len(tokenizer), getattr(model_config, "vocab_size", None)
+    special = len(set(getattr(tokenizer, "all_special_ids", ()) or ()))
+    if size <= special + 1 or (isinstance(embedded, int) and size < embedded // 2):
+        raise ConfigError(
+            f"base_model: the tokenizer of {config.base_model!r} has {size} tokens "
+            f"(the model embeds {embedded}): its vocabulary is missing; put the tokenizer "
+            "files (tokenizer.json, or vocab.txt / vocab.json + merges.txt) in the folder"
+        )
+    return tokenizer
+
+
+def trainings(config: PipelineConfig) -> dict[str, TrainConfig]:
+    """Every training setting of the config, by the key that sets it."""
+    found = {"adapters.training": config.adapters.training}
+    found.update(
+        {f"adapters.task_training.{t}": c for t, c in config.adapters.task_training.items()}
+    )
+    found["fusion.training"] = config.fusion.training
+    if config.baselines.systems:
+        found["baselines.training"] = config.baselines.training
+        found.update(
+            {
+                f"baselines.system_training.{s}": c
+                for s, c in config.baselines.system_training.items()
+            }
+        )
+    return found
+
+
+def check_devices(config: PipelineConfig, *, local: bool) -> None:
+    """`device: cuda` needs a GPU: on this machine for a local run; for the pipeline's trials,
+    `resources.gpu` (Ray gives a trial no GPU otherwise; whether a node has one is checked
+    with the other resources)."""
+    for where, training in trainings(config).items():
+        if training.device != "cuda":
+            continue
+        if local:
+            import torch
+
+            if not torch.cuda.is_available():
+                raise ConfigError(
+                    f"{where}.device: cuda, but this machine has no CUDA GPU that torch "
+                    f"{torch.__version__} can use; set device: auto or cpu"
+                )
+        elif config.resources.gpu <= 0:
+            raise ConfigError(
+                f"{where}.device: cuda, but resources.gpu is 0, so Ray gives no trial a GPU; "
+                "set resources.gpu (e.g. 1, or 0.25 to share one) or device: auto"
+            )
+
+
+def local_node(num_cpus: int | None) -> dict[str, float]:
+    """What a local Ray started with `--num-cpus` will have (CPUs, GPUs torch sees)."""
+    if num_cpus is not None and (isinstance(num_cpus, bool) or num_cpus < 1):
+        raise ConfigError(f"--num-cpus: expected an integer >= 1, got {num_cpus}")
+    import torch
+
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return {"CPU": float(num_cpus or os.cpu_count() or 1), "GPU": float(gpus)}
+
+
+def check_single_run(
+    config: PipelineConfig,
+    task: str,
+    *,
+    option: str = "--task",
+    mode: str | None = None,
+    reduction_factor: int | None = None,
+) -> Any:
+    """`train` / `fuse` / `evaluate`: the task, mode and reduction factor given, the base
+    model's limits and this machine's devices; the base model's config."""
+    from adapterfleet.orchestration.validate import base_model_config
+
+    if task not in config.tasks:
+        known = ", ".join(sorted(config.tasks))
+        raise ConfigError(f"{option}: {task!r} is not a task of the config; tasks there: {known}")
+    if mode is not None and mode not in SINGLE_RUN_MODES:
+        raise ConfigError(f"--mode: {mode!r} is unknown; use {', '.join(SINGLE_RUN_MODES)}")
+    model_config = base_model_config(config.base_model)
+    if reduction_factor is not None:
+        check_reduction_factor(reduction_factor, int(model_config.hidden_size))
+    check_max_length(config, model_config)
+    check_tokenizer(config, model_config)
+    check_devices(config, local=True)
+    return model_config
+
+
+def check_reduction_factor(reduction_factor: int, hidden_size: int) -> None:
+    if reduction_factor < 1:
+        raise ConfigError(f"--reduction-factor: expected an integer >= 1, got {reduction_factor}")
+    try:
+        AdapterConfig("pfeiffer", reduction_factor).bottleneck_size(hidden_size)
+    except ValueError as error:
+        raise ConfigError(f"--reduction-factor: {error}") from None

@@ -1,0 +1,199 @@
+"""Ordinary mistakes at the command line (issue #22): each is one `error:` line naming what is
+wrong and the fix, exit status 2, no traceback, nothing written; read-only commands never
+create a tracking store, and a store that does not answer is said, not waited on in silence."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from adapterfleet.cli.app import app
+
+runner = CliRunner()
+CONFIG = """name: p
+data_root: .
+storage: {storage}
+tasks:
+  a: {{train: t.tsv, dev: t.tsv, text_fields: [sentence], label_names: ["0", "1"]}}
+  b: {{train: t.tsv, dev: t.tsv, text_fields: [sentence], label_names: ["0", "1"]}}
+adapters: {{reduction_factors: [16], training: {{max_epochs: 1}}}}
+fusion: {{targets: {{a: all}}}}
+"""
+
+
+@pytest.fixture
+def pipeline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A small valid config whose storage (tmp_path/runs) does not exist yet."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.tsv").write_text("sentence\tlabel\na b\t0\nc d\t1\n")
+    path = tmp_path / "pipe.yaml"
+    path.write_text(CONFIG.format(storage=tmp_path / "runs"))
+    return path
+
+
+def refused(result: Result, *words: str) -> str:
+    """The one `error:` line of a refused command (exit 2, no traceback); it holds `words`."""
+    assert result.exit_code == 2, (result.output, result.exception)
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert "Traceback" not in result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, result.output
+    assert all(word in errors[0] for word in words), errors[0]
+    return errors[0]
+
+
+# ------------------------------------------------------------- tracebacks on ordinary mistakes
+
+
+def test_a_config_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "latin.yaml"
+    path.write_bytes("name: caf\xe9\n".encode("latin-1"))
+    refused(runner.invoke(app, ["tasks", "-c", str(path)]), "not UTF-8", "save the config as UTF-8")
+
+
+@pytest.mark.parametrize(
+    ("override", "words"),
+    [
+        ("tasks.a.train={path: t.tsv, encoding: utf-16}", ("train.encoding", "is not utf-16")),
+        ("tasks.a.train=loop", ("task 'a'", "symlink loop")),
+        ("data_root=loop", ("data_root:", "symlink loop")),
+        ("storage=loop/runs", ("storage:", "symlink loop")),
+    ],
+)
+def test_data_that_cannot_be_read_is_one_line(
+    pipeline: Path, override: str, words: tuple[str, ...]
+) -> None:
+    (pipeline.parent / "loop").symlink_to(pipeline.parent / "loop")
+    refused(runner.invoke(app, ["tasks", "-c", str(pipeline), "-o", override]), *words)
+
+
+@pytest.mark.skipif(not Path("/proc/self/mem").exists(), reason="needs Linux /proc")
+def test_an_unreadable_data_file_is_one_line(pipeline: Path) -> None:
+    override = "tasks.a.train={path: /proc/self/mem, format: tsv}"  # unreadable even for root
+    result = runner.invoke(app, ["tasks", "-c", str(pipeline), "-o", override])
+    refused(result, "task 'a', train.path: cannot read /proc/self/mem")
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--task", "a", "--mode", "lora"], ("--mode: 'lora' is unknown", "st-a")),
+        (["--task", "a", "--lr", "-0.1"], ("--lr: must be a number > 0, got -0.1",)),
+        (["--task", "a", "--epochs", "0"], ("--epochs: must be an integer >= 1",)),
+        (["--task", "a", "--reduction-factor", "7"], ("--reduction-factor", "does not divide")),
+        (["--task", "ghost"], ("--task: 'ghost' is not a task of the config", "a, b")),
+    ],
+)
+def test_single_run_mistakes_are_one_line_and_write_nothing(
+    pipeline: Path, args: list[str], words: tuple[str, ...]
+) -> None:
+    out = pipeline.parent / "out"
+    result = runner.invoke(app, ["train", "-c", str(pipeline), "--out", str(out), *args])
+    refused(result, *words)
+    assert not out.exists() and not (pipeline.parent / "runs").exists()
+
+
+def test_an_unknown_fusion_target_is_one_line(pipeline: Path) -> None:
+    args = ["fuse", "-c", str(pipeline), "--target", "ghost", "--adapters", "x", "--out", "o"]
+    refused(runner.invoke(app, args), "--target: 'ghost' is not a task")
+
+
+# ------------------------------------------------------------------------- unclear messages
+
+
+def test_a_set_value_that_is_not_yaml_says_so(pipeline: Path) -> None:
+    override = "adapters.training.learning_rate=["
+    result = runner.invoke(app, ["tasks", "-c", str(pipeline), "-o", override])
+    line = refused(result, "is not valid YAML", "quote it")
+    assert "expected a number" not in line
+
+
+def test_a_dotted_task_name_is_found_by_set(pipeline: Path) -> None:
+    text = pipeline.read_text().replace("  b: {", "  glue.rte: {").replace("all}", "[a]}")
+    pipeline.write_text(text)
+    override = "tasks.glue.rte.max_train_examples=1"
+    result = runner.invoke(app, ["tasks", "-c", str(pipeline), "-o", override])
+    assert result.exit_code == 0, result.output
+    rows = {
+        line.split("|")[1].strip(): line.split("|")[2].strip()
+        for line in result.output.splitlines()[2:]
+    }
+    assert rows == {"a": "2", "glue.rte": "1"}
+
+
+# ------------------------------------------------- read-only commands, and a store that is silent
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["adapters"],
+        ["pull", "a", "--to", "pulled"],
+        ["predict", "a", "--input", "t.tsv", "--out", "p.jsonl"],
+        ["report"],
+        ["ui"],
+    ],
+)
+def test_read_only_commands_never_create_a_store(pipeline: Path, command: list[str]) -> None:
+    result = runner.invoke(app, [*command, "-c", str(pipeline)])
+    refused(result, f"no tracking store at {pipeline.parent / 'runs' / 'mlflow.db'}", "run the")
+    assert not (pipeline.parent / "runs").exists()
+
+
+def test_status_shows_the_plan_without_creating_a_store(pipeline: Path) -> None:
+    result = runner.invoke(app, ["status", "-c", str(pipeline)])
+    assert result.exit_code == 0, result.output
+    assert "no runs yet" in result.output
+    assert not (pipeline.parent / "runs").exists()
+
+
+@pytest.fixture
+def silent_server() -> Iterator[str]:
+    """A loopback port that accepts connections and never answers (a hung server)."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["pull", "a", "--to", "pulled"], ["predict", "a", "--input", "t.tsv", "--out", "p.jsonl"]],
+)
+def test_a_silent_store_is_waited_on_with_a_word_and_a_bound(
+    pipeline: Path, silent_server: str, command: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "3")
+    started = time.monotonic()
+    args = [*command, "-c", str(pipeline), "-o", f"tracking_uri={silent_server}"]
+    result = runner.invoke(app, args)
+    assert time.monotonic() - started < 15
+    refused(result, f"tracking URI {silent_server}: no answer", "in 3 s", "start the server")
+    assert f"waiting up to 2 s more for the tracking server {silent_server}" in result.output
+    assert not (pipeline.parent / "pulled").exists() and not os.path.exists("p.jsonl")
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["run", "x.yaml", "--num-cpus", "many"], ("Invalid value for '--num-cpus'", "run --help")),
+        (["train", "-c", "x.yaml"], ("Missing option '--task'", "train --help")),
+        (["trian"], ("No such command 'trian'",)),
+    ],
+)
+def test_the_command_lines_own_mistakes_are_one_line_too(
+    args: list[str], words: tuple[str, ...], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from adapterfleet.cli.app import run_app
+
+    assert run_app(args) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("error: "), err
+    assert all(word in err for word in words), err

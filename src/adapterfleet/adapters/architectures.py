@@ -204,3 +204,33 @@ def describe_base(model: nn.Module) -> dict[str, object]:
 def attention_dropout(model: nn.Module) -> float:
     config = base_encoder(model).config
     return float(getattr(config, slot_map_for(model).dropout_attr, 0.0) or 0.0)
+
+
+def layout_problem(encoder: nn.Module, slots: SlotMap) -> tuple[str, str] | None:
+    """(field, problem) for the first path of `slots` that `encoder` does not have, else None."""
+    try:
+        layers = encoder.get_submodule(slots.layers)
+    except AttributeError:
+        return "layers", f"{slots.layers!r} is not a module of the model{_children(encoder)}"
+    if not isinstance(layers, nn.ModuleList) or len(layers) == 0:
+        return "layers", f"{slots.layers!r} is a {type(layers).__name__}, not a list of layers"
+    for field, path in slots.paths().items():
+        try:
+            layers[0].get_submodule(path)
+        except AttributeError:
+            return field, f"{path!r} is not a module of a layer{_children(layers[0])}"
+    return None
+
+
+def _children(module: nn.Module) -> str:
+    names = [name for name, _ in module.named_modules() if name and name.count(".") < 2]
+    return f" (modules there: {', '.join(names[:24])})" if names else ""
+
+
+def skeleton(model_config: Any) -> nn.Module:
+    """The bare model of `model_config` on the meta device: its module tree, no memory."""
+    import torch
+    from transformers import AutoModel
+
+    with torch.device("meta"):
+        return AutoModel.from_config(model_config)

@@ -69,8 +69,18 @@ def load_encoder(base: str | BaseModelSpec, **kwargs: Any) -> Any:
     if spec.layout:
         attach_slot_map(model, SlotMap.from_mapping(spec.layout_mapping))
     if spec.gradient_checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        enable_checkpointing(model)
     return model
+
+
+def enable_checkpointing(model: Any) -> None:
+    """Recompute each layer's activations in backward (non-reentrant: the frozen layers' inputs
+    need no gradient); transformers 5 names it `activation_checkpointing_enable`."""
+    kwargs = {"use_reentrant": False}
+    if hasattr(model, "activation_checkpointing_enable"):
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
 
 
 def load_tokenizer(base: str | BaseModelSpec) -> Any:

@@ -66,6 +66,7 @@ class TokenizedTask:
     dev: TokenizedSplit
     is_regression: bool = False
     value_range: tuple[float, float] | None = None  # a regression task's declared `range`
+    pooling: str | None = None  # the task's `pooling`; None: the base family's own
 
     @property
     def from_cache(self) -> bool:
@@ -105,6 +106,7 @@ def tokenize_task(
         dev=splits["dev"],
         is_regression=task_data.is_regression,
         value_range=task_data.spec.value_range,
+        pooling=task_data.spec.pooling,
     )
 
 

@@ -15,6 +15,7 @@ from adapterfleet.data.regression import RANGE_KEY, parse_range
 from adapterfleet.data.slices import check_rows_apart, row_range
 from adapterfleet.errors import user_path
 
+POOLINGS = ("cls", "mean", "last")
 KINDS = ("classification", "multiple_choice", "regression")
 # The metrics a task reports when it names none (the config checks names against the type).
 DEFAULT_METRICS = {"regression": ("pearson", "spearman", "mse")}
@@ -46,6 +47,7 @@ TASK_KEYS = (
     "max_dev_examples",
     "metrics",
     RANGE_KEY,
+    "pooling",
 )
 FILE_SPLIT_KEYS = ("path", "format", "header", "columns", "encoding", "rename", "rows")
 HUB_SPLIT_KEYS = ("split", "rename", "rows")
@@ -110,6 +112,7 @@ class TaskSpec:
     max_dev_examples: int | None = None
     metrics: tuple[str, ...] = ("accuracy",)
     value_range: tuple[float, float] | None = None  # regression: `range`, the labels' bounds
+    pooling: str | None = None  # cls | mean | last; None: what the base model's family does
 
     @property
     def num_labels(self) -> int:
@@ -162,6 +165,7 @@ class TaskSpec:
             "max_train_examples": self.max_train_examples,
             "max_dev_examples": self.max_dev_examples,
             RANGE_KEY: list(self.value_range) if self.value_range else None,
+            "pooling": self.pooling,
         }
         out.update({k: v for k, v in optional.items() if v is not None})
         return out
@@ -230,7 +234,15 @@ class _Parser:
             max_dev_examples=self.opt_int(raw, "max_dev_examples", minimum=1),
             metrics=self.str_list(raw, "metrics", default=DEFAULT_METRICS.get(kind, ("accuracy",))),
             value_range=self.value_range(raw, kind),
+            pooling=self.pooling(raw),
         )
+
+    def pooling(self, raw: Mapping[str, Any]) -> str | None:
+        value = raw.get("pooling")
+        if value is not None and value not in POOLINGS:
+            fix = "cls (the first token), mean (of the real tokens) or last (the last real token)"
+            raise self.fail("pooling", f"{value!r} is unknown", f"use {fix}")
+        return value
 
     def value_range(self, raw: Mapping[str, Any], kind: str) -> tuple[float, float] | None:
         if RANGE_KEY not in raw:

@@ -253,6 +253,11 @@ def head_to_reference(config: HeadConfig, where: str) -> dict[str, Any]:
             f"{where}: head_type {config.head_type!r} cannot be exported; adapterfleet exports "
             "classification heads"
         )
+    if config.pooling != "cls":
+        raise InteropError(
+            f"{where}: a head pooling {config.pooling!r} cannot be exported; the reference's "
+            "classification head reads the first token (pooling: cls); export the adapter alone"
+        )
     labels = config.label_names or [f"LABEL_{i}" for i in range(config.num_labels)]
     return {
         **ref.CLASSIFICATION_HEAD,

@@ -237,7 +237,7 @@ def _train(
     run = train_single(
         job.system,
         prepare_task(config, job.task),
-        config.base_model,
+        config.base,
         training,
         out,
         adapter=adapter,
@@ -259,7 +259,7 @@ def _train_mt_a(
     tasks = {t: prepare_task(config, t) for t in config.adapter_tasks}
     run = train_mt_a(
         tasks,
-        config.base_model,
+        config.base,
         training,
         out,
         reduction_factor=config.baselines.reduction_factor,

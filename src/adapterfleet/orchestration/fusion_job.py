@@ -162,7 +162,7 @@ def _warm_up(config: PipelineConfig, target: str) -> None:
     tokenised splits (into the shared cache) and one load of the base model (files into the
     page cache, the model classes imported)."""
     prepare_task(config, target)
-    load_encoder(config.base_model)
+    load_encoder(config.base)
 
 
 @contextmanager
@@ -277,7 +277,7 @@ def _train_fusion(
     sources = config.fusion.targets[plan.target]
     return train_fusion_run(
         tokenized,
-        config.base_model,
+        config.base,
         dirs,
         config.fusion.training,
         workdir.run_dir,

@@ -134,7 +134,7 @@ def check_single_run(
 ) -> Any:
     """`train` / `fuse` / `evaluate`: the task, mode and reduction factor given, the base
     model's limits and this machine's devices; the base model's config."""
-    from adapterfleet.orchestration.validate import base_model_config
+    from adapterfleet.orchestration.validate import base_model_config, check_base_layout
 
     if task not in config.tasks:
         known = ", ".join(sorted(config.tasks))
@@ -142,6 +142,8 @@ def check_single_run(
     if mode is not None and mode not in SINGLE_RUN_MODES:
         raise ConfigError(f"--mode: {mode!r} is unknown; use {', '.join(SINGLE_RUN_MODES)}")
     model_config = base_model_config(config.base_model)
+    if mode != "head" and mode != "full":
+        check_base_layout(config, model_config)
     if reduction_factor is not None:
         check_reduction_factor(reduction_factor, int(model_config.hidden_size))
     check_max_length(config, model_config)

@@ -15,7 +15,7 @@ from adapterfleet.adapters import (
     load_tokenizer,
     set_active_adapter,
 )
-from adapterfleet.config import ConfigError, PipelineConfig, training_with
+from adapterfleet.config import BaseModelSpec, ConfigError, PipelineConfig, training_with
 from adapterfleet.data import TokenizedTask, load_task, tokenize_task
 from adapterfleet.fusion import FusionConfig, load_fusion, set_active_fusion
 from adapterfleet.orchestration.limits import check_single_run
@@ -66,7 +66,7 @@ def train_task(
         tasks = {name: prepare_task(config, name) for name in config.adapter_tasks}
         return train_mt_a(
             tasks,
-            config.base_model,
+            config.base,
             train_config,
             out_dir,
             reduction_factor=reduction_factor or config.adapters.reduction_factors[0],
@@ -77,7 +77,7 @@ def train_task(
     return train_single(
         mode,
         tokenized,
-        config.base_model,
+        config.base,
         train_config,
         out_dir,
         adapter=mode_adapter(mode, reduction_factor),
@@ -93,14 +93,14 @@ def fuse_task(
     out_dir: Path,
     *,
     train_config: TrainConfig | None = None,
-    base_model: str | None = None,
+    base_model: str | BaseModelSpec | None = None,
     callbacks: Sequence[Callback] = (),
 ) -> RunResult:
     check_single_run(config, target, option="--target")
     tokenized = prepare_task(config, target)
     return train_fusion_run(
         tokenized,
-        base_model or config.base_model,
+        base_model or config.base,
         adapter_dirs,
         train_config or config.fusion.training_for(target),
         out_dir,
@@ -115,8 +115,8 @@ def evaluate_run(config: PipelineConfig, task: str, run_dir: Path) -> dict[str, 
     check_single_run(config, task)
     run_dir = Path(run_dir)
     info = json.loads((run_dir / RUN_FILE).read_text()) if (run_dir / RUN_FILE).is_file() else {}
-    base = (run_dir / "model") if (run_dir / "model").is_dir() else config.base_model
-    model = AdapterModel(load_encoder(str(base)))
+    base = (run_dir / "model") if (run_dir / "model").is_dir() else config.base
+    model = AdapterModel(load_encoder(base if not isinstance(base, Path) else str(base)))
     head = load_head(model, run_dir / "head", name=task)
     model.select_head(head)
     if (run_dir / "fusion").is_dir():

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from adapterfleet.config import ConfigError, PipelineConfig
+from adapterfleet.config import BaseModelSpec, ConfigError, PipelineConfig
 from adapterfleet.console import Say
 from adapterfleet.data.prediction_input import PredictionInput, encode_input, read_input
 from adapterfleet.data.tasks import TaskSpec
@@ -186,7 +186,7 @@ def fusion_lineage(info: ModelVersionInfo) -> dict[str, int]:
     return out
 
 
-def load_model(base_model: str, target: str, folder: Path) -> AdapterModel:
+def load_model(base_model: str | BaseModelSpec, target: str, folder: Path) -> AdapterModel:
     """An `AdapterModel` with the pulled adapter or fusion of `folder` active and its head."""
     from adapterfleet.adapters import (
         AdapterModel,
@@ -309,7 +309,7 @@ class _Worker:
         config = setup.config
         with tempfile.TemporaryDirectory(prefix="adapterfleet-predict-") as folder:
             pulled = pull_version(config, setup.uri, setup.info, Path(folder))
-            self.model = load_model(config.base_model, setup.target, pulled)
+            self.model = load_model(config.base, setup.target, pulled)
         self.device = resolve_device(setup.device)
         self.model.to(self.device)
         self.tokenizer = load_tokenizer(config.base_model)

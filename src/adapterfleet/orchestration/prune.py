@@ -278,7 +278,7 @@ def _pulled_model(
     shutil.rmtree(dest, ignore_errors=True)
     pull_version(config, uri, info, dest)
     tasks = {read_adapter_config(d)[0]: d.name for d in (dest / "adapters").iterdir()}
-    return load_model(config.base_model, info.task or "", dest), tasks
+    return load_model(config.base, info.task or "", dest), tasks
 
 
 def _adapter_versions(

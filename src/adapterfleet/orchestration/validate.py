@@ -65,6 +65,7 @@ def validate_pipeline(
     factors, max_length, tokenizer, devices), the tracking store and the resources. Returns the
     loaded tasks."""
     model_config = base_model_config(config.base_model)
+    check_base_layout(config, model_config)
     hidden = int(model_config.hidden_size)
     check_reduction_factors(config, hidden)
     check_model_limits(config, model_config)
@@ -83,3 +84,32 @@ def check_model_limits(config: PipelineConfig, model_config: Any) -> None:
     check_max_length(config, model_config)
     check_tokenizer(config, model_config)
     check_devices(config, local=False)
+
+
+def check_base_layout(config: PipelineConfig, model_config: Any) -> None:
+    """The base model's family has a layout (built in, or declared under `base_model_layout`)
+    whose every path exists in the model; checked on a skeleton that holds no weights."""
+    from adapterfleet.adapters.architectures import (
+        SLOT_MAPS,
+        SlotMap,
+        layout_problem,
+        skeleton,
+        unsupported_message,
+    )
+
+    model_type = getattr(model_config, "model_type", None)
+    declared = config.base.layout if config.base else ()
+    if not declared and model_type not in SLOT_MAPS:
+        raise ConfigError(f"base_model: {unsupported_message(model_type)}")
+    slots = SlotMap.from_mapping(dict(declared)) if declared else SLOT_MAPS[str(model_type)]
+    try:
+        model = skeleton(model_config)
+    except (ValueError, TypeError, OSError) as error:
+        first = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise ConfigError(f"base_model: cannot build {model_type!r} ({first})") from None
+    problem = layout_problem(model, slots)
+    if problem is not None:
+        field, text = problem
+        where = "base_model_layout" if declared else f"the built-in {model_type} layout"
+        fix = "fix the path" if declared else "declare base_model_layout for this model"
+        raise ConfigError(f"{where}.{field}: {text}; {fix}")

@@ -35,7 +35,8 @@ from adapterfleet.adapters import (
     sha256_file,
     train_adapter,
 )
-from adapterfleet.adapters.config import DEFAULT_REDUCTION_FACTOR
+from adapterfleet.adapters.architectures import default_pooling
+from adapterfleet.adapters.config import DEFAULT_REDUCTION_FACTOR, BaseModelSpec
 from adapterfleet.adapters.io import ADAPTER_WEIGHTS
 from adapterfleet.adapters.model import train_only
 from adapterfleet.data import TokenizedTask, make_dataloader
@@ -72,13 +73,17 @@ class RunResult:
         return self.fit.best_metrics
 
 
-def head_for(tokenized: TokenizedTask) -> HeadConfig:
+def head_for(tokenized: TokenizedTask, model: nn.Module) -> HeadConfig:
+    """The task's head; it pools as the task says, else as the base model's family does."""
+    pooling = tokenized.pooling or default_pooling(model)
     if tokenized.is_regression:
         value_range = list(tokenized.value_range) if tokenized.value_range else None
-        return HeadConfig(head_type="regression", num_labels=1, value_range=value_range)
+        return HeadConfig("regression", 1, value_range=value_range, pooling=pooling)
     if tokenized.is_multiple_choice:
-        return HeadConfig(head_type="multiple_choice", num_labels=tokenized.num_labels)
-    return HeadConfig(num_labels=tokenized.num_labels, label_names=list(tokenized.label_names))
+        return HeadConfig("multiple_choice", tokenized.num_labels, pooling=pooling)
+    return HeadConfig(
+        num_labels=tokenized.num_labels, label_names=list(tokenized.label_names), pooling=pooling
+    )
 
 
 def head_loss(head: HeadConfig) -> LossFn | None:
@@ -109,8 +114,10 @@ def metric_names(tokenized_metrics: Sequence[str], config: TrainConfig) -> list[
     return list(dict.fromkeys([config.metric, *tokenized_metrics]))
 
 
-def new_model(base_model: str | nn.Module) -> AdapterModel:
-    encoder = load_encoder(base_model) if isinstance(base_model, str) else base_model
+def new_model(base_model: str | BaseModelSpec | nn.Module) -> AdapterModel:
+    encoder = (
+        load_encoder(base_model) if isinstance(base_model, str | BaseModelSpec) else base_model
+    )
     return AdapterModel(encoder)
 
 
@@ -147,7 +154,7 @@ def _checked_adapter(mode: str, adapter: AdapterConfig | None) -> AdapterConfig 
 def train_single(
     mode: str,
     tokenized: TokenizedTask,
-    base_model: str | nn.Module,
+    base_model: str | BaseModelSpec | nn.Module,
     config: TrainConfig,
     out_dir: str | Path,
     *,
@@ -164,7 +171,7 @@ def train_single(
     seed_everything(config.seed)  # the new head and adapter: one init per seed, whatever ran before
     model = new_model(base_model)
     name = tokenized.name
-    head = head_for(tokenized)
+    head = head_for(tokenized, model)
     model.add_head(name, head)
     if adapter is not None:
         add_adapter(model, name, adapter)
@@ -201,7 +208,7 @@ def train_single(
 
 def train_fusion_run(
     tokenized: TokenizedTask,
-    base_model: str | nn.Module,
+    base_model: str | BaseModelSpec | nn.Module,
     adapter_dirs: Sequence[str | Path],
     config: TrainConfig,
     out_dir: str | Path,
@@ -220,7 +227,7 @@ def train_fusion_run(
     target = tokenized.name
     fusion_config = fusion_config or FusionConfig()
     add_fusion(model, target, names, fusion_config)
-    head = head_for(tokenized)
+    head = head_for(tokenized, model)
     model.add_head(target, head)
     trainable = train_fusion(model, target)
     train, dev = task_batches(tokenized, config)
@@ -252,10 +259,12 @@ def train_fusion_run(
     return run
 
 
-def write_run_file(run: RunResult, base_model: str | nn.Module, config: TrainConfig) -> Path:
+def write_run_file(
+    run: RunResult, base_model: str | BaseModelSpec | nn.Module, config: TrainConfig
+) -> Path:
     base = (
         base_model
-        if isinstance(base_model, str)
+        if isinstance(base_model, str | BaseModelSpec)
         else getattr(getattr(base_model, "config", None), "_name_or_path", "")
     )
     payload = {

@@ -24,6 +24,7 @@ from adapterfleet.adapters import (
     set_active_adapter,
     sha256_file,
 )
+from adapterfleet.adapters.config import BaseModelSpec
 from adapterfleet.adapters.io import ADAPTER_WEIGHTS
 from adapterfleet.data import TokenizedTask
 from adapterfleet.training.callbacks import Callback
@@ -73,7 +74,7 @@ class _Tagged:
 
 def train_mt_a(
     tasks: dict[str, TokenizedTask],
-    base_model: str | nn.Module,
+    base_model: str | BaseModelSpec | nn.Module,
     config: TrainConfig,
     out_dir: str | Path,
     *,
@@ -91,7 +92,7 @@ def train_mt_a(
     model = new_model(base_model)
     for name, tokenized in tasks.items():
         add_adapter(model, name, AdapterConfig("pfeiffer", reduction_factor))
-        model.add_head(name, head_for(tokenized))
+        model.add_head(name, head_for(tokenized, model))
     for parameter in model.parameters():
         parameter.requires_grad_(True)
     loaders = {name: task_batches(t, config) for name, t in tasks.items()}

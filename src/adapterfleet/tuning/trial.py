@@ -142,7 +142,7 @@ def run_trial(config: dict[str, Any], ctx: SweepContext) -> None:
             result = train_single(
                 "st-a",
                 tokenized,
-                ctx.config.base_model,
+                ctx.config.base,
                 train,
                 workdir.run_dir,
                 adapter=AdapterConfig(ctx.config.adapters.architecture, params.reduction_factor),

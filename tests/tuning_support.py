@@ -47,6 +47,47 @@ def make_tiny_model(folder: Path) -> Path:
     return folder
 
 
+def make_tiny_decoder(folder: Path) -> Path:
+    """A random Llama (hidden 32, 2 layers, grouped-query attention) with a real byte-level BPE
+    tokenizer trained here on the tasks' words; like GPT-2's and Llama's, it has no pad token."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaModel, PreTrainedTokenizerFast
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
+    bpe.decoder = decoders.ByteLevel()
+    words = " ".join([*(" ".join(pair) for pair in TOPICS.values()), *FILLER, "yes no"])
+    trainer = trainers.BpeTrainer(
+        vocab_size=400,
+        special_tokens=["<|endoftext|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    bpe.train_from_iterator([words] * 4, trainer)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=bpe,
+        eos_token="<|endoftext|>",
+        bos_token="<|endoftext|>",
+        model_input_names=["input_ids", "attention_mask"],
+    )
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        bos_token_id=tokenizer.eos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        initializer_range=0.2,
+    )
+    LlamaModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
 def _rows(topic: tuple[str, str], count: int, rng: random.Random) -> list[tuple[str, str]]:
     rows = []
     for index in range(count):

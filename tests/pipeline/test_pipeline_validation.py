@@ -103,6 +103,33 @@ def _no_vocabulary(doc: dict[str, Any]) -> None:
     doc["base_model"] = str(bare)
 
 
+def _unknown_family(doc: dict[str, Any]) -> None:
+    """A saved OPT: a family with no built-in layout, and none declared."""
+    from transformers import OPTConfig, OPTModel
+
+    folder = Path(doc["storage"]).parent / "opt"
+    config = OPTConfig(
+        hidden_size=32, num_hidden_layers=1, ffn_dim=64, num_attention_heads=4,
+        vocab_size=30522, word_embed_proj_dim=32, max_position_embeddings=64,
+    )  # fmt: skip
+    OPTModel(config).save_pretrained(folder)
+    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt"):
+        if (Path(doc["base_model"]) / name).is_file():
+            shutil.copy(Path(doc["base_model"]) / name, folder / name)
+    doc["base_model"] = str(folder)
+
+
+def _declared_layout_with_a_wrong_path(doc: dict[str, Any]) -> None:
+    doc["base_model_layout"] = {
+        "layers": "encoder.layer",
+        "attention_output": "attention.output.dropout",
+        "attention_norm": "attention.output.LayerNorm",
+        "ffn_output": "output.dropout",
+        "ffn_norm": "output.layer_norm",
+        "norm": "post",
+    }
+
+
 def _cuda_without_gpu(doc: dict[str, Any]) -> None:
     doc["adapters"]["training"]["device"] = "cuda"
 
@@ -155,6 +182,24 @@ CASES = {
         lambda doc: doc.update(resources={"cpu": 64}),
         ("--num-cpus", "2"),
         r"resources: a trial needs cpu=64.*no node can provide",
+    ),
+    # issue #20: a model family adapterfleet cannot place adapters in
+    "a family with no layout": (
+        _unknown_family,
+        (),
+        r"base_model: model type 'opt' has no built-in layout; adapterfleet knows albert, bert, "
+        r".*declare where its layers are under base_model_layout:",
+    ),
+    "a declared layout path the model lacks": (
+        _declared_layout_with_a_wrong_path,
+        (),
+        r"base_model_layout.ffn_norm: 'output.layer_norm' is not a module of a layer "
+        r"\(modules there: .*\); fix the path",
+    ),
+    "a declared layout without its norm": (
+        lambda doc: doc.update(base_model_layout={"layers": "encoder.layer"}),
+        (),
+        r"base_model_layout: attention_output, attention_norm, ffn_output, ffn_norm, norm missing",
     ),
     # issue #22: out-of-range values that used to reach the trials
     "a negative learning rate in the sweep": (

@@ -1,0 +1,53 @@
+"""`adapterfleet run` on a decoder: a tiny random Llama with a real byte-level BPE tokenizer that
+has no pad token. Adapters sit pre-norm, heads pool the last real token, and the pipeline (sweep,
+registry gate, fusion) works unchanged."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tuning_support import config_document, make_tiny_decoder, write_config
+
+from adapterfleet.adapters import load_tokenizer
+from adapterfleet.config import load_config
+
+
+@pytest.fixture(scope="module")
+def decoder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_tiny_decoder(tmp_path_factory.mktemp("tiny-llama") / "model")
+
+
+def test_the_decoder_tokenizer_pads_with_its_end_of_sequence_token(decoder):
+    tokenizer = load_tokenizer(str(decoder))
+    assert tokenizer.pad_token == tokenizer.eos_token == "<|endoftext|>"
+    assert "token_type_ids" not in tokenizer("a red apple")
+
+
+@pytest.mark.integration
+def test_run_trains_registers_and_fuses_on_a_tiny_llama(tmp_path, decoder):
+    document = config_document(tmp_path, decoder, reduction_factors=[4])
+    document["fusion"] = {"targets": {"fruit": "all"}, "training": {"max_epochs": 2}}
+    document["adapters"]["task_training"] = {"fruit": {"max_epochs": 4}}
+    path = write_config(tmp_path, document)
+    command = Path(sys.executable).with_name("adapterfleet")
+    result = subprocess.run(
+        [str(command), "run", str(path), "--num-cpus", "2"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    assert "registered tinysweep.fusion.fruit v1" in output
+    from adapterfleet.results.status import pipeline_status
+
+    config = load_config(path)
+    status = pipeline_status(config, config.tracking_uri)
+    best = {row.task: row.best for row in status.tasks}
+    assert best["fruit"] is not None and best["fruit"] > 0.6  # balanced: chance is 0.5

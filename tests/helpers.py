@@ -42,7 +42,7 @@ NEW_FAMILIES = {
         {"global_attn_every_n_layers": 2, "local_attention": 16, "pad_token_id": 0,
          "bos_token_id": 1, "eos_token_id": 2, "cls_token_id": 1, "sep_token_id": 2},
     ),
-    "gpt2": ("GPT2Config", {"bos_token_id": 1, "eos_token_id": 2}),
+    "gpt2": ("GPT2Config", {"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0}),
     "llama": ("LlamaConfig", _DECODER),
     "mistral": ("MistralConfig", _DECODER),
     "qwen2": ("Qwen2Config", _DECODER),

@@ -78,6 +78,7 @@ def inputs() -> Tensors:
     ids = torch.randint(5, 100, (2, 8), generator=generator)
     mask = torch.ones_like(ids)
     mask[1, -3:] = 0
+    ids[1, -3:] = 0  # the pad id: a decoder's reference head finds the last token by it
     return {"input_ids": ids, "attention_mask": mask}
 
 

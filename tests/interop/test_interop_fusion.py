@@ -23,6 +23,7 @@ from adapterfleet.adapters import (
     save_adapter,
     save_head,
 )
+from adapterfleet.adapters.architectures import default_pooling
 from adapterfleet.fusion import (
     FusionConfig,
     add_fusion,
@@ -41,6 +42,10 @@ CASES = {
     "roberta-dynamic-3": ("roberta", ["a0", "a1", "a2"], "dynamic"),
     "distilbert-dynamic-3": ("distilbert", ["a0", "a1", "a2"], "dynamic"),
     "bert-static-2": ("bert", ["a0", "a1"], "static"),
+    **{
+        f"{family}-dynamic-2": (family, ["a0", "a1"], "dynamic")
+        for family in ("albert", "deberta", "deberta-v2", "gpt2", "llama", "mistral")
+    },
 }
 TARGET = "target"
 
@@ -85,7 +90,9 @@ def _our_fusion_model(base, fused: list[str], preset: str, seed: int) -> Adapter
         perturb(adapter_parameters(model, name), seed=seed, scale=0.2)
     add_fusion(model, TARGET, fused, FusionConfig.preset(preset))
     perturb(fusion_parameters(model, TARGET), seed=seed + 100, scale=0.1)
-    model.add_head(TARGET, HeadConfig(num_labels=3, label_names=["no", "maybe", "yes"]))
+    pooling = default_pooling(model)
+    labels = ["no", "maybe", "yes"]
+    model.add_head(TARGET, HeadConfig(num_labels=3, label_names=labels, pooling=pooling))
     perturb(list(model.heads[TARGET].parameters()), seed=seed + 200, scale=0.3)
     set_active_fusion(model, TARGET)
     return model.eval()

@@ -27,6 +27,8 @@ class SlotMap:
     `*_output` names the module whose output is a sub-layer's result `h` before the residual add.
     `*_norm` names, post-norm, the LayerNorm that receives `h + r` after the sub-layer; pre-norm,
     the norm that receives the residual stream `r` before it (its input is what we read).
+    `attention_adapter_input`, when set, names a module whose input the Houlsby attention adapter
+    reads instead of `h` (ALBERT, as AdapterHub 1.3 computes it: the layer's input).
     """
 
     layers: str
@@ -37,6 +39,7 @@ class SlotMap:
     pre_norm: bool = False
     dropout_attr: str = "attention_probs_dropout_prob"
     pooling: str = "cls"
+    attention_adapter_input: str = ""
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any]) -> SlotMap:
@@ -106,6 +109,7 @@ SLOT_MAPS: dict[str, SlotMap] = {
         attention_norm="attention.LayerNorm",
         ffn_output="ffn_output",
         ffn_norm="full_layer_layer_norm",
+        attention_adapter_input="attention.query",
     ),
     "modernbert": SlotMap(
         layers="layers",

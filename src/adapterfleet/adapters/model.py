@@ -23,6 +23,7 @@ from adapterfleet.adapters.modules import (
     NormSlot,
     OutputSlot,
     PreNormSlot,
+    ReadingSlot,
     ResidualTap,
 )
 
@@ -41,22 +42,26 @@ def _wrap(layer: nn.Module, path: str, kind: type[nn.Module]) -> nn.Module:
     current = layer.get_submodule(path)
     if isinstance(current, kind):
         return current
-    if kind is PreNormSlot:
-        raise AssertionError("pre-norm slots are made by _slot")
+    if kind in (PreNormSlot, ReadingSlot):
+        raise AssertionError("tapping slots are made by _slot")
     wrapper = kind(current).train(current.training)
     _set_submodule(layer, path, wrapper)
     return wrapper
 
 
 def _slot(layer: nn.Module, path: str, kind: type[nn.Module], slots: SlotMap) -> nn.Module:
-    """The slot at `path`; a pre-norm Pfeiffer slot also taps the feed-forward norm's input."""
-    if kind is not PreNormSlot:
+    """The slot at `path`; a pre-norm Pfeiffer slot taps the feed-forward norm's input, an ALBERT
+    attention slot the attention's input."""
+    if kind not in (PreNormSlot, ReadingSlot):
         return _wrap(layer, path, kind)
     current = layer.get_submodule(path)
-    if isinstance(current, PreNormSlot):
+    if isinstance(current, kind):
         return current
-    tap = _wrap(layer, slots.ffn_norm, ResidualTap)
-    slot = PreNormSlot(current, tap).train(current.training)
+    if kind is PreNormSlot:
+        slot = PreNormSlot(current, _wrap(layer, slots.ffn_norm, ResidualTap))
+    else:
+        slot = ReadingSlot(current, _wrap(layer, slots.attention_adapter_input, ResidualTap))
+    slot.train(current.training)
     _set_submodule(layer, path, slot)
     return slot
 
@@ -68,7 +73,10 @@ def _slot_paths(model: nn.Module, config: AdapterConfig) -> dict[str, tuple[str,
             return {"output_adapter": (slots.ffn_output, PreNormSlot)}
         return {"output_adapter": (slots.ffn_norm, NormSlot)}
     return {
-        "mh_adapter": (slots.attention_output, OutputSlot),
+        "mh_adapter": (
+            slots.attention_output,
+            ReadingSlot if slots.attention_adapter_input else OutputSlot,
+        ),
         "output_adapter": (slots.ffn_output, OutputSlot),
     }
 

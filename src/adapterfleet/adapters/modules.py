@@ -151,3 +151,25 @@ class OutputSlot(nn.Module):
         h = out[0] if isinstance(out, tuple) else out
         h = h + adapter.delta(_as(h, adapter)).to(h.dtype)
         return (h, *out[1:]) if isinstance(out, tuple) else h
+
+
+class ReadingSlot(OutputSlot):
+    """An `OutputSlot` whose adapter reads another module's input, tapped: `h + delta(x)`.
+
+    ALBERT's attention adapter in AdapterHub 1.3 reads the attention's input (the layer input),
+    not its output; this slot computes that, so adapters move between the two unchanged.
+    """
+
+    def __init__(self, inner: nn.Module, tap: ResidualTap):
+        super().__init__(inner)
+        self._source = tap.residual
+
+    def forward(self, *args: object, **kwargs: object) -> object:
+        out = self.inner(*args, **kwargs)
+        source, self._source.value = self._source.value, None
+        if source is None or self.active_adapter not in self.adapters:
+            return out
+        adapter = self.adapters[self.active_adapter]
+        h = out[0] if isinstance(out, tuple) else out
+        h = h + adapter.delta(_as(source, adapter)).to(h.dtype)
+        return (h, *out[1:]) if isinstance(out, tuple) else h

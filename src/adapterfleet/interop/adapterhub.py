@@ -32,7 +32,12 @@ from adapterfleet.adapters import (
     save_adapter,
     save_head,
 )
-from adapterfleet.adapters.architectures import base_encoder, describe_base, encoder_layers
+from adapterfleet.adapters.architectures import (
+    base_encoder,
+    describe_base,
+    encoder_layers,
+    slot_map_for,
+)
 from adapterfleet.adapters.files import WeightsFileError, check_base
 from adapterfleet.fusion import (
     add_fusion,
@@ -149,9 +154,14 @@ def _import_adapter(
     return name
 
 
+def _pooling(model: AdapterModel) -> str:
+    """What the reference's model class of this family pools: decoders their last token."""
+    return "last" if slot_map_for(model).pooling == "last" else "cls"
+
+
 def _import_head(model: AdapterModel, saved: Saved, name: str | None) -> str:
     config = configs.head_from_reference(
-        saved.meta.get("config"), _reference_head_dropout(model), saved.where
+        saved.meta.get("config"), _reference_head_dropout(model), saved.where, _pooling(model)
     )
     name = name or saved.name
     _add(lambda: model.add_head(name, config), saved.where)
@@ -203,13 +213,6 @@ def _fill(pairs: dict[str, nn.Parameter], saved: Saved, layout: Layout | None) -
 
 
 def _check_base(saved: Saved, model: nn.Module, layout: Layout) -> None:
-    keys = [ref.normalized_key(k, layout) for k in saved.tensors]
-    layers, expected = ref.layers_in(keys, layout), len(encoder_layers(model))
-    if layers and layers != expected:  # ALBERT: one shared layer holds the adapters of all
-        raise InteropError(
-            f"{saved.where} holds modules for {layers} layers, but this model has {expected} "
-            "adapter layers; load it into a matching base model"
-        )
     recorded = {
         "model_type": saved.meta.get("model_type"),
         "hidden_size": saved.meta.get("hidden_size"),
@@ -218,6 +221,13 @@ def _check_base(saved: Saved, model: nn.Module, layout: Layout) -> None:
         check_base({k: v for k, v in recorded.items() if v is not None}, model, saved.where)
     except WeightsFileError as error:
         raise InteropError(str(error)) from None
+    keys = [ref.normalized_key(k, layout) for k in saved.tensors]
+    layers, expected = ref.layers_in(keys, layout), len(encoder_layers(model))
+    if layers and layers != expected:  # ALBERT: one shared layer holds the adapters of all
+        raise InteropError(
+            f"{saved.where} holds modules for {layers} layers, but this model has {expected} "
+            "adapter layers; load it into a matching base model"
+        )
 
 
 # --- export ----------------------------------------------------------------------------------
@@ -275,7 +285,7 @@ def _export_adapter(
 def _export_head(
     model: AdapterModel, name: str, where: str
 ) -> tuple[ref.Files, dict[str, Any], Tensors]:
-    config = configs.head_to_reference(model.heads[name].config, where)
+    config = configs.head_to_reference(model.heads[name].config, where, _pooling(model))
     meta = _reference_meta(model, _layout_of(model), name, config)
     return ref.HEAD_FILES, meta, _detached(head_pairs(model, name, name))
 

@@ -218,9 +218,12 @@ def check_head(raw: object, where: str) -> Mapping[str, Any]:
     return raw
 
 
-def head_from_reference(raw: object, default_dropout: float, where: str) -> HeadConfig:
+def head_from_reference(
+    raw: object, default_dropout: float, where: str, pooling: str = "cls"
+) -> HeadConfig:
     """Our head for the reference's classification head; `default_dropout` is what the reference
-    uses when the head records none (the model's classifier or hidden dropout)."""
+    uses when the head records none (the model's classifier or hidden dropout), `pooling` what
+    its model class pools (the first token; a decoder's last real token)."""
     head = check_head(raw, where)
     dropout = head.get("dropout_prob")
     return HeadConfig(
@@ -228,6 +231,7 @@ def head_from_reference(raw: object, default_dropout: float, where: str) -> Head
         num_labels=head["num_labels"],
         label_names=_label_names(head, head["num_labels"]),
         dropout=default_dropout if dropout is None else float(dropout),
+        pooling=pooling,
     )
 
 
@@ -247,16 +251,17 @@ def _label_names(raw: Mapping[str, Any], num_labels: int) -> list[str]:
     return [by_id[i] for i in range(num_labels)]
 
 
-def head_to_reference(config: HeadConfig, where: str) -> dict[str, Any]:
+def head_to_reference(config: HeadConfig, where: str, pooling: str = "cls") -> dict[str, Any]:
+    """The reference's config of our head; its model class pools `pooling`, so ours must."""
     if config.head_type != "classification":
         raise InteropError(
             f"{where}: head_type {config.head_type!r} cannot be exported; adapterfleet exports "
             "classification heads"
         )
-    if config.pooling != "cls":
+    if config.pooling != pooling:
         raise InteropError(
             f"{where}: a head pooling {config.pooling!r} cannot be exported; the reference's "
-            "classification head reads the first token (pooling: cls); export the adapter alone"
+            f"classification head on this model pools {pooling!r}; export the adapter alone"
         )
     labels = config.label_names or [f"LABEL_{i}" for i in range(config.num_labels)]
     return {

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 from helpers import perturb, tiny_encoder
+from interop_support import FAMILIES, REF_FAMILIES
 from safetensors.torch import load_file
 
 from adapterfleet.adapters import (
@@ -31,9 +32,7 @@ from adapterfleet.interop import export_adapterhub
 
 ROOT = Path(__file__).resolve().parents[2]
 DRIVER = Path(__file__).with_name("ref_driver.py")
-FAMILIES = ("bert", "roberta", "distilbert", "electra", "xlm-roberta")
-# The families the reference has besides those (Qwen, Gemma, ModernBERT: not in adapters 1.3).
-REF_FAMILIES = ("albert", "deberta", "deberta-v2", "gpt2", "llama", "mistral")
+
 SKIP_REASON = (
     "reference virtualenv .bench/ref-venv not built; run `make ref-venv` to build it "
     "(AdapterHub adapters 1.3.0 with transformers 4.57, a few minutes)"

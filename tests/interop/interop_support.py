@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import torch
 
+FAMILIES = ("bert", "roberta", "distilbert", "electra", "xlm-roberta")
+# The families the reference has besides those (Qwen, Gemma, ModernBERT: not in adapters 1.3).
+REF_FAMILIES = ("albert", "deberta", "deberta-v2", "gpt2", "llama", "mistral")
 TOLERANCE = 1e-5  # max |ours - reference| / max |reference|
 MIN_EFFECT = 1e-2  # how far the adapters must move the output for a comparison to mean something
 

@@ -10,9 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import FAMILIES, REF_FAMILIES
 from helpers import perturb
-from interop_support import assert_same_output, last_hidden
+from interop_support import FAMILIES, REF_FAMILIES, assert_same_output, last_hidden
 
 from adapterfleet.adapters import (
     ADAPTER_WEIGHTS,

@@ -29,7 +29,7 @@ def test_report_by_name_prints_the_table_and_writes_the_default_folder(
     assert result.returncode == 0, result.stderr
     rows = table_rows(result.stdout)
     assert rows["rte"]["ST-A"] == RTE_ST_A
-    assert rows["rte (paper)"]["Fusion w/ ST-A"] == "76.82"
+    assert rows["rte (paper)"]["Fusion w/ ST-A"] == "76.82 ± 1.68"
     folder = tmp_path / "adapterfleet-report" / table1_pipeline.name
     assert f"report: {Path('adapterfleet-report') / table1_pipeline.name}" in result.stdout
     for name in ("table1.md", "figure4.png", "figure4.json", "report.json"):

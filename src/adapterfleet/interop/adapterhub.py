@@ -32,13 +32,7 @@ from adapterfleet.adapters import (
     save_adapter,
     save_head,
 )
-from adapterfleet.adapters.architectures import (
-    base_encoder,
-    describe_base,
-    encoder_layers,
-    slot_map_for,
-)
-from adapterfleet.adapters.files import WeightsFileError, check_base
+from adapterfleet.adapters.architectures import base_encoder, describe_base
 from adapterfleet.fusion import (
     add_fusion,
     delete_fusion,
@@ -50,6 +44,7 @@ from adapterfleet.fusion import (
 )
 from adapterfleet.interop import configs
 from adapterfleet.interop import reference as ref
+from adapterfleet.interop.bases import check_reference_base, reference_pooling
 from adapterfleet.interop.folders import (
     Saved,
     Tensors,
@@ -100,7 +95,7 @@ def import_adapterhub(
     with _working_model(base) as model:
         layout = _layout_of(model)
         for saved in parts.values():
-            _check_base(saved, model, layout)
+            check_reference_base(saved, model, layout)
         names: dict[str, Any] = {}
         if "adapter" in parts:
             names["adapter"] = _import_adapter(model, layout, parts["adapter"], planned, name)
@@ -154,14 +149,12 @@ def _import_adapter(
     return name
 
 
-def _pooling(model: AdapterModel) -> str:
-    """What the reference's model class of this family pools: decoders their last token."""
-    return "last" if slot_map_for(model).pooling == "last" else "cls"
-
-
 def _import_head(model: AdapterModel, saved: Saved, name: str | None) -> str:
     config = configs.head_from_reference(
-        saved.meta.get("config"), _reference_head_dropout(model), saved.where, _pooling(model)
+        saved.meta.get("config"),
+        _reference_head_dropout(model),
+        saved.where,
+        reference_pooling(model),
     )
     name = name or saved.name
     _add(lambda: model.add_head(name, config), saved.where)
@@ -210,24 +203,6 @@ def _fill(pairs: dict[str, nn.Parameter], saved: Saved, layout: Layout | None) -
     with torch.no_grad():
         for key, param in pairs.items():
             param.copy_(given[key])
-
-
-def _check_base(saved: Saved, model: nn.Module, layout: Layout) -> None:
-    recorded = {
-        "model_type": saved.meta.get("model_type"),
-        "hidden_size": saved.meta.get("hidden_size"),
-    }
-    try:
-        check_base({k: v for k, v in recorded.items() if v is not None}, model, saved.where)
-    except WeightsFileError as error:
-        raise InteropError(str(error)) from None
-    keys = [ref.normalized_key(k, layout) for k in saved.tensors]
-    layers, expected = ref.layers_in(keys, layout), len(encoder_layers(model))
-    if layers and layers != expected:  # ALBERT: one shared layer holds the adapters of all
-        raise InteropError(
-            f"{saved.where} holds modules for {layers} layers, but this model has {expected} "
-            "adapter layers; load it into a matching base model"
-        )
 
 
 # --- export ----------------------------------------------------------------------------------
@@ -285,7 +260,7 @@ def _export_adapter(
 def _export_head(
     model: AdapterModel, name: str, where: str
 ) -> tuple[ref.Files, dict[str, Any], Tensors]:
-    config = configs.head_to_reference(model.heads[name].config, where, _pooling(model))
+    config = configs.head_to_reference(model.heads[name].config, where, reference_pooling(model))
     meta = _reference_meta(model, _layout_of(model), name, config)
     return ref.HEAD_FILES, meta, _detached(head_pairs(model, name, name))
 

@@ -55,7 +55,7 @@ from adapterfleet.registry import (
     ModelVersionInfo,
     adapter_model_name,
     ensure_experiment,
-    redact,
+    redact_values,
     safe_uri,
     wait_for_models,
 )
@@ -340,7 +340,7 @@ def experiment_tags(config: PipelineConfig, overrides: Sequence[str] = ()) -> di
     tags = StatusPlan.from_config(config).to_tags()
     if config.budget is not None:
         tags[TAG_BUDGET] = config.budget
-        tags[TAG_BUDGET_TRIMMED] = _tag_json(redact(config.budget_changes))
+        tags[TAG_BUDGET_TRIMMED] = _tag_json(redact_values(config.budget_changes))
     kept = [o for o in overrides if not o.startswith("budget=")]
     tags[TAG_OVERRIDES] = _tag_json(masked_settings(kept))
     stages = (config.adapter_tasks, list(config.fusion.targets), config.baselines.systems)

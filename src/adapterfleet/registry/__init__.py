@@ -20,7 +20,7 @@ from adapterfleet.registry.models import (
     register_version,
     set_alias,
 )
-from adapterfleet.registry.redact import REDACTED, redact
+from adapterfleet.registry.redact import REDACTED, redact, redact_values
 from adapterfleet.registry.results import (
     ExperimentData,
     RunData,
@@ -100,6 +100,7 @@ __all__ = [
     "pull",
     "pull_companion",
     "redact",
+    "redact_values",
     "register_version",
     "safe_uri",
     "set_alias",

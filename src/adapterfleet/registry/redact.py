@@ -12,6 +12,12 @@ REDACTED = MASK
 __all__ = ["REDACTED", "is_secret", "redact"]
 
 
+def redact_values(values: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Copy of `values` with secret-looking entries replaced by `***`, the others as they are
+    (numbers stay numbers in a JSON tag)."""
+    return {str(k): REDACTED if is_secret(str(k), v) else v for k, v in (values or {}).items()}
+
+
 def redact(values: Mapping[str, Any] | None) -> dict[str, str]:
     """Stringified copy of `values` with secret-looking entries replaced by `***`."""
     out: dict[str, str] = {}

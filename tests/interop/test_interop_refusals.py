@@ -131,9 +131,7 @@ def test_a_base_of_another_size_or_family_is_refused(exported, bases, tmp_path):
         import_adapterhub(folder, tmp_path / "out", str(bases["roberta"]))
     deep = tmp_path / "deep-bert"
     tiny_encoder("bert", num_hidden_layers=3).save_pretrained(deep)
-    with pytest.raises(
-        InteropError, match="modules for 2 layers, but this model has 3 "
-    ):
+    with pytest.raises(InteropError, match="modules for 2 layers, but this model has 3 "):
         import_adapterhub(folder, tmp_path / "out", deep)
     assert not (tmp_path / "out").exists()
 

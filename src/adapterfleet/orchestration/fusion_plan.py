@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass, replace
+from pathlib import Path
 
-from adapterfleet.config import PipelineConfig
+from adapterfleet.config import ConfigError, PipelineConfig
 from adapterfleet.registry import (
     TAG_SEED,
     TAG_SYSTEM,
@@ -21,6 +23,7 @@ from adapterfleet.registry import (
 from adapterfleet.registry import descriptions as notes
 from adapterfleet.registry.tags import TAG_LINEAGE, TAG_LINEAGE_KEY
 from adapterfleet.training.config import TrainConfig
+from adapterfleet.tuning.spec import TAG_BASE_MODEL
 
 
 def lineage_key(config: PipelineConfig, target: str, versions: dict[str, ModelVersionInfo]) -> str:
@@ -60,12 +63,40 @@ def plan_fusion(
     config: PipelineConfig, target: str, uri: str, versions: dict[str, ModelVersionInfo]
 ) -> FusionPlan:
     """The lineage of a fusion over `versions` (with `config.fusion.training`'s seed), and its
-    registered version if it exists."""
+    registered version if it exists. Adapters trained on another base model are refused."""
+    check_one_base(config, target, versions)
     key = lineage_key(config, target, versions)
     lineage = ",".join(f"{t}:v{versions[t].version}" for t in config.fusion.targets[target])
     name = fusion_model_name(config.registry_prefix, target)
     existing = find_version_by_tag(uri, name, TAG_LINEAGE_KEY, key)
     return FusionPlan(target, versions, key, lineage, existing)
+
+
+def check_one_base(
+    config: PipelineConfig, target: str, versions: dict[str, ModelVersionInfo]
+) -> None:
+    """A fusion mixes adapters of one base model: each version's `base_model` tag (where it has
+    one) must be the pipeline's."""
+    for task, info in versions.items():
+        base = info.tags.get(TAG_BASE_MODEL)
+        if base is not None and _other_base(base, config.base_model):
+            raise ConfigError(
+                f"fusion.targets.{target}: adapter {task} v{info.version} was trained on "
+                f"base_model {base!r}, this pipeline's is {config.base_model!r}; a fusion mixes "
+                "adapters of one base model: retrain it on this base, or give this pipeline its "
+                "own registry_prefix"
+            )
+
+
+def _other_base(recorded: str, ours: str) -> bool:
+    """True only when `recorded` surely names another base: two names (hub ids, minilm-l6)
+    that differ, or two folders here that differ. A folder this machine does not have is left
+    to the adapter's own check when it loads (model type, hidden size, depth)."""
+    folders = [os.path.isdir(name) for name in (recorded, ours)]
+    if all(folders):
+        return Path(recorded).resolve() != Path(ours).resolve()
+    looks_like_path = any(name.startswith(("/", ".", "~")) for name in (recorded, ours))
+    return not any(folders) and not looks_like_path and recorded != ours
 
 
 def seed_configs(config: PipelineConfig) -> list[PipelineConfig]:

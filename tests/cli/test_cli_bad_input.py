@@ -128,6 +128,18 @@ def test_a_dotted_task_name_is_found_by_set(pipeline: Path) -> None:
     assert rows == {"a": "2", "glue.rte": "1"}
 
 
+def test_a_nul_character_in_a_tasks_file_is_refused(pipeline: Path) -> None:
+    tasks = pipeline.parent / "tasks.yaml"
+    task = '{train: t.tsv, dev: t.tsv, text_fields: ["sentence\\0"], label_names: [0, 1]}'
+    tasks.write_text(f"tasks:\n  a: {task}\n")  # YAML's "\0" is a NUL character
+    text = pipeline.read_text().split("tasks:")[0].replace("data_root: .\n", "")
+    pipeline.write_text(text + "tasks_file: tasks.yaml\nadapters: {reduction_factors: [16]}\n")
+    line = refused(runner.invoke(app, ["tasks", "-c", str(pipeline)]), "holds a NUL character")
+    assert f"tasks config {tasks}, tasks.a.text_fields[0]: 'sentence\\x00' holds" in line, line
+    assert line.endswith("remove it")
+    assert not (pipeline.parent / "runs").exists()
+
+
 # ------------------------------------------------- read-only commands, and a store that is silent
 
 

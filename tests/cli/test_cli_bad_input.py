@@ -159,6 +159,29 @@ def test_read_only_commands_never_create_a_store(pipeline: Path, command: list[s
     assert not (pipeline.parent / "runs").exists()
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["status"],
+        ["adapters"],
+        ["pull", "demo_delivery", "--to", "pulled"],
+        ["predict", "demo_sentiment", "--input", "t.tsv", "--out", "p.jsonl"],
+        ["report"],
+    ],
+)
+def test_read_only_commands_on_the_demo_config_write_no_demo_data(
+    pipeline: Path, command: list[str]
+) -> None:
+    """`demo_tasks: true`: the suite is written when a task is first loaded, not when the
+    config is (`adapterfleet tasks`, `run` and `demo` write it)."""
+    demo = Path(__file__).resolve().parents[2] / "configs" / "demo.yaml"
+    storage = pipeline.parent / "runs"
+    result = runner.invoke(app, [*command, "-c", str(demo), "-o", f"storage={storage}"])
+    assert result.exit_code in (0, 2), result.output
+    assert "Traceback" not in result.output
+    assert not storage.exists()
+
+
 def test_status_shows_the_plan_without_creating_a_store(pipeline: Path) -> None:
     result = runner.invoke(app, ["status", "-c", str(pipeline)])
     assert result.exit_code == 0, result.output

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from adapterfleet.data.choices import choice_rows
+from adapterfleet.data.demo import ensure_demo_files
 from adapterfleet.data.errors import TaskError
 from adapterfleet.data.readers import RawSplit, read_file
 from adapterfleet.data.regression import NumberLabel, label_feature
@@ -63,7 +64,10 @@ class TaskData:
 
 
 def load_task(spec: TaskSpec) -> TaskData:
-    """Load, check and normalise a task; every problem is a one-line `TaskError`."""
+    """Load, check and normalise a task; every problem is a one-line `TaskError`. A demo
+    task's files are written first (`data/demo.py`)."""
+    if spec.demo_seed is not None:
+        ensure_demo_files(spec)
     skipped: dict[str, int] = {}
     train = _rows(spec, "train", spec.train, skipped)
     if spec.dev is not None:

@@ -113,6 +113,7 @@ class TaskSpec:
     metrics: tuple[str, ...] = ("accuracy",)
     value_range: tuple[float, float] | None = None  # regression: `range`, the labels' bounds
     pooling: str | None = None  # cls | mean | last; None: what the base model's family does
+    demo_seed: int | None = None  # a demo task: `load_task` writes its files (data/demo.py)
 
     @property
     def num_labels(self) -> int:
@@ -144,7 +145,8 @@ class TaskSpec:
         return _Parser(name, Path(data_root)).task(mapping)
 
     def to_mapping(self) -> dict[str, Any]:
-        """The YAML form of this spec (paths absolute); `from_mapping` of it gives it back."""
+        """The YAML form of this spec (paths absolute); `from_mapping` of it gives it back
+        (`demo_seed` aside: where the files come from, not what they hold)."""
         out: dict[str, Any] = {
             "type": self.kind,
             "train": self.train.to_mapping(),

@@ -118,14 +118,35 @@ def test_a_set_value_that_is_not_yaml_says_so(pipeline: Path) -> None:
 def test_a_dotted_task_name_is_found_by_set(pipeline: Path) -> None:
     text = pipeline.read_text().replace("  b: {", "  glue.rte: {").replace("all}", "[a]}")
     pipeline.write_text(text)
-    override = "tasks.glue.rte.max_train_examples=1"
+    override = "tasks.glue.rte.max_dev_examples=1"  # one training row would be one label
     result = runner.invoke(app, ["tasks", "-c", str(pipeline), "-o", override])
     assert result.exit_code == 0, result.output
     rows = {
-        line.split("|")[1].strip(): line.split("|")[2].strip()
+        line.split("|")[1].strip(): line.split("|")[3].strip()
         for line in result.output.splitlines()[2:]
     }
     assert rows == {"a": "2", "glue.rte": "1"}
+
+
+# ------------------------------------------------------------ bad data, a separate tasks file
+
+
+@pytest.mark.parametrize(
+    ("data", "words"),
+    [
+        ('{"sentence": ["a", "b"], "label": 0}', ("column 'sentence' (text_fields): holds a list",
+                                                  "record 1 of")),
+        ('{"sentence": 7, "label": 0}', ("holds a number (7), not text",)),
+        ('{"sentence": "a", "label": 0}', ("all 2 training rows have the label '0'",)),
+    ],
+)  # fmt: skip
+def test_bad_data_is_one_line_naming_the_row(
+    pipeline: Path, data: str, words: tuple[str, ...]
+) -> None:
+    (pipeline.parent / "t.jsonl").write_text(f"{data}\n" + '{"sentence": "b", "label": 0}\n')
+    result = runner.invoke(app, ["tasks", "-c", str(pipeline), "-o", "tasks.a.train=t.jsonl"])
+    refused(result, "task 'a', train", *words)
+    assert not (pipeline.parent / "runs").exists()
 
 
 def test_a_nul_character_in_a_tasks_file_is_refused(pipeline: Path) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from adapterfleet.data.choices import ChoiceLayout
 from adapterfleet.data.errors import TaskError
+from adapterfleet.data.quality import SKIP_KEY, parse_skip_limit
 from adapterfleet.data.regression import RANGE_KEY, parse_range
 from adapterfleet.data.slices import check_rows_apart, row_range
 from adapterfleet.errors import user_path
@@ -48,6 +49,7 @@ TASK_KEYS = (
     "metrics",
     RANGE_KEY,
     "pooling",
+    SKIP_KEY,
 )
 FILE_SPLIT_KEYS = ("path", "format", "header", "columns", "encoding", "rename", "rows")
 HUB_SPLIT_KEYS = ("split", "rename", "rows")
@@ -113,6 +115,7 @@ class TaskSpec:
     metrics: tuple[str, ...] = ("accuracy",)
     value_range: tuple[float, float] | None = None  # regression: `range`, the labels' bounds
     pooling: str | None = None  # cls | mean | last; None: what the base model's family does
+    max_skipped_fraction: float | None = None  # of a split's records; None: quality.SKIP_LIMIT
     demo_seed: int | None = None  # a demo task: `load_task` writes its files (data/demo.py)
 
     @property
@@ -168,6 +171,7 @@ class TaskSpec:
             "max_dev_examples": self.max_dev_examples,
             RANGE_KEY: list(self.value_range) if self.value_range else None,
             "pooling": self.pooling,
+            SKIP_KEY: self.max_skipped_fraction,
         }
         out.update({k: v for k, v in optional.items() if v is not None})
         return out
@@ -237,6 +241,7 @@ class _Parser:
             metrics=self.str_list(raw, "metrics", default=DEFAULT_METRICS.get(kind, ("accuracy",))),
             value_range=self.value_range(raw, kind),
             pooling=self.pooling(raw),
+            max_skipped_fraction=parse_skip_limit(self.fail, raw.get(SKIP_KEY)),
         )
 
     def pooling(self, raw: Mapping[str, Any]) -> str | None:

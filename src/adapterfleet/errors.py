@@ -6,12 +6,15 @@ with one line that names the field or the thing and the fix. The CLI catches `Us
 prints `error: <line>` and exits 2; anything else is a bug and keeps its traceback.
 
 `user_path` resolves a path a person gave, so that a symlink loop or an unreadable folder is
-such an error too (Python 3.11's `Path.resolve` raises RuntimeError on a loop).
+such an error too (Python 3.11's `Path.resolve` raises RuntimeError on a loop). `nul_at` finds a
+NUL character in a YAML document, which no file system, URI or shell takes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 
 class UserError(Exception):
@@ -35,3 +38,17 @@ def user_path(value: str | Path, where: str) -> Path:
     except OSError as error:  # a loop (Python 3.13+) or a folder on the way that cannot be read
         reason = error.strerror or type(error).__name__
         raise PathError(f"{where}: cannot resolve {path} ({reason}); fix the path") from None
+
+
+def nul_at(value: Any, where: str = "") -> tuple[str, str] | None:
+    """(the dotted place, the text) of the first key or text in `value` (a YAML document:
+    mappings, lists, scalars) that holds a NUL character; None when none does."""
+    if isinstance(value, str):
+        return (where, value) if "\x00" in value else None
+    items: list[tuple[Any, str]] = []
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            items += [(key, where), (item, f"{where}.{key}" if where else str(key))]
+    elif isinstance(value, list):
+        items = [(item, f"{where}[{index}]") for index, item in enumerate(value)]
+    return next((found for item, place in items if (found := nul_at(item, place))), None)

@@ -118,14 +118,47 @@ def test_a_set_value_that_is_not_yaml_says_so(pipeline: Path) -> None:
 def test_a_dotted_task_name_is_found_by_set(pipeline: Path) -> None:
     text = pipeline.read_text().replace("  b: {", "  glue.rte: {").replace("all}", "[a]}")
     pipeline.write_text(text)
-    override = "tasks.glue.rte.max_train_examples=1"
+    override = "tasks.glue.rte.max_dev_examples=1"  # one training row would be one label
     result = runner.invoke(app, ["tasks", "-c", str(pipeline), "-o", override])
     assert result.exit_code == 0, result.output
     rows = {
-        line.split("|")[1].strip(): line.split("|")[2].strip()
+        line.split("|")[1].strip(): line.split("|")[3].strip()
         for line in result.output.splitlines()[2:]
     }
     assert rows == {"a": "2", "glue.rte": "1"}
+
+
+# ------------------------------------------------------------ bad data, a separate tasks file
+
+
+@pytest.mark.parametrize(
+    ("data", "words"),
+    [
+        ('{"sentence": ["a", "b"], "label": 0}', ("column 'sentence' (text_fields): holds a list",
+                                                  "record 1 of")),
+        ('{"sentence": 7, "label": 0}', ("holds a number (7), not text",)),
+        ('{"sentence": "a", "label": 0}', ("all 2 training rows have the label '0'",)),
+    ],
+)  # fmt: skip
+def test_bad_data_is_one_line_naming_the_row(
+    pipeline: Path, data: str, words: tuple[str, ...]
+) -> None:
+    (pipeline.parent / "t.jsonl").write_text(f"{data}\n" + '{"sentence": "b", "label": 0}\n')
+    result = runner.invoke(app, ["tasks", "-c", str(pipeline), "-o", "tasks.a.train=t.jsonl"])
+    refused(result, "task 'a', train", *words)
+    assert not (pipeline.parent / "runs").exists()
+
+
+def test_a_nul_character_in_a_tasks_file_is_refused(pipeline: Path) -> None:
+    tasks = pipeline.parent / "tasks.yaml"
+    task = '{train: t.tsv, dev: t.tsv, text_fields: ["sentence\\0"], label_names: [0, 1]}'
+    tasks.write_text(f"tasks:\n  a: {task}\n")  # YAML's "\0" is a NUL character
+    text = pipeline.read_text().split("tasks:")[0].replace("data_root: .\n", "")
+    pipeline.write_text(text + "tasks_file: tasks.yaml\nadapters: {reduction_factors: [16]}\n")
+    line = refused(runner.invoke(app, ["tasks", "-c", str(pipeline)]), "holds a NUL character")
+    assert f"tasks config {tasks}, tasks.a.text_fields[0]: 'sentence\\x00' holds" in line, line
+    assert line.endswith("remove it")
+    assert not (pipeline.parent / "runs").exists()
 
 
 # ------------------------------------------------- read-only commands, and a store that is silent
@@ -145,6 +178,29 @@ def test_read_only_commands_never_create_a_store(pipeline: Path, command: list[s
     result = runner.invoke(app, [*command, "-c", str(pipeline)])
     refused(result, f"no tracking store at {pipeline.parent / 'runs' / 'mlflow.db'}", "run the")
     assert not (pipeline.parent / "runs").exists()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["status"],
+        ["adapters"],
+        ["pull", "demo_delivery", "--to", "pulled"],
+        ["predict", "demo_sentiment", "--input", "t.tsv", "--out", "p.jsonl"],
+        ["report"],
+    ],
+)
+def test_read_only_commands_on_the_demo_config_write_no_demo_data(
+    pipeline: Path, command: list[str]
+) -> None:
+    """`demo_tasks: true`: the suite is written when a task is first loaded, not when the
+    config is (`adapterfleet tasks`, `run` and `demo` write it)."""
+    demo = Path(__file__).resolve().parents[2] / "configs" / "demo.yaml"
+    storage = pipeline.parent / "runs"
+    result = runner.invoke(app, [*command, "-c", str(demo), "-o", f"storage={storage}"])
+    assert result.exit_code in (0, 2), result.output
+    assert "Traceback" not in result.output
+    assert not storage.exists()
 
 
 def test_status_shows_the_plan_without_creating_a_store(pipeline: Path) -> None:

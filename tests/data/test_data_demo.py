@@ -6,7 +6,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from adapterfleet.data import generate_demo_suite, load_task, load_tasks_config
+from adapterfleet.data import demo_suite_specs, generate_demo_suite, load_task, load_tasks_config
 
 SIZES = {
     "demo_sentiment": (1500, 300),
@@ -63,3 +63,20 @@ def test_target_is_built_from_what_the_sources_teach(tmp_path: Path) -> None:
     assert sum(several_aspects) / len(several_aspects) > 0.8
     aspect = tasks["demo_aspect"]
     assert aspect.label_names == ("delivery", "product", "price", "service")
+
+
+def test_demo_specs_write_nothing_until_a_task_is_loaded(tmp_path: Path) -> None:
+    """`demo_tasks: true` in a config: its specs are made without a file (read-only commands
+    write nothing); the first `load_task` writes the whole suite, the same bytes as
+    `generate_demo_suite`, and the specs are those it gives (config hashes unchanged)."""
+    lazy = demo_suite_specs(tmp_path / "lazy", seed=0)
+    assert not (tmp_path / "lazy").exists()
+    written = generate_demo_suite(tmp_path / "eager", seed=0)
+    eager_files = _files(tmp_path / "eager")
+    for name, spec in lazy.items():
+        assert spec.demo_seed == 0 and written[name].demo_seed is None
+        moved = str(spec.to_mapping()).replace(str(tmp_path / "lazy"), str(tmp_path / "eager"))
+        assert moved == str(written[name].to_mapping())
+    task = load_task(lazy["demo_aspect"])
+    assert _files(tmp_path / "lazy") == eager_files
+    assert (len(task.train), len(task.dev)) == SIZES["demo_aspect"]

@@ -14,7 +14,11 @@ SPEC = {
     "text_fields": ["sentence1", "sentence2"],
     "label_names": ["entailment", "not_entailment"],
 }
-GOOD = "index\tsentence1\tsentence2\tlabel\n0\tA cat.\tAn animal.\tentailment\n"
+GOOD = (
+    "index\tsentence1\tsentence2\tlabel\n"
+    "0\tA cat.\tAn animal.\tentailment\n"
+    "1\tA dog.\tA fish.\tnot_entailment\n"
+)
 
 
 def _load_error(tmp_path: Path, write_config, spec: dict, train: str | bytes = GOOD) -> str:
@@ -93,7 +97,7 @@ def test_a_byte_order_mark_is_never_part_of_a_column_name(tmp_path: Path, write_
     (tmp_path / "dev.tsv").write_text(GOOD)
     spec = {**SPEC, "train": {"path": "train.tsv", "encoding": "utf-8"}}  # said, not the default
     task = load_task(load_tasks_config(write_config({"rte": spec}))["rte"])
-    assert len(task.train) == 1
+    assert len(task.train) == 2
 
 
 def test_wrong_encoding(tmp_path: Path, write_config) -> None:

@@ -108,6 +108,7 @@ def test_malformed_rows_are_skipped_counted_and_logged(
     (tmp_path / "d.jsonl").write_text('{"a": "x", "b": "y", "l": 0}\nnot json\n{"a": null}\n')
     source = {"path": "q.tsv", "header": False, "columns": ["i", "j", "a", "b", "l"]}
     spec = {"train": source, "dev": "d.jsonl", "text_fields": ["a", "b"], "label_field": "l"}
+    spec["max_skipped_fraction"] = 0.7  # a tiny file: 2 of 3 dev records are bad
     with caplog.at_level(logging.WARNING, logger="adapterfleet.data"):
         task = _load(write_config, {"q": {**spec, "label_names": ["0", "1"]}})["q"]
     assert task.train["text_a"] == ["C", "E"] and task.train["label"] == [0, 1]

@@ -79,9 +79,10 @@ def test_rows_past_the_end_of_the_file_are_refused(tmp_path: Path, write_config)
 def test_rows_also_slice_a_held_out_dev_fraction(tmp_path: Path, write_config) -> None:
     _file(tmp_path)
     spec = {"text_fields": ["text"], "label_names": ["no", "yes"], "dev_fraction": 0.5}
-    spec["train"] = {"path": "all.tsv", "rows": [2, 6]}
+    spec["train"] = {"path": "all.tsv", "rows": [2, 10]}  # 4 training rows: both labels
     task = load_task(load_tasks_config(write_config({"t": spec}))["t"])
-    assert sorted([*task.train["text_a"], *task.dev["text_a"]]) == [f"row {i}" for i in range(2, 6)]
+    held = sorted([*task.train["text_a"], *task.dev["text_a"]])
+    assert held == sorted(f"row {i}" for i in range(2, 10))
 
 
 @needs_csqa

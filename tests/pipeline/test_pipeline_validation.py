@@ -10,6 +10,7 @@ import shutil
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +131,32 @@ def _declared_layout_with_a_wrong_path(doc: dict[str, Any]) -> None:
     }
 
 
+def _numbers_as_text(doc: dict[str, Any]) -> None:
+    records = [{"text": i, "label": ["no", "yes"][i % 2]} for i in range(8)]
+    lines = [json.dumps(r) for r in records]
+    (Path(doc["data_root"]) / "numbers.jsonl").write_text("\n".join(lines) + "\n")
+    doc["tasks"]["water"]["train"] = "numbers.jsonl"
+
+
+def _edit_water_train(doc: dict[str, Any], edit: Callable[[list[str]], list[str]]) -> None:
+    path = Path(doc["data_root"]) / "water_train.tsv"
+    header, *rows = path.read_text().splitlines()
+    path.write_text("\n".join([header, *edit(rows)]) + "\n")
+
+
+def _one_label(doc: dict[str, Any]) -> None:
+    _edit_water_train(doc, lambda rows: [row for row in rows if row.endswith("\tyes")])
+
+
+def _mostly_malformed(doc: dict[str, Any]) -> None:
+    """A comma where the tab should be, in 3 rows of 4: each is one field, not two."""
+
+    def commas(rows: list[str]) -> list[str]:
+        return [row.replace("\t", ",") if i % 4 else row for i, row in enumerate(rows)]
+
+    _edit_water_train(doc, commas)
+
+
 def _cuda_without_gpu(doc: dict[str, Any]) -> None:
     doc["adapters"]["training"]["device"] = "cuda"
 
@@ -238,6 +265,24 @@ CASES = {
         r"--num-cpus: expected an integer >= 1",
     ),
     "--num-cpus -1": (lambda doc: None, ("--num-cpus", "-1"), r"--num-cpus: .* got -1"),
+    # issue #22: bad data that used to be trained on
+    "a text field holding numbers": (
+        _numbers_as_text,
+        (),
+        r"task 'water', train column 'text' \(text_fields\): holds a number \(0\), not text "
+        r"\(record 1 of .*numbers\.jsonl\); name a column of text",
+    ),
+    "a training split with one label": (
+        _one_label,
+        (),
+        r"task 'water', train 'label': all 40 training rows have the label 'yes'",
+    ),
+    "a training split mostly malformed": (
+        _mostly_malformed,
+        (),
+        r"task 'water', train: 60 of 80 records of .*water_train\.tsv \(75%\) were skipped "
+        r"\(malformed at lines/records 3, 4, 5, 7, 8, \.\.\.\); more than max_skipped_fraction 0.1",
+    ),
 }
 
 

@@ -183,6 +183,8 @@ def test_headerless_tsv_with_named_columns(world, tmp_path):
         ("bad json", TaskError, ["not valid JSON"]),
         ("bad format", TaskError, ["unknown format", "--format"]),
         ("empty value", TaskError, ["input row 1", "no value for 'text'"]),
+        ("blank text", TaskError, ["input row 1", "an empty value for 'text'"]),
+        ("a list as text", TaskError, ["input column 'text': holds a list (['a', 'b'])"]),
         ("bad suffix", ConfigError, ["--out", "'.txt'", ".jsonl, .ndjson, .csv"]),
     ],
 )
@@ -209,6 +211,12 @@ def test_errors_are_one_line_naming_the_field_and_the_fix(world, tmp_path, case,
     elif case == "empty value":
         path = tmp_path / "gap.jsonl"
         path.write_text('{"text": "apple"}\n{"text": null}\n')
+    elif case == "blank text":
+        path = tmp_path / "gap.jsonl"
+        path.write_text('{"text": "apple"}\n{"text": "  "}\n')
+    elif case == "a list as text":
+        path = tmp_path / "list.jsonl"
+        path.write_text('{"text": ["a", "b"]}\n')
     elif case == "bad suffix":
         out = tmp_path / "out.txt"
     with pytest.raises(error) as raised:

@@ -17,6 +17,7 @@ import yaml
 from adapterfleet.config.fields import ConfigError, as_mapping
 from adapterfleet.config.schema import PipelineConfig, parse_config
 from adapterfleet.data import load_yaml
+from adapterfleet.errors import nul_at
 
 
 def load_config(path: str | Path, overrides: Sequence[str] = ()) -> PipelineConfig:
@@ -29,18 +30,13 @@ def load_config(path: str | Path, overrides: Sequence[str] = ()) -> PipelineConf
     return parse_config(document, path.parent)
 
 
-def refuse_nul(value: Any, where: str = "config") -> None:
+def refuse_nul(document: Any) -> None:
     """No key or text of the document holds a NUL character: no file system, URI or shell
-    takes one, and Python's path functions raise on it."""
-    if isinstance(value, str) and "\x00" in value:
-        raise ConfigError(f"{where}: {value!r} holds a NUL character (\\0); remove it")
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            refuse_nul(key, where)
-            refuse_nul(item, f"{where}.{key}" if where != "config" else str(key))
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            refuse_nul(item, f"{where}[{index}]")
+    takes one, and Python's path functions raise on it. (A `tasks_file`: `load_tasks_config`.)"""
+    found = nul_at(document)
+    if found is not None:
+        where, text = found
+        raise ConfigError(f"{where or 'config'}: {text!r} holds a NUL character (\\0); remove it")
 
 
 def read_document(path: Path) -> dict[str, Any]:

@@ -33,7 +33,7 @@ from adapterfleet.config.task_metrics import checked_task_metrics
 from adapterfleet.data import (
     TaskError,
     TaskSpec,
-    generate_demo_suite,
+    demo_suite_specs,
     load_tasks_config,
     tasks_from_mapping,
 )
@@ -175,7 +175,8 @@ def parse_config(document: Mapping[str, Any], base_dir: Path) -> PipelineConfig:
 
 def read_tasks(document: Mapping[str, Any], base_dir: Path, storage: Path) -> dict[str, TaskSpec]:
     """The tasks of exactly one of `tasks_file`, inline `tasks` (with `data_root`) or
-    `demo_tasks: true` (generated under `<storage>/demo-data`)."""
+    `demo_tasks: true` (under `<storage>/demo-data`, written when a task is first loaded, so
+    loading a config writes nothing)."""
     given = [k for k in ("tasks_file", "tasks", "demo_tasks") if document.get(k)]
     if len(given) != 1:
         raise ConfigError(
@@ -183,7 +184,7 @@ def read_tasks(document: Mapping[str, Any], base_dir: Path, storage: Path) -> di
             f"or demo_tasks: true; found {given or 'none'}"
         )
     if given[0] == "demo_tasks":
-        return generate_demo_suite(storage / "demo-data")
+        return demo_suite_specs(storage / "demo-data")
     if given[0] == "tasks_file":
         return load_tasks_config(base_dir / str(document["tasks_file"]))
     inline = {k: document[k] for k in ("data_root", "tasks") if k in document}

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
         tokenizer_fingerprint,
     )
     from adapterfleet.data.config_file import load_tasks_config, load_yaml, tasks_from_mapping
-    from adapterfleet.data.demo import generate_demo_suite
+    from adapterfleet.data.demo import demo_suite_specs, generate_demo_suite
     from adapterfleet.data.errors import TaskError
     from adapterfleet.data.loading import TaskData, load_task
     from adapterfleet.data.tasks import SplitSource, TaskSpec
@@ -46,6 +46,7 @@ _WHERE = {
     "make_dataloader": "batching",
     "padding_fraction": "batching",
     "generate_demo_suite": "demo",
+    "demo_suite_specs": "demo",
 }
 __all__ = [
     "LengthGroupedBatchSampler",
@@ -56,6 +57,7 @@ __all__ = [
     "TaskSpec",
     "TokenizedSplit",
     "TokenizedTask",
+    "demo_suite_specs",
     "generate_demo_suite",
     "load_task",
     "load_tasks_config",

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from adapterfleet.data.errors import TaskError
+from adapterfleet.data.quality import RowRef, cell_text, check_once
 
 if TYPE_CHECKING:
     from adapterfleet.data.readers import RawSplit
@@ -181,6 +182,7 @@ def check_columns(spec: TaskSpec, split: str, raw: RawSplit, *, labels: bool = F
             )
         if top != column:
             _check_nested(spec, split, raw, key, column)
+    check_once(spec, split, raw, wanted)
 
 
 def _check_nested(spec: TaskSpec, split: str, raw: RawSplit, key: str, column: str) -> None:
@@ -199,68 +201,81 @@ def _check_nested(spec: TaskSpec, split: str, raw: RawSplit, key: str, column: s
 
 def choice_rows(
     spec: TaskSpec, split: str, raw: RawSplit, first: int = 1
-) -> tuple[list[tuple[Any, ...]], int]:
-    """(context, choice 1..n, answer index) per record; records with a missing value are
-    dropped and counted. `first` is the number of the first record (a `rows:` slice starts
-    later in its file)."""
+) -> tuple[list[tuple[Any, ...]], list[int]]:
+    """(context, choice 1..n, answer index) per record, and the numbers of the records dropped
+    for a missing or empty value. `first` is the number of the first record (a `rows:` slice
+    starts later in its file)."""
     check_columns(spec, split, raw, labels=True)
     rows: list[tuple[Any, ...]] = []
-    bad = 0
+    missing: list[int] = []
     for number, record in enumerate(raw.rows, start=first):
         where = RowRef(spec, split, raw.source, number)
         texts = record_texts(spec, record, where)
         answer = value_at(record, spec.label_field)
         if texts is None or answer is None or answer is _MISSING:
-            bad += 1
+            missing.append(number)
             continue
         labels = _row_labels(spec, record, len(texts) - 1, where)
         if labels is _MISSING:
-            bad += 1
+            missing.append(number)
             continue
         rows.append((*texts, answer_index(spec, answer, texts[1:], labels, where)))
-    return rows, bad
-
-
-@dataclass(frozen=True)
-class RowRef:
-    """One record of a split, for errors: `task 'x', <split> <key>: ... (record N of <file>)`."""
-
-    spec: TaskSpec
-    split: str
-    source: str
-    number: int
-
-    def error(self, key: str, problem: str, fix: str) -> TaskError:
-        text = f"{problem} (record {self.number} of {self.source})"
-        return TaskError(self.spec.name, f"{self.split} {key}", text, fix)
+    return rows, missing
 
 
 def record_texts(
     spec: TaskSpec, record: Mapping[str, Any], where: RowRef
 ) -> tuple[str, ...] | None:
-    """(context, choice 1..n) of one record; None when a value is missing. A count other than
-    the task's, a list that is not a list and a sentence without its blank are refused."""
+    """(context, choice 1..n) of one record; None when a value is missing, or the context is
+    empty (no question to answer; an empty choice is a choice). A count other than the task's,
+    a list that is not a list, a value that is not text (a choice may be a number) and a
+    sentence without its blank are refused."""
     layout = spec.choice_layout
-    context = [value_at(record, name) for name in layout.context]
-    if layout.list_column is not None:
-        choices = _as_list(value_at(record, layout.list_column), "choices.list", where)
-    else:
-        choices = [value_at(record, name) for name in layout.fields]
-    if choices is None or any(v is None or v is _MISSING for v in [*context, *choices]):
+    texts = _choice_texts(layout, record, where)
+    context = [_present(value_at(record, name)) for name in layout.context]
+    if texts is None or None in texts or None in context:
         return None
-    texts = [_text(v) for v in choices]
+    parts = [
+        cell_text(v, f"column {n!r} (choices.context)", where, empty=True) or ""
+        for v, n in zip(context, layout.context, strict=True)
+    ]
+    if layout.context and layout.fill is None and not any(p.strip() for p in parts):
+        return None
     if len(texts) != spec.num_labels:
         names = list(spec.label_names)
         problem = f"{len(texts)} choices, the task has {spec.num_labels} (label_names {names})"
         raise where.error("choices", problem, COUNT_FIX)
-    parts = [_text(v) for v in context]
     if layout.fill is not None:
-        sentence = value_at(record, layout.fill)
-        if sentence is None or sentence is _MISSING:
+        key = f"column {layout.fill!r} (choices.fill)"
+        sentence = cell_text(_present(value_at(record, layout.fill)), key, where)
+        if sentence is None:
             return None
-        prefix, texts = _filled(_text(sentence), texts, layout.blank, where)
+        prefix, texts = _filled(sentence, texts, layout.blank, where)
         parts.append(prefix)
     return (" ".join(p for p in parts if p), *texts)
+
+
+def _choice_texts(
+    layout: ChoiceLayout, record: Mapping[str, Any], where: RowRef
+) -> list[str | None] | None:
+    """The texts of a record's choices (None in it: a choice missing; None: the list is)."""
+    if layout.list_column is not None:
+        values = _as_list(value_at(record, layout.list_column), "choices.list", where)
+        keys = [f"column {layout.list_column!r} (choices.list)"] * len(values or ())
+    else:
+        values = [value_at(record, name) for name in layout.fields]
+        keys = [f"column {name!r} (choices.fields)" for name in layout.fields]
+    if values is None:
+        return None
+    return [
+        cell_text(_present(v), key, where, numbers=True, empty=True)
+        for v, key in zip(values, keys, strict=True)
+    ]
+
+
+def _present(value: Any) -> Any:
+    """`value`, None for a column the record lacks."""
+    return None if value is _MISSING else value
 
 
 def _filled(sentence: str, options: list[str], blank: str, where: RowRef) -> tuple[str, list[str]]:

@@ -11,7 +11,7 @@ import yaml
 
 from adapterfleet.data.errors import TaskError
 from adapterfleet.data.tasks import TaskSpec
-from adapterfleet.errors import user_path
+from adapterfleet.errors import nul_at, user_path
 
 TOP_KEYS = ("data_root", "tasks")
 
@@ -60,6 +60,10 @@ def load_tasks_config(
         raise TaskError(None, where, f"cannot read it as UTF-8 text ({exc})", fix) from None
     if not isinstance(document, Mapping):
         raise TaskError(None, where, "expected a mapping with data_root and tasks")
+    found = nul_at(document)
+    if found is not None:  # as the pipeline document (config/document.py)
+        problem = f"{found[1]!r} holds a NUL character (\\0)"
+        raise TaskError(None, f"{where}, {found[0] or 'key'}", problem, "remove it")
     return tasks_from_mapping(document, path.parent, overrides, where)
 
 

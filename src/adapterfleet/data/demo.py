@@ -10,7 +10,10 @@ aspects, contrasts and negations: it needs all three skills and has only 100 tra
 from __future__ import annotations
 
 import csv
+import dataclasses
+import io
 import json
+import os
 import random
 from collections.abc import Callable
 from pathlib import Path
@@ -18,15 +21,18 @@ from typing import Any
 
 import yaml
 
-from adapterfleet.data.config_file import load_tasks_config
+from adapterfleet.data.config_file import load_tasks_config, tasks_from_mapping
 from adapterfleet.data.demo_text import ASPECTS, balanced, clause, sentence
+from adapterfleet.data.errors import TaskError
 from adapterfleet.data.tasks import TaskSpec
 
 SOURCE_SIZES = (1500, 300)
 TARGET_SIZES = (100, 300)
 CONFIG_NAME = "tasks.yaml"
+NEGATION_LABELS = ("affirmed", "negated")
 
 Example = tuple[str, str]  # (text, label)
+_written: set[tuple[Path, int]] = set()  # (folder, seed) this process has written
 
 
 def generate_demo_suite(directory: str | Path, seed: int = 0) -> dict[str, TaskSpec]:
@@ -35,74 +41,101 @@ def generate_demo_suite(directory: str | Path, seed: int = 0) -> dict[str, TaskS
     Same seed, same bytes. Labels are balanced in every split; no text repeats within a task.
     """
     root = Path(directory)
-    root.mkdir(parents=True, exist_ok=True)
-    tasks = {
-        "demo_sentiment": _sentiment_task(root, seed),
-        "demo_aspect": _aspect_task(root, seed),
-        "demo_negation": _negation_task(root, seed),
-        "demo_delivery": _delivery_task(root, seed),
-    }
-    document = {"data_root": ".", "tasks": tasks}
-    config = root / CONFIG_NAME
-    config.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
-    return load_tasks_config(config)
+    _write_changed(root, _suite_files(seed))
+    return load_tasks_config(root / CONFIG_NAME)
 
 
-def _sentiment_task(root: Path, seed: int) -> dict[str, Any]:
-    """A TSV with a header."""
-    train, dev = _examples(seed, "sentiment", _sentiment, ("negative", "positive"), SOURCE_SIZES)
-    _write_tsv(root / "sentiment_train.tsv", train)
-    _write_tsv(root / "sentiment_dev.tsv", dev)
-    return {
-        "train": "sentiment_train.tsv",
-        "dev": "sentiment_dev.tsv",
-        "text_fields": ["review"],
-        "label_field": "sentiment",
-        "label_names": ["negative", "positive"],
-    }
+def demo_suite_specs(directory: str | Path, seed: int = 0) -> dict[str, TaskSpec]:
+    """The demo tasks, their files in ``directory``, with nothing written: each spec carries
+    ``demo_seed`` and `load_task` writes the suite (`ensure_demo_files`) before it reads one.
+    So a config with ``demo_tasks: true`` writes nothing when it loads (a read-only command
+    never does), and its specs, config hashes included, are those `generate_demo_suite` gives.
+    """
+    where = f"demo tasks in {directory}"
+    specs = tasks_from_mapping(_document(), Path(directory), where=where)
+    return {name: dataclasses.replace(spec, demo_seed=seed) for name, spec in specs.items()}
 
 
-def _aspect_task(root: Path, seed: int) -> dict[str, Any]:
-    """JSON lines, four classes."""
-    train, dev = _examples(seed, "aspect", _aspect, ASPECTS, SOURCE_SIZES)
-    _write_jsonl(root / "aspect_train.jsonl", train)
-    _write_jsonl(root / "aspect_dev.jsonl", dev)
-    return {
-        "train": "aspect_train.jsonl",
-        "dev": "aspect_dev.jsonl",
-        "text_fields": ["sentence"],
-        "label_field": "aspect",
-        "label_names": list(ASPECTS),
-    }
+def ensure_demo_files(spec: TaskSpec) -> None:
+    """Write the demo suite a demo task's files belong to (its folder, its seed), once per
+    process while they are there: a file whose bytes are right already is left alone, any
+    other replaced whole (another process reading it sees the old file or the new one)."""
+    assert spec.demo_seed is not None and spec.train.path is not None
+    key = (spec.train.path.parent, spec.demo_seed)
+    if key in _written and spec.train.path.is_file():
+        return
+    try:
+        _write_changed(key[0], _suite_files(key[1]))
+    except OSError as error:
+        problem = f"cannot write the demo data to {key[0]} ({error.strerror or error})"
+        raise TaskError(spec.name, "demo_tasks", problem, "check storage") from None
+    _written.add(key)
 
 
-def _negation_task(root: Path, seed: int) -> dict[str, Any]:
-    """A CSV without header (its columns declared), labels as class indices."""
-    names = ("affirmed", "negated")
-    train, dev = _examples(seed, "negation", _negation, names, SOURCE_SIZES)
-    _write_headerless_csv(root / "negation_train.csv", train, names)
-    _write_headerless_csv(root / "negation_dev.csv", dev, names)
-    columns = ["id", "text", "negated"]
-    splits = {
-        split: {"path": f"negation_{split}.csv", "header": False, "columns": columns}
+def _document() -> dict[str, Any]:
+    """``tasks.yaml`` of the suite: four tasks in four formats."""
+    negation_columns = ["id", "text", "negated"]  # one list: YAML writes it once, as an anchor
+    negation = {
+        split: {"path": f"negation_{split}.csv", "header": False, "columns": negation_columns}
         for split in ("train", "dev")
     }
-    return splits | {"text_fields": ["text"], "label_field": "negated", "label_names": list(names)}
-
-
-def _delivery_task(root: Path, seed: int) -> dict[str, Any]:
-    """The low-resource target: a JSON object of records, scored by accuracy and F1."""
-    train, dev = _examples(seed, "delivery", _delivery, ("no", "yes"), TARGET_SIZES)
-    _write_json_records(root / "delivery_train.json", train)
-    _write_json_records(root / "delivery_dev.json", dev)
-    return {
-        "train": "delivery_train.json",
-        "dev": "delivery_dev.json",
-        "text_fields": ["review"],
-        "label_field": "satisfied_with_delivery",
-        "label_names": ["no", "yes"],
-        "metrics": ["accuracy", "f1"],
+    tasks = {
+        "demo_sentiment": {  # a TSV with a header
+            "train": "sentiment_train.tsv",
+            "dev": "sentiment_dev.tsv",
+            "text_fields": ["review"],
+            "label_field": "sentiment",
+            "label_names": ["negative", "positive"],
+        },
+        "demo_aspect": {  # JSON lines, four classes
+            "train": "aspect_train.jsonl",
+            "dev": "aspect_dev.jsonl",
+            "text_fields": ["sentence"],
+            "label_field": "aspect",
+            "label_names": list(ASPECTS),
+        },
+        # A CSV without header (its columns declared), labels as class indices.
+        "demo_negation": negation
+        | {"text_fields": ["text"], "label_field": "negated", "label_names": list(NEGATION_LABELS)},
+        "demo_delivery": {  # the low-resource target: a JSON object of records, accuracy and F1
+            "train": "delivery_train.json",
+            "dev": "delivery_dev.json",
+            "text_fields": ["review"],
+            "label_field": "satisfied_with_delivery",
+            "label_names": ["no", "yes"],
+            "metrics": ["accuracy", "f1"],
+        },
     }
+    return {"data_root": ".", "tasks": tasks}
+
+
+def _suite_files(seed: int) -> dict[str, str]:
+    """The text of every file of the suite, by name."""
+    sentiment = _examples(seed, "sentiment", _sentiment, ("negative", "positive"), SOURCE_SIZES)
+    aspect = _examples(seed, "aspect", _aspect, ASPECTS, SOURCE_SIZES)
+    negation = _examples(seed, "negation", _negation, NEGATION_LABELS, SOURCE_SIZES)
+    delivery = _examples(seed, "delivery", _delivery, ("no", "yes"), TARGET_SIZES)
+    files = {}
+    for index, split in enumerate(("train", "dev")):
+        files[f"sentiment_{split}.tsv"] = _tsv(sentiment[index])
+        files[f"aspect_{split}.jsonl"] = _jsonl(aspect[index])
+        files[f"negation_{split}.csv"] = _headerless_csv(negation[index], NEGATION_LABELS)
+        files[f"delivery_{split}.json"] = _json_records(delivery[index])
+    files[CONFIG_NAME] = yaml.safe_dump(_document(), sort_keys=False)
+    return files
+
+
+def _write_changed(root: Path, files: dict[str, str]) -> None:
+    """Write each file whose bytes differ from what ``root`` holds, through a temporary file
+    renamed over it."""
+    root.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        path, data = root / name, text.encode("utf-8")
+        if path.is_file() and path.read_bytes() == data:
+            continue
+        temporary = root / f".{name}.{os.getpid()}.tmp"
+        temporary.write_bytes(data)
+        os.replace(temporary, path)
 
 
 def _examples(
@@ -166,26 +199,27 @@ def _delivery(rng: random.Random, label: str) -> str:
     return sentence(rng, parts, turns)
 
 
-def _write_tsv(path: Path, rows: list[Example]) -> None:
+def _tsv(rows: list[Example]) -> str:
     lines = ["review\tsentiment"] + [f"{text}\t{label}" for text, label in rows]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return "\n".join(lines) + "\n"
 
 
-def _write_jsonl(path: Path, rows: list[Example]) -> None:
+def _jsonl(rows: list[Example]) -> str:
     lines = [json.dumps({"sentence": text, "aspect": label}) for text, label in rows]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return "\n".join(lines) + "\n"
 
 
-def _write_headerless_csv(path: Path, rows: list[Example], names: tuple[str, ...]) -> None:
-    with path.open("w", encoding="utf-8", newline="") as handle:
-        writer = csv.writer(handle, lineterminator="\n")
-        for number, (text, label) in enumerate(rows):
-            writer.writerow([number, text, names.index(label)])
+def _headerless_csv(rows: list[Example], names: tuple[str, ...]) -> str:
+    handle = io.StringIO()
+    writer = csv.writer(handle, lineterminator="\n")
+    for number, (text, label) in enumerate(rows):
+        writer.writerow([number, text, names.index(label)])
+    return handle.getvalue()
 
 
-def _write_json_records(path: Path, rows: list[Example]) -> None:
+def _json_records(rows: list[Example]) -> str:
     records = {
         str(i): {"review": text, "satisfied_with_delivery": label}
         for i, (text, label) in enumerate(rows)
     }
-    path.write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")
+    return json.dumps(records, indent=1) + "\n"

@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from adapterfleet.data.choices import choice_rows
+from adapterfleet.data.demo import ensure_demo_files
 from adapterfleet.data.errors import TaskError
+from adapterfleet.data.quality import RowRef, cell_text, check_labels, check_once, check_skipped
 from adapterfleet.data.readers import RawSplit, read_file
 from adapterfleet.data.regression import NumberLabel, label_feature
 from adapterfleet.data.slices import sliced
@@ -63,7 +65,10 @@ class TaskData:
 
 
 def load_task(spec: TaskSpec) -> TaskData:
-    """Load, check and normalise a task; every problem is a one-line `TaskError`."""
+    """Load, check and normalise a task; every problem is a one-line `TaskError` (what the rows
+    must be: `data/quality.py`). A demo task's files are written first (`data/demo.py`)."""
+    if spec.demo_seed is not None:
+        ensure_demo_files(spec)
     skipped: dict[str, int] = {}
     train = _rows(spec, "train", spec.train, skipped)
     if spec.dev is not None:
@@ -75,6 +80,7 @@ def load_task(spec: TaskSpec) -> TaskData:
     dev = _subsample(dev, spec.max_dev_examples, (spec.seed, 2))
     _nonempty(spec, "train", train, skipped)
     _nonempty(spec, "dev", dev, skipped)
+    check_labels(spec, train)
     return TaskData(spec, _dataset(spec, train), _dataset(spec, dev), skipped)
 
 
@@ -87,10 +93,11 @@ def _rows(
         raw = read_file(spec.name, split, source)
     raw, first = sliced(spec.name, split, source.rows, raw)
     if spec.is_multiple_choice:
-        rows, bad = choice_rows(spec, split, raw, first)
+        rows, missing = choice_rows(spec, split, raw, first)
     else:
-        rows, bad = _normalise(spec, split, raw, first)
-    skipped[split] = raw.skipped + bad
+        rows, missing = _normalise(spec, split, raw, first)
+    check_skipped(spec, split, raw, len(rows), missing)
+    skipped[split] = raw.skipped + len(missing)
     if skipped[split]:
         logger.warning(
             "task %r, %s: skipped %d malformed rows of %s (first at lines/records %s)",
@@ -98,16 +105,16 @@ def _rows(
             split,
             skipped[split],
             raw.source,
-            raw.bad_lines or "with empty fields",
+            raw.bad_lines or f"{missing[:5]}, a value missing or empty",
         )
     return rows
 
 
 def _normalise(
     spec: TaskSpec, split: str, raw: RawSplit, first: int = 1
-) -> tuple[list[tuple[Any, ...]], int]:
-    """Map rows to (texts..., label index, or a regression number); rows with a missing value
-    are dropped and counted. (Multiple choice: `choices.choice_rows`.)"""
+) -> tuple[list[tuple[Any, ...]], list[int]]:
+    """Map rows to (texts..., label index, or a regression number), and the numbers of the
+    rows dropped for a missing or empty value. (Multiple choice: `choices.choice_rows`.)"""
     wanted = [("text_fields", name) for name in spec.text_fields]
     wanted.append(("label_field", spec.label_field))
     for key, column in wanted:
@@ -118,18 +125,21 @@ def _normalise(
                 f"not found in {raw.source}",
                 f"columns there: {', '.join(raw.columns) or '(none)'}; fix {key} or {split}.rename",
             )
+    check_once(spec, split, raw, wanted)
     labels = NumberLabel(spec) if spec.is_regression else _LabelMap(spec)
-    names = [column for _, column in wanted]
+    keys = [f"column {name!r} (text_fields)" for name in spec.text_fields]
     rows: list[tuple[Any, ...]] = []
-    bad = 0
+    missing: list[int] = []
     for number, record in enumerate(raw.rows, start=first):
-        values = [record.get(name) for name in names]
-        if any(value is None for value in values):
-            bad += 1
+        where = RowRef(spec, split, raw.source, number)
+        fields = zip(spec.text_fields, keys, strict=True)
+        texts = [cell_text(record.get(name), key, where) for name, key in fields]
+        label = record.get(spec.label_field)
+        if label is None or None in texts:
+            missing.append(number)
             continue
-        texts = tuple(v if isinstance(v, str) else str(v) for v in values[:-1])
-        rows.append((*texts, labels.index(values[-1], split, number, raw.source)))
-    return rows, bad
+        rows.append((*texts, labels.index(label, split, number, raw.source)))
+    return rows, missing
 
 
 class _LabelMap:

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from adapterfleet.data.choices import RowRef, check_columns, record_texts
+from adapterfleet.data.choices import check_columns, record_texts
 from adapterfleet.data.errors import TaskError
+from adapterfleet.data.quality import RowRef, cell_text, check_once
 from adapterfleet.data.readers import RawSplit, read_file
 from adapterfleet.data.tasks import DEFAULT_ENCODING, EXTENSIONS, FORMATS, SplitSource, TaskSpec
 
@@ -65,10 +66,17 @@ def read_input(
     rows = [{renames.get(k, k): v for k, v in row.items()} for row in raw.rows]
     present = [renames.get(c, c) for c in raw.columns]
     fields = input_fields(spec)
+    repeated = {renames.get(k, k): v for k, v in raw.repeated.items()}
     if spec.is_multiple_choice:
-        check_columns(spec, "input", RawSplit(str(path), present, rows))
+        check_columns(spec, "input", RawSplit(str(path), present, rows, repeated=repeated))
     else:
         _check_fields(task, path, fields, present)
+        check_once(
+            spec,
+            "input",
+            RawSplit(str(path), present, rows, repeated=repeated),
+            [("text_fields", name) for name in fields],
+        )
     if not rows:
         raise TaskError(task, "input", f"{path} holds no rows", "give at least one row")
     texts = [_texts(spec, path, number, row, fields) for number, row in enumerate(rows)]
@@ -170,16 +178,20 @@ def _texts(
             problem = f"a value of {[c for _, c in spec.choice_layout.columns()]} is missing"
             raise TaskError(task, f"input row {number}", problem, "fill it in or remove the row")
         return texts
-    values = [row.get(name) for name in fields]
-    for name, value in zip(fields, values, strict=True):
-        if value is None:
+    where = RowRef(spec, "input", str(path), number)
+    texts = []
+    for name in fields:
+        text = cell_text(row.get(name), f"column {name!r}", where)
+        if text is None:
+            what = "no value" if row.get(name) is None else "an empty value"
             raise TaskError(
                 task,
                 f"input row {number}",
-                f"no value for {name!r} in {path}",
+                f"{what} for {name!r} in {path}",
                 "fill it in or remove the row",
             )
-    return tuple(v if isinstance(v, str) else str(v) for v in values)
+        texts.append(text)
+    return tuple(texts)
 
 
 def encode_input(

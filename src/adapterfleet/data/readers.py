@@ -6,6 +6,7 @@ import codecs
 import csv
 import json
 import stat
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,13 +20,16 @@ _CSV_FIELD_LIMIT = 2**31 - 1
 
 @dataclass
 class RawSplit:
-    """Rows of one split as read, before field mapping. ``bad_lines`` holds a few examples."""
+    """Rows of one split as read, before field mapping. ``bad_lines`` holds a few examples;
+    ``repeated`` names each column that appears twice (in the header, or among the keys of a
+    record) and where, so that a task reading it is refused (`quality.check_once`)."""
 
     source: str
     columns: list[str]
     rows: list[dict[str, Any]]
     skipped: int = 0
     bad_lines: list[int] = field(default_factory=list)
+    repeated: dict[str, str] = field(default_factory=dict)
 
     def renamed(self, task: str, split: str, rename: dict[str, str]) -> RawSplit:
         """Apply ``rename`` (old -> new); an old name that is not a column is a `TaskError`."""
@@ -39,9 +43,18 @@ class RawSplit:
                     f"column {old!r} not found in {self.source}",
                     f"columns there: {', '.join(self.columns)}",
                 )
+            if rename[old] in self.columns and rename[old] not in rename:
+                raise TaskError(
+                    task,
+                    f"{split}.rename",
+                    f"{old!r} -> {rename[old]!r}, but {self.source} has a column "
+                    f"{rename[old]!r} too; only one would be read",
+                    "rename that one as well, or name another column",
+                )
         rows = [{rename.get(k, k): v for k, v in row.items()} for row in self.rows]
         columns = [rename.get(c, c) for c in self.columns]
-        return RawSplit(self.source, columns, rows, self.skipped, self.bad_lines)
+        repeated = {rename.get(k, k): v for k, v in self.repeated.items()}
+        return RawSplit(self.source, columns, rows, self.skipped, self.bad_lines, repeated)
 
 
 def read_file(task: str, split: str, source: SplitSource) -> RawSplit:
@@ -102,6 +115,7 @@ def _read_delimited(path: Path, source: SplitSource, encoding: str) -> RawSplit:
             if columns is None:
                 columns = [name.strip() for name in row]
                 raw.columns = columns
+                _note_repeats(raw, columns, f"header line {reader.line_num}")
                 continue
             if len(row) != len(columns):
                 _bad(raw, reader.line_num)
@@ -117,12 +131,13 @@ def _read_jsonl(path: Path, encoding: str) -> RawSplit:
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
+                record = json.loads(line, object_pairs_hook=_Record)
             except json.JSONDecodeError:
                 record = None
             if not isinstance(record, dict):
                 _bad(raw, number)
                 continue
+            _note_repeats(raw, record, f"line {number}")
             raw.rows.append(record)
     raw.columns = _union_keys(raw.rows)
     return raw
@@ -130,10 +145,14 @@ def _read_jsonl(path: Path, encoding: str) -> RawSplit:
 
 def _read_json(task: str, split: str, path: Path, encoding: str) -> RawSplit:
     try:
-        document = json.loads(path.read_text(encoding=encoding))
+        document = json.loads(path.read_text(encoding=encoding), object_pairs_hook=_Record)
     except json.JSONDecodeError as exc:
         raise TaskError(task, f"{split}.path", f"{path} is not valid JSON ({exc})") from None
     fix = 'use a list of records or an object of records {"0": {...}, "1": {...}}'
+    if isinstance(document, _Record) and document.repeats:
+        again = document.repeats[0]
+        problem = f"{path} holds the record key {again!r} twice; only one of them would be read"
+        raise TaskError(task, f"{split}.path", problem, "give each record its own key")
     if isinstance(document, dict):
         records: list[Any] = list(document.values())
     elif isinstance(document, list):
@@ -143,6 +162,7 @@ def _read_json(task: str, split: str, path: Path, encoding: str) -> RawSplit:
     raw = RawSplit(str(path), [], [])
     for number, record in enumerate(records, start=1):
         if isinstance(record, dict):
+            _note_repeats(raw, record, f"record {number}")
             raw.rows.append(record)
         else:
             _bad(raw, number)
@@ -160,7 +180,32 @@ def _read_parquet(task: str, split: str, path: Path) -> RawSplit:
         table = pq.read_table(path)
     except (pa.ArrowInvalid, OSError) as exc:
         raise TaskError(task, f"{split}.path", f"{path} is not a Parquet file ({exc})") from None
-    return RawSplit(str(path), list(table.column_names), table.to_pylist())
+    raw = RawSplit(str(path), list(table.column_names), table.to_pylist())
+    _note_repeats(raw, table.column_names, "the Parquet schema")
+    return raw
+
+
+class _Record(dict):
+    """A JSON object that remembers the keys it held twice (`json` keeps the last of two equal
+    keys): ``repeats``, empty for almost every record."""
+
+    repeats: tuple[str, ...] = ()
+
+    def __init__(self, pairs: list[tuple[str, Any]]) -> None:
+        super().__init__(pairs)
+        if len(self) != len(pairs):
+            self.repeats = tuple(k for k, n in Counter(k for k, _ in pairs).items() if n > 1)
+
+
+def _note_repeats(raw: RawSplit, names: Iterable[str] | _Record, where: str) -> None:
+    """Record (the first place of) every name that `names` (a header, a JSON record's keys)
+    holds more than once."""
+    if isinstance(names, _Record):
+        repeats: Iterable[str] = names.repeats
+    else:
+        repeats = [name for name, count in Counter(names).items() if count > 1]
+    for name in repeats:
+        raw.repeated.setdefault(name, where)
 
 
 def _bad(raw: RawSplit, line: int) -> None:

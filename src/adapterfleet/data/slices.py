@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +57,4 @@ def sliced(task: str, split: str, rows: Rows | None, raw: RawSplit) -> tuple[Raw
             f"{[start, stop]} asks for records past the {have} records of {raw.source}",
             f"use a range within [0, {have}] (stop null: to the end)",
         )
-    kept = raw.rows[start:stop]
-    out = type(raw)(raw.source, raw.columns, kept, raw.skipped, raw.bad_lines)
-    return out, start + 1
+    return dataclasses.replace(raw, rows=raw.rows[start:stop]), start + 1

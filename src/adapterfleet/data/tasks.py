@@ -11,6 +11,7 @@ from typing import Any
 
 from adapterfleet.data.choices import ChoiceLayout
 from adapterfleet.data.errors import TaskError
+from adapterfleet.data.quality import SKIP_KEY, parse_skip_limit
 from adapterfleet.data.regression import RANGE_KEY, parse_range
 from adapterfleet.data.slices import check_rows_apart, row_range
 from adapterfleet.errors import user_path
@@ -48,6 +49,7 @@ TASK_KEYS = (
     "metrics",
     RANGE_KEY,
     "pooling",
+    SKIP_KEY,
 )
 FILE_SPLIT_KEYS = ("path", "format", "header", "columns", "encoding", "rename", "rows")
 HUB_SPLIT_KEYS = ("split", "rename", "rows")
@@ -113,6 +115,8 @@ class TaskSpec:
     metrics: tuple[str, ...] = ("accuracy",)
     value_range: tuple[float, float] | None = None  # regression: `range`, the labels' bounds
     pooling: str | None = None  # cls | mean | last; None: what the base model's family does
+    max_skipped_fraction: float | None = None  # of a split's records; None: quality.SKIP_LIMIT
+    demo_seed: int | None = None  # a demo task: `load_task` writes its files (data/demo.py)
 
     @property
     def num_labels(self) -> int:
@@ -144,7 +148,8 @@ class TaskSpec:
         return _Parser(name, Path(data_root)).task(mapping)
 
     def to_mapping(self) -> dict[str, Any]:
-        """The YAML form of this spec (paths absolute); `from_mapping` of it gives it back."""
+        """The YAML form of this spec (paths absolute); `from_mapping` of it gives it back
+        (`demo_seed` aside: where the files come from, not what they hold)."""
         out: dict[str, Any] = {
             "type": self.kind,
             "train": self.train.to_mapping(),
@@ -166,6 +171,7 @@ class TaskSpec:
             "max_dev_examples": self.max_dev_examples,
             RANGE_KEY: list(self.value_range) if self.value_range else None,
             "pooling": self.pooling,
+            SKIP_KEY: self.max_skipped_fraction,
         }
         out.update({k: v for k, v in optional.items() if v is not None})
         return out
@@ -235,6 +241,7 @@ class _Parser:
             metrics=self.str_list(raw, "metrics", default=DEFAULT_METRICS.get(kind, ("accuracy",))),
             value_range=self.value_range(raw, kind),
             pooling=self.pooling(raw),
+            max_skipped_fraction=parse_skip_limit(self.fail, raw.get(SKIP_KEY)),
         )
 
     def pooling(self, raw: Mapping[str, Any]) -> str | None:

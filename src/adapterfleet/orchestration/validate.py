@@ -61,20 +61,20 @@ def validate_pipeline(
     tracking_uri: str | None = None,
     nodes: list[Mapping[str, float]] | None = None,
 ) -> dict[str, TaskData]:
-    """Load every task (files, columns, labels, empty splits), check the base model (reduction
-    factors, max_length, tokenizer, devices), the tracking store and the resources. Returns the
-    loaded tasks."""
+    """Check the base model (family, reduction factors, max_length, tokenizer, devices), the
+    tracking store and the resources, then load every task (files, columns, labels, empty
+    splits). Returns the loaded tasks. The tasks come last: a demo config's first load writes
+    its generated data, which a refusal of anything else must not leave behind."""
     model_config = base_model_config(config.base_model)
     check_base_layout(config, model_config)
     hidden = int(model_config.hidden_size)
     check_reduction_factors(config, hidden)
     check_model_limits(config, model_config)
-    loaded = {task: load_task(config.tasks[task]) for task in used_tasks(config)}
     if check_tracking is not None and tracking_uri is not None:
         check_tracking(tracking_uri)
     if nodes is not None:
         check_resources(config, nodes)
-    return loaded
+    return {task: load_task(config.tasks[task]) for task in used_tasks(config)}
 
 
 def check_model_limits(config: PipelineConfig, model_config: Any) -> None:

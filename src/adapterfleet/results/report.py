@@ -35,6 +35,7 @@ from adapterfleet.results.report_data import (
     Collected,
     Summary,
     collect_cells,
+    scale_of,
 )
 from adapterfleet.results.report_figure import (
     FIGURE4_CAPTION,
@@ -54,6 +55,7 @@ from adapterfleet.results.report_render import (
     document,
     f1_table,
     lineages,
+    metric_in_words,
     missing_notes,
     table1,
 )
@@ -106,7 +108,7 @@ def build_report(
             f"the paper's numbers are accuracies, the main metric is {plan.metric}: no rows"
         )
     notes += [
-        f"{t}: dev {plan.metric_for(t)} × 100 (the metric this task is selected on)"
+        f"{t}: dev {metric_in_words(plan.metric_for(t))}, the metric this task is selected on"
         for t in tasks
         if plan.metric_for(t) != plan.metric
     ] + [
@@ -190,7 +192,8 @@ def render(
         "What the budget trimmed": budget_section(budget),
         "Notes": [f"- {note}" for note in notes],
     }
-    return document(name, metric, table, sections)
+    others = [plan.metric_for(t) for t in tasks if plan.metric_for(t) != metric]
+    return document(name, metric, table, sections, others)
 
 
 def report_numbers(
@@ -202,7 +205,9 @@ def report_numbers(
     budget: Mapping[str, Any],
     rows: Sequence[WeightsRow],
 ) -> dict[str, Any]:
-    """Every number of the report, per seed, as JSON-ready data (points = 100 × metric)."""
+    """Every number of the report, per seed, as JSON-ready data: a cell's summary is in points
+    (100 × metric) for a share (accuracy, F1), its metric as it is otherwise (`scale`); the
+    per-seed metrics are as logged."""
     ordered = [cells[(t, c.system)] for t in tasks for c in COLUMNS if (t, c.system) in cells]
     return {
         "name": name,
@@ -210,6 +215,9 @@ def report_numbers(
         "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "metric": plan.metric,
         "task_metrics": {t: plan.metric_for(t) for t in tasks if plan.metric_for(t) != plan.metric},
+        "scale": {
+            m: scale_of(m) for m in dict.fromkeys([plan.metric, F1, *map(plan.metric_for, tasks)])
+        },
         "columns": [{"system": c.system, "title": c.title} for c in COLUMNS],
         "tasks": list(tasks),
         "cells": [_cell_data(cell, plan.metric_for(cell.task)) for cell in ordered],

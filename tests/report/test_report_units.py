@@ -37,6 +37,7 @@ from adapterfleet.results.report_render import (
     budget_section,
     format_cell,
     how_to_read,
+    missing_notes,
     table1,
 )
 
@@ -126,6 +127,18 @@ def test_a_share_is_in_points_a_correlation_or_mse_as_it_is() -> None:
     assert text.startswith("Dev accuracy × 100 of ")
     assert "A row `task (metric)` is in that metric: pearson as it is (a correlation" in text
     assert "lower is better" in how_to_read("accuracy", ["mse"])
+
+
+def test_columns_the_pipeline_does_not_run_are_one_note_not_missing_runs() -> None:
+    cells = collect_cells([trial("a", 1, 16, 1e-3, 0, 0.7)], "accuracy").cells
+    assert missing_notes(["rte", "sst2"], cells, {"st-a", "fusion-st-a", "head"}) == [
+        "Head: no finished runs",
+        "Fusion w/ ST-A: no finished runs",
+        "Full, ST-A Houlsby, MT-A, Fusion w/ MT-A: not run by this pipeline (its config "
+        "declares no such baseline; `baselines.systems` adds them)",
+        "sst2: no finished runs",
+    ]
+    assert missing_notes(["rte"], cells)[0] == "Head: no finished runs"  # plan unknown
 
 
 def test_budget_section_says_none_empty_or_unreadable() -> None:

@@ -59,7 +59,7 @@ from adapterfleet.results.report_render import (
     missing_notes,
     table1,
 )
-from adapterfleet.results.status import StatusPlan
+from adapterfleet.results.status import TAG_PLAN, StatusPlan
 
 TABLE_FILE = "table1.md"
 FIGURE_FILE = "figure4.png"
@@ -100,7 +100,8 @@ def build_report(
     rows = fusion_rows(tracking_uri, tasks, collected)
     figure = write_figure(rows, out)
     budget = budget_data(experiment.tags)
-    notes = [*missing_notes(tasks, collected.cells), *collected.notes]
+    planned = planned_systems(plan) if TAG_PLAN in experiment.tags else None
+    notes = [*missing_notes(tasks, collected.cells, planned), *collected.notes]
     if figure is None:
         notes.append("Figure 4 not drawn: no fusion run has a readable fusion_weights.json")
     if plan.metric != "accuracy":
@@ -125,6 +126,16 @@ def build_report(
     files = tuple(f for f in files if f.is_file())
     run_id = log_report(tracking_uri, experiment.experiment_id, files) if log_to_mlflow else None
     return ReportResult(name, out, table, markdown, files, collected.cells, tuple(notes), run_id)
+
+
+def planned_systems(plan: StatusPlan) -> set[str]:
+    """The columns of Table 1 the pipeline runs: ST-A for its swept tasks, Fusion w/ ST-A for
+    its targets, and its baselines."""
+    return {
+        *(["st-a"] if plan.tasks else []),
+        *(["fusion-st-a"] if plan.targets else []),
+        *plan.baselines,
+    }
 
 
 def task_order(plan: StatusPlan, cells: Mapping[tuple[str, str], Cell]) -> list[str]:

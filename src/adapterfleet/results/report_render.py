@@ -4,7 +4,7 @@ chosen sweep points, the fusion lineages, what a budget trimmed, and notes."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from adapterfleet.registry.tags import TAG_BUDGET, TAG_BUDGET_TRIMMED, TAG_OVERRIDES
@@ -128,13 +128,19 @@ def _override_lines(overrides: Sequence[str]) -> list[str]:
     return ["", f"The last `adapterfleet run` also changed, with `--set` (these win): {listed}."]
 
 
-def missing_notes(tasks: Sequence[str], cells: Cells) -> list[str]:
-    """Which columns and tasks have no finished runs at all."""
-    notes = [
-        f"{c.title}: no finished runs"
-        for c in COLUMNS
-        if not any((t, c.system) in cells for t in tasks)
-    ]
+def missing_notes(
+    tasks: Sequence[str], cells: Cells, planned: Collection[str] | None = None
+) -> list[str]:
+    """Which columns and tasks have no finished runs at all. `planned`: the systems the
+    pipeline runs (None: not known); the empty columns it does not run are one note."""
+    empty = [c for c in COLUMNS if not any((t, c.system) in cells for t in tasks)]
+    absent = [c.title for c in empty if planned is not None and c.system not in planned]
+    notes = [f"{c.title}: no finished runs" for c in empty if c.title not in absent]
+    if absent:
+        notes.append(
+            f"{', '.join(absent)}: not run by this pipeline (its config declares no such "
+            "baseline; `baselines.systems` adds them)"
+        )
     notes += [
         f"{t}: no finished runs" for t in tasks if not any((t, c.system) in cells for c in COLUMNS)
     ]

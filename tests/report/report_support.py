@@ -151,7 +151,11 @@ def _baseline_run(
 def table1_pipeline_in(uri: str, folder: Path) -> Pipeline:
     """RTE, MRPC, SST-2 with every kind of run; see `test_report_table.py` for the numbers."""
     name = uid("table1")
-    plan = StatusPlan(name, name, "accuracy", 4, ("rte", "mrpc", "sst2"), {"rte": ("rte", "mrpc")})
+    systems = ("head", "full", "st-a-houlsby", "mt-a", "fusion-mt-a")  # Full: no runs
+    baselines = {system: ("rte", "mrpc") for system in systems}
+    plan = StatusPlan(
+        name, name, "accuracy", 4, ("rte", "mrpc", "sst2"), {"rte": ("rte", "mrpc")}, baselines, 2
+    )
     tags = {
         **plan.to_tags(),
         "adapterfleet.budget": "cpu",

@@ -32,7 +32,14 @@ from adapterfleet.results.report_data import (
     seed_of,
     summarize,
 )
-from adapterfleet.results.report_render import budget_data, budget_section, format_cell
+from adapterfleet.results.report_render import (
+    budget_data,
+    budget_section,
+    format_cell,
+    how_to_read,
+    missing_notes,
+    table1,
+)
 
 
 def run(run_id: str, start: int, tags: dict, params: dict | None = None, acc: float = 0.5):
@@ -99,6 +106,39 @@ def test_cell_text() -> None:
     assert format_cell(Summary(71.236, 0.5, 3)) == "71.24 ± 0.50 (3)"
     assert summarize([70.0, 72.0, 74.0]) == Summary(72.0, 2.0, 3)  # sample std
     assert summarize([]) is None
+
+
+def test_a_share_is_in_points_a_correlation_or_mse_as_it_is() -> None:
+    """accuracy 0.61 reads 61.00; Pearson 0.8419 stays 0.8419 (× 100 it would read as a
+    percentage), and mse is no share at all."""
+    assert format_cell(Summary(0.84191, 0.01234, 3), "pearson") == "0.8419 ± 0.0123 (3)"
+    assert format_cell(Summary(0.6695, None, 1), "mse") == "0.6695 (1)"
+    tags = {"adapterfleet.kind": "trial", "seed": "0", "reduction_factor": "16"}
+    stsb = RunData("s", 1, {**tags, "adapterfleet.task": "stsb"}, {}, {"best_dev_pearson": 0.84})
+    rte = RunData("r", 2, {**tags, "adapterfleet.task": "rte"}, {}, {"best_dev_accuracy": 0.61})
+    metric = {"stsb": "pearson", "rte": "accuracy"}.__getitem__
+    cells = collect_cells([stsb, rte], metric).cells
+    assert cells[("stsb", "st-a")].summary("pearson") == Summary(0.84, None, 1)
+    assert cells[("rte", "st-a")].summary("accuracy") == Summary(61.0, None, 1)
+    lines = table1(["rte", "stsb"], cells, metric, "accuracy").splitlines()
+    assert lines[2].startswith("| rte            | —") and "| 61.00 (1) " in lines[2]
+    assert lines[4].startswith("| stsb (pearson) | —") and "| 0.8400 (1) " in lines[4]
+    text = how_to_read("accuracy", ["pearson"])
+    assert text.startswith("Dev accuracy × 100 of ")
+    assert "A row `task (metric)` is in that metric: pearson as it is (a correlation" in text
+    assert "lower is better" in how_to_read("accuracy", ["mse"])
+
+
+def test_columns_the_pipeline_does_not_run_are_one_note_not_missing_runs() -> None:
+    cells = collect_cells([trial("a", 1, 16, 1e-3, 0, 0.7)], "accuracy").cells
+    assert missing_notes(["rte", "sst2"], cells, {"st-a", "fusion-st-a", "head"}) == [
+        "Head: no finished runs",
+        "Fusion w/ ST-A: no finished runs",
+        "Full, ST-A Houlsby, MT-A, Fusion w/ MT-A: not run by this pipeline (its config "
+        "declares no such baseline; `baselines.systems` adds them)",
+        "sst2: no finished runs",
+    ]
+    assert missing_notes(["rte"], cells)[0] == "Head: no finished runs"  # plan unknown
 
 
 def test_budget_section_says_none_empty_or_unreadable() -> None:

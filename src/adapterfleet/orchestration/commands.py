@@ -66,16 +66,19 @@ def prune_registered(
 
 
 def task_summaries(config: PipelineConfig) -> list[dict[str, Any]]:
-    """Every task of the config loaded (files, columns, labels checked): its splits and labels."""
+    """Every task of the config loaded (files, columns, labels checked): its type, splits,
+    labels and the metric its adapter is selected on."""
     rows = []
     for name, spec in config.tasks.items():
         data = load_task(spec)
         rows.append(
             {
                 "task": name,
+                "type": spec.kind,
                 "train": len(data.train),
                 "dev": len(data.dev),
                 "labels": ", ".join(data.label_names) or _numbers(spec.value_range),
+                "metric": config.adapters.training_for(name).metric,
                 "skipped rows": data.skipped,
             }
         )

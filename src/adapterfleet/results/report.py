@@ -35,6 +35,7 @@ from adapterfleet.results.report_data import (
     Collected,
     Summary,
     collect_cells,
+    scale_of,
 )
 from adapterfleet.results.report_figure import (
     FIGURE4_CAPTION,
@@ -54,10 +55,11 @@ from adapterfleet.results.report_render import (
     document,
     f1_table,
     lineages,
+    metric_in_words,
     missing_notes,
     table1,
 )
-from adapterfleet.results.status import StatusPlan
+from adapterfleet.results.status import TAG_PLAN, StatusPlan
 
 TABLE_FILE = "table1.md"
 FIGURE_FILE = "figure4.png"
@@ -98,7 +100,8 @@ def build_report(
     rows = fusion_rows(tracking_uri, tasks, collected)
     figure = write_figure(rows, out)
     budget = budget_data(experiment.tags)
-    notes = [*missing_notes(tasks, collected.cells), *collected.notes]
+    planned = planned_systems(plan) if TAG_PLAN in experiment.tags else None
+    notes = [*missing_notes(tasks, collected.cells, planned), *collected.notes]
     if figure is None:
         notes.append("Figure 4 not drawn: no fusion run has a readable fusion_weights.json")
     if plan.metric != "accuracy":
@@ -106,7 +109,7 @@ def build_report(
             f"the paper's numbers are accuracies, the main metric is {plan.metric}: no rows"
         )
     notes += [
-        f"{t}: dev {plan.metric_for(t)} × 100 (the metric this task is selected on)"
+        f"{t}: dev {metric_in_words(plan.metric_for(t))}, the metric this task is selected on"
         for t in tasks
         if plan.metric_for(t) != plan.metric
     ] + [
@@ -123,6 +126,16 @@ def build_report(
     files = tuple(f for f in files if f.is_file())
     run_id = log_report(tracking_uri, experiment.experiment_id, files) if log_to_mlflow else None
     return ReportResult(name, out, table, markdown, files, collected.cells, tuple(notes), run_id)
+
+
+def planned_systems(plan: StatusPlan) -> set[str]:
+    """The columns of Table 1 the pipeline runs: ST-A for its swept tasks, Fusion w/ ST-A for
+    its targets, and its baselines."""
+    return {
+        *(["st-a"] if plan.tasks else []),
+        *(["fusion-st-a"] if plan.targets else []),
+        *plan.baselines,
+    }
 
 
 def task_order(plan: StatusPlan, cells: Mapping[tuple[str, str], Cell]) -> list[str]:
@@ -190,7 +203,8 @@ def render(
         "What the budget trimmed": budget_section(budget),
         "Notes": [f"- {note}" for note in notes],
     }
-    return document(name, metric, table, sections)
+    others = [plan.metric_for(t) for t in tasks if plan.metric_for(t) != metric]
+    return document(name, metric, table, sections, others)
 
 
 def report_numbers(
@@ -202,7 +216,9 @@ def report_numbers(
     budget: Mapping[str, Any],
     rows: Sequence[WeightsRow],
 ) -> dict[str, Any]:
-    """Every number of the report, per seed, as JSON-ready data (points = 100 × metric)."""
+    """Every number of the report, per seed, as JSON-ready data: a cell's summary is in points
+    (100 × metric) for a share (accuracy, F1), its metric as it is otherwise (`scale`); the
+    per-seed metrics are as logged."""
     ordered = [cells[(t, c.system)] for t in tasks for c in COLUMNS if (t, c.system) in cells]
     return {
         "name": name,
@@ -210,6 +226,9 @@ def report_numbers(
         "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "metric": plan.metric,
         "task_metrics": {t: plan.metric_for(t) for t in tasks if plan.metric_for(t) != plan.metric},
+        "scale": {
+            m: scale_of(m) for m in dict.fromkeys([plan.metric, F1, *map(plan.metric_for, tasks)])
+        },
         "columns": [{"system": c.system, "title": c.title} for c in COLUMNS],
         "tasks": list(tasks),
         "cells": [_cell_data(cell, plan.metric_for(cell.task)) for cell in ordered],

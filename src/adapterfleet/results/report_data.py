@@ -46,6 +46,19 @@ FUSION_SYSTEMS = ("fusion-st-a", "fusion-mt-a")
 # The metric of the report: one name for every task, or task -> its metric (a regression task
 # is reported in its own, e.g. pearson).
 MetricFor = str | Callable[[str], str]
+# Shares of the dev set, reported in points (× 100) as the paper reports its accuracies; every
+# other metric (matthews, pearson, spearman: correlations in [-1, 1]; mse: in the labels' units
+# squared) is reported as it is, where × 100 would read as a percentage it is not.
+POINT_METRICS = frozenset({"accuracy", "f1", "f1_macro", "f1_micro"})
+
+
+def scale_of(metric: str) -> float:
+    """What the report multiplies `metric` by: 100 for a share (points), else 1."""
+    return 100.0 if metric in POINT_METRICS else 1.0
+
+
+def in_points(metric: str) -> bool:
+    return metric in POINT_METRICS
 
 
 def metric_of(metric: MetricFor, task: str) -> str:
@@ -60,10 +73,11 @@ class SeedRun:
     seed: int | None
     run: RunData
 
-    def points(self, metric: str) -> float | None:
-        """`best_dev_<metric>` × 100, None when the run has no such metric."""
+    def reported(self, metric: str) -> float | None:
+        """`best_dev_<metric>` as the report gives it (× 100 for a share: `scale_of`), None
+        when the run has no such metric."""
         value = self.run.metrics.get(f"best_dev_{metric}")
-        return None if value is None or value != value else 100.0 * value
+        return None if value is None or value != value else scale_of(metric) * value
 
 
 @dataclass(frozen=True)
@@ -85,7 +99,7 @@ class Cell:
     lineage: str | None = None  # fusion cells: the adapter versions fused
 
     def summary(self, metric: str) -> Summary | None:
-        return summarize(v for s in self.seeds if (v := s.points(metric)) is not None)
+        return summarize(v for s in self.seeds if (v := s.reported(metric)) is not None)
 
 
 @dataclass(frozen=True)

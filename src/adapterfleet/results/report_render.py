@@ -4,12 +4,20 @@ chosen sweep points, the fusion lineages, what a budget trimmed, and notes."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from adapterfleet.registry.tags import TAG_BUDGET, TAG_BUDGET_TRIMMED, TAG_OVERRIDES
 from adapterfleet.results.paper_table1 import PAPER_NAME, PAPER_URL, PaperCell, paper_cell
-from adapterfleet.results.report_data import COLUMNS, TITLES, Cell, MetricFor, Summary, metric_of
+from adapterfleet.results.report_data import (
+    COLUMNS,
+    TITLES,
+    Cell,
+    MetricFor,
+    Summary,
+    in_points,
+    metric_of,
+)
 
 NOTHING = "—"
 F1 = "f1"
@@ -17,12 +25,14 @@ F1 = "f1"
 Cells = Mapping[tuple[str, str], Cell]
 
 
-def format_cell(summary: Summary | None) -> str:
-    """`mean ± std (n)` in points with two decimals; `mean (1)` for one seed; "—" for none."""
+def format_cell(summary: Summary | None, metric: str = "accuracy") -> str:
+    """`mean ± std (n)`: points with two decimals, a metric reported as it is (a correlation,
+    mse) with four; `mean (1)` for one seed; "—" for none."""
     if summary is None:
         return NOTHING
-    spread = "" if summary.std is None else f" ± {summary.std:.2f}"
-    return f"{summary.mean:.2f}{spread} ({summary.n})"
+    digits = 2 if in_points(metric) else 4
+    spread = "" if summary.std is None else f" ± {summary.std:.{digits}f}"
+    return f"{summary.mean:.{digits}f}{spread} ({summary.n})"
 
 
 def table1(tasks: Sequence[str], cells: Cells, metric: MetricFor, main: str | None = None) -> str:
@@ -33,7 +43,7 @@ def table1(tasks: Sequence[str], cells: Cells, metric: MetricFor, main: str | No
     for task in tasks:
         own = metric_of(metric, task)
         label = task if own == (main or own) else f"{task} ({own})"
-        rows.append([label, *(format_cell(_summary(cells, task, c.system, own)) for c in COLUMNS)])
+        rows.append([label, *_cells(cells, task, own)])
         paper = [paper_cell(task, c.system) for c in COLUMNS]
         if own == "accuracy" and any(v is not None for v in paper):
             rows.append([f"{task} (paper)", *(_paper_cell(v) for v in paper)])
@@ -118,13 +128,19 @@ def _override_lines(overrides: Sequence[str]) -> list[str]:
     return ["", f"The last `adapterfleet run` also changed, with `--set` (these win): {listed}."]
 
 
-def missing_notes(tasks: Sequence[str], cells: Cells) -> list[str]:
-    """Which columns and tasks have no finished runs at all."""
-    notes = [
-        f"{c.title}: no finished runs"
-        for c in COLUMNS
-        if not any((t, c.system) in cells for t in tasks)
-    ]
+def missing_notes(
+    tasks: Sequence[str], cells: Cells, planned: Collection[str] | None = None
+) -> list[str]:
+    """Which columns and tasks have no finished runs at all. `planned`: the systems the
+    pipeline runs (None: not known); the empty columns it does not run are one note."""
+    empty = [c for c in COLUMNS if not any((t, c.system) in cells for t in tasks)]
+    absent = [c.title for c in empty if planned is not None and c.system not in planned]
+    notes = [f"{c.title}: no finished runs" for c in empty if c.title not in absent]
+    if absent:
+        notes.append(
+            f"{', '.join(absent)}: not run by this pipeline (its config declares no such "
+            "baseline; `baselines.systems` adds them)"
+        )
     notes += [
         f"{t}: no finished runs" for t in tasks if not any((t, c.system) in cells for c in COLUMNS)
     ]
@@ -136,22 +152,36 @@ def document(
     metric: str,
     table: str,
     sections: Mapping[str, Sequence[str]],
+    others: Sequence[str] = (),
 ) -> str:
-    """The whole report: title, how to read it, Table 1, then each non-empty section."""
-    lines = [
-        f"# Table 1: {name}",
-        "",
-        f"Dev {metric} × 100 of the pipeline's finished MLflow runs: mean ± sample standard "
-        f'deviation over seeds, (n) seeds; {NOTHING} where nothing ran. Rows "(paper)": '
-        f"{PAPER_NAME}, Table 1 ({PAPER_URL}): dev accuracy, mean ± std over seeds where the "
-        "paper gives one (multiple-choice tasks too).",
-        "",
-        table,
-    ]
+    """The whole report: title, how to read it, Table 1, then each non-empty section.
+    `others`: the metrics of the rows named `task (metric)`."""
+    lines = [f"# Table 1: {name}", "", how_to_read(metric, others), "", table]
     for title, body in sections.items():
         if body:
             lines += ["", f"## {title}", "", *body]
     return "\n".join(lines) + "\n"
+
+
+def how_to_read(metric: str, others: Sequence[str] = ()) -> str:
+    """The paragraph above Table 1: what a cell is, the rows in another metric, the paper's."""
+    other = "; ".join(metric_in_words(m) for m in dict.fromkeys(others))
+    own = f" A row `task (metric)` is in that metric: {other}." if other else ""
+    return (
+        f"Dev {metric_in_words(metric)} of the pipeline's finished MLflow runs: mean ± sample "
+        f"standard deviation over seeds, (n) seeds; {NOTHING} where nothing ran.{own} "
+        f'Rows "(paper)": {PAPER_NAME}, Table 1 ({PAPER_URL}): dev accuracy × 100, mean ± std '
+        "over seeds where the paper gives one (multiple-choice tasks too)."
+    )
+
+
+def metric_in_words(metric: str) -> str:
+    """`accuracy × 100`, `pearson as it is (a correlation in [-1, 1])`, ..."""
+    if in_points(metric):
+        return f"{metric} × 100"
+    if metric == "mse":
+        return "mse as it is (in the labels' units squared; lower is better)"
+    return f"{metric} as it is (a correlation in [-1, 1])"
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -166,7 +196,11 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 def _row(task: str, cells: Cells, metric: str) -> list[str]:
-    return [task, *(format_cell(_summary(cells, task, c.system, metric)) for c in COLUMNS)]
+    return [task, *_cells(cells, task, metric)]
+
+
+def _cells(cells: Cells, task: str, metric: str) -> list[str]:
+    return [format_cell(_summary(cells, task, c.system, metric), metric) for c in COLUMNS]
 
 
 def _summary(cells: Cells, task: str, system: str, metric: str) -> Summary | None:

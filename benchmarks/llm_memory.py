@@ -174,7 +174,8 @@ def _memory_line(row: dict, fp32: dict) -> str:
     train_peak = r.get("training_peak_rss_mb")
     return (
         f"| {row['step']} | {row['setting']} | {r['max_rss_mb']:.0f} | "
-        f"{_saved(r['max_rss_mb'], fp32.get('max_rss_mb'))} | {_fmt(train_peak, '.0f')} | "
+        f"{_saved(r['max_rss_mb'], fp32.get('max_rss_mb'))} | {r['rss_after_setup_mb']:.0f} | "
+        f"{_fmt(train_peak, '.0f')} | "
         f"{_saved(train_peak, fp32.get('training_peak_rss_mb'))} | "
         f"{statistics.median(times):.2f} ({min(times):.2f}–{max(times):.2f}) | "
         f"{statistics.median(cpu):.2f} | {row['load'].split()[0]} |"
@@ -222,12 +223,14 @@ def markdown(payload: dict[str, Any]) -> str:
         "a classification head pooling the last token, and trains (AdamW; the fusion adds its V "
         f"regulariser) on {m['batch']}×{m['seq']} seeded random tokens: one checked warm-up "
         "step, then timed steps. *Peak RSS* is the whole process's (wait4), loading included; "
-        "*training peak* is the peak RSS from just before the first step to the end (VmHWM reset "
-        "through /proc/self/clear_refs). Saved: against the fp32 row of the same step.",
+        "*RSS after loading* is taken once the model with its adapters, head and optimizer is "
+        "built, before the first step; *training peak* is the peak RSS from there to the end "
+        "(VmHWM reset through /proc/self/clear_refs). Saved: against the fp32 row of the same "
+        "step.",
         "",
-        "| step | base | peak RSS MiB | saved | training peak MiB | saved | s/step median "
-        "(min–max) | CPU s/step | load at start |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| step | base | peak RSS MiB | saved | RSS after loading MiB | training peak MiB | saved "
+        "| s/step median (min–max) | CPU s/step | load at start |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         fp32 = next(

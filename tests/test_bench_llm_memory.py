@@ -67,7 +67,8 @@ def test_a_fusion_on_an_fp32_base_and_the_comparison(tiny_base, tmp_path):
                "rows": rows}  # fmt: skip
     block = llm_memory.markdown(payload)
     assert block.startswith(llm_memory.BEGIN) and block.rstrip().endswith(llm_memory.END)
-    assert "| fusion (N=4) | bf16 | 60 | 40 % |" in block
+    assert "| fusion (N=4) | bf16 | 60 | 40 % | " in block
+    assert "| fusion (N=4) | fp32 | 100 | — | " in block
     assert "(zero: mlp.fusions.fusion.key.bias)" in block
 
 

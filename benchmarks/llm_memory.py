@@ -3,6 +3,7 @@
     python -m benchmarks.llm_memory                  # 2 steps × 4 settings (~12 min on 2 cores)
     python -m benchmarks.llm_memory --batch 4        # a smaller batch
     python -m benchmarks.llm_memory --quick          # smoke test: a tiny Llama, 1 repetition
+    python -m benchmarks.llm_memory --only st-a-fp32 # rows named st-a-fp32 and st-a-fp32+ckpt
 
 A Llama-shaped base with random weights (hidden 2048, 8 layers, 16 heads with 4 key/value heads,
 intermediate 5632, vocab 32000: 0.43 B parameters), built from its config and saved once in
@@ -18,7 +19,7 @@ Reported: whole-process peak RSS (from wait4, as `benchmarks.run` does), the pea
 training steps alone, seconds per step, the first step's loss and nonzero gradients, and how far
 each setting's outputs and first gradients are from the float32 base without checkpointing.
 Writes the block between the `llm-memory` markers in benchmarks/RESULTS.md and
-benchmarks/llm_memory.json (--quick: .bench/llm-memory-partial.md and .json).
+benchmarks/llm_memory.json (--quick or --only: .bench/llm-memory-partial.md and .json).
 """
 
 from __future__ import annotations
@@ -53,6 +54,21 @@ SETTINGS = [
 ]
 REFERENCE = SETTINGS[0][0]
 STEPS = {"single_train": "ST-A (1 adapter)", "fusion_train": "fusion (N=4)"}
+SHORT = {"single_train": "st-a", "fusion_train": "fusion"}
+
+
+def row_name(kind: str, label: str) -> str:
+    """`st-a-fp32`, `fusion-bf16+ckpt`, ...: what --only matches."""
+    return f"{SHORT[kind]}-{label.replace(' + ', '+')}"
+
+
+def selected(only: str | None) -> list[tuple[str, tuple[str, str, bool]]]:
+    """(step kind, setting) pairs whose row name contains one of the --only patterns (a,b)."""
+    pairs = [(kind, setting) for kind in STEPS for setting in SETTINGS]
+    if not only:
+        return pairs
+    patterns = [p.strip() for p in only.split(",") if p.strip()]
+    return [(k, s) for k, s in pairs if any(p in row_name(k, s[0]) for p in patterns)]
 
 
 def make_llama_base(shape: dict[str, int], folder: Path) -> Path:
@@ -97,19 +113,18 @@ def measure(args, folder: Path) -> list[dict[str, Any]]:
 
     base = make_llama_base(SHAPES[args.shape], WORK / f"base-llama-{args.shape}")
     rows = []
-    for kind, title in STEPS.items():
-        for setting in SETTINGS:
-            spec = setting_spec(kind, setting, base, args)
-            where = folder / f"{kind}-{setting[1]}-{int(setting[2])}"
-            spec["probe_path"] = str(where / "probe.safetensors")
-            load = _load()
-            print(f"{title}, {setting[0]} ...", end=" ", flush=True)
-            result = run_worker(sys.executable, "llm", spec, where, args.threads)
-            print(_one_line(result), flush=True)
-            row = {"kind": kind, "step": title, "setting": setting[0], "load": load}
-            row["result"] = result
-            row["probe"] = spec["probe_path"]
-            rows.append(row)
+    for kind, setting in selected(args.only):
+        spec = setting_spec(kind, setting, base, args)
+        where = folder / f"{kind}-{setting[1]}-{int(setting[2])}"
+        spec["probe_path"] = str(where / "probe.safetensors")
+        load = _load()
+        print(f"{STEPS[kind]}, {setting[0]} ...", end=" ", flush=True)
+        result = run_worker(sys.executable, "llm", spec, where, args.threads)
+        print(_one_line(result), flush=True)
+        row = {"kind": kind, "step": STEPS[kind], "setting": setting[0], "load": load}
+        row["result"] = result
+        row["probe"] = spec["probe_path"]
+        rows.append(row)
     return rows
 
 
@@ -307,6 +322,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--reps", type=int, default=None, help="exactly this many timed steps")
     parser.add_argument("--budget", type=float, default=30.0, help="seconds of timed steps")
     parser.add_argument("--threads", type=int, default=2, help="torch threads per process")
+    parser.add_argument("--only", help="rows whose name contains this (a,b: any), e.g. st-a-fp32")
     args = parser.parse_args(argv)
     args.shape = "tiny" if args.quick else "llama"
     if args.quick and args.reps is None:
@@ -318,8 +334,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse(argv)
     payload = run(args, argv)
-    md_path = WORK / "llm-memory-partial.md" if args.quick else HERE / "RESULTS.md"
-    json_path = WORK / "llm-memory-partial.json" if args.quick else HERE / "llm_memory.json"
+    partial = args.quick or bool(args.only)
+    md_path = WORK / "llm-memory-partial.md" if partial else HERE / "RESULTS.md"
+    json_path = WORK / "llm-memory-partial.json" if partial else HERE / "llm_memory.json"
     json_path.write_text(json.dumps(payload, indent=1, default=str) + "\n")
     block = markdown(payload)
     write_block(md_path, block)

@@ -83,3 +83,9 @@ def test_the_block_replaces_its_old_self(tmp_path):
         "\nfresh\n\n<!-- other:begin -->\nkept\n<!-- other:end -->\n"
     )
     assert _kept_blocks(md, {"more": "added"}).endswith("\nadded\n")
+
+
+def test_only_picks_rows_by_name():
+    names = [llm_memory.row_name(k, s[0]) for k, s in llm_memory.selected("st-a-fp32,fusion-bf16")]
+    assert names == ["st-a-fp32", "st-a-fp32+ckpt", "fusion-bf16", "fusion-bf16+ckpt"]
+    assert len(llm_memory.selected(None)) == 8

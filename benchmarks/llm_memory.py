@@ -1,6 +1,6 @@
 """Big bases: the memory a bf16 base and activation checkpointing save, on a Llama shape.
 
-    python -m benchmarks.llm_memory                  # 2 steps × 4 settings (~12 min on 2 cores)
+    python -m benchmarks.llm_memory                  # 2 steps × 4 settings (~20 min, 2 busy cores)
     python -m benchmarks.llm_memory --batch 4        # a smaller batch
     python -m benchmarks.llm_memory --quick          # smoke test: a tiny Llama, 1 repetition
     python -m benchmarks.llm_memory --only st-a-fp32 # rows named st-a-fp32 and st-a-fp32+ckpt

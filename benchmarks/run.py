@@ -135,7 +135,7 @@ def suite(quick: bool) -> list[Bench]:
             "with and without activation checkpointing, 8×128",
             "llm_memory",
             {"batch": 8, "seq": 128},
-            optional=True,  # ~12 min: in a full run only with --only llm-memory
+            optional=True,  # ~20 min: in a full run only with --only llm-memory
         )
     )
     return benches

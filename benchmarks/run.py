@@ -39,7 +39,11 @@ WORK = ROOT / ".bench"
 GLUE = ROOT.parent / "shared" / "data" / "glue"
 TASKS_CONFIG = ROOT / "configs" / "glue.yaml"
 OURS, REF = "ours", "reference"
-WORKER = {OURS: "benchmarks.worker_ours", REF: "benchmarks.worker_ref"}
+WORKER = {
+    OURS: "benchmarks.worker_ours",
+    REF: "benchmarks.worker_ref",
+    "llm": "benchmarks.worker_llm",
+}
 TIMEOUT_S = 900
 OPTIONAL_AFTER_S = 18 * 60  # keep a full run near 25 minutes on 2 cores
 
@@ -57,7 +61,7 @@ TRAIN_BATCH = {"bert-base": 8, "minilm": 32}
 class Bench:
     name: str
     title: str
-    kind: str  # fusion_train, single_train, fusion_infer, check, real
+    kind: str  # fusion_train, single_train, fusion_infer, check, real, orchestration, llm_memory
     spec: dict[str, Any]
     quick: bool = False  # part of --quick
     optional: bool = False  # skipped when the run has already used OPTIONAL_AFTER_S
@@ -124,6 +128,16 @@ def suite(quick: bool) -> list[Bench]:
         )
     )
     benches.append(infer["bert-base"])  # last: run only if time allows
+    benches.append(
+        Bench(
+            "llm-memory",
+            "big bases: ST-A and fusion (N=4) steps on a Llama shape, fp32/bf16 base, "
+            "with and without activation checkpointing, 8×128",
+            "llm_memory",
+            {"batch": 8, "seq": 128},
+            optional=True,  # ~20 min: in a full run only with --only llm-memory
+        )
+    )
     return benches
 
 
@@ -205,7 +219,23 @@ def write_examples(task: str, examples: int, folder: Path) -> tuple[dict, Path]:
 # --------------------------------------------------------------------------- running
 
 
+def run_llm_memory(bench: Bench, args) -> None:
+    """Ours only (benchmarks/llm_memory.py): eight settings, each in its own worker process."""
+    from benchmarks import llm_memory
+
+    argv = [f"--batch={bench.spec['batch']}", f"--seq={bench.spec['seq']}"]
+    argv += [f"--threads={args.threads}"] + ([f"--reps={args.reps}"] if args.reps else [])
+    payload = llm_memory.run(llm_memory.parse(argv), argv)
+    failed = [f"{r['step']} {r['setting']}" for r in payload["rows"] if "error" in r["result"]]
+    if failed:
+        payload["error"] = "failed: " + ", ".join(failed)
+    bench.results[OURS] = payload
+
+
 def run_bench(bench: Bench, index: int, pythons: dict[str, str], args, folder: Path) -> None:
+    if bench.kind == "llm_memory":
+        run_llm_memory(bench, args)
+        return
     if bench.kind == "orchestration":  # ours only: the reference has no orchestration
         from benchmarks import orchestration
 
@@ -293,7 +323,7 @@ def _rows(benches: list[Bench]) -> tuple[list[dict], list[dict], list[dict]]:
     timed, real, checks = [], [], []
     for bench in benches:
         ours, ref = bench.results.get(OURS, {}), bench.results.get(REF, {})
-        if bench.kind == "orchestration":
+        if bench.kind in ("orchestration", "llm_memory"):
             continue  # its own section
         if bench.kind == "check":
             checks.append(
@@ -442,18 +472,28 @@ def write_report(benches: list[Bench], meta: dict, md_path: Path, json_path: Pat
         lines += ["", "## Failures", "", *failures]
     if m.get("notes"):
         lines += ["", "## Notes", "", *[f"- {n}" for n in m["notes"]]]
-    text = "\n".join(lines) + "\n" + _kept_blocks(md_path)
+    text = "\n".join(lines) + "\n" + _kept_blocks(md_path, _fresh_blocks(benches))
     md_path.write_text(text)
     return text
 
 
-def _kept_blocks(md_path: Path) -> str:
+def _fresh_blocks(benches: list[Bench]) -> dict[str, str]:
+    """Blocks this run measured anew, by marker name: the big-base block of llm_memory.py."""
+    from benchmarks import llm_memory
+
+    found = [b.results[OURS] for b in benches if "rows" in b.results.get(OURS, {})]
+    return {"llm-memory": llm_memory.markdown(found[-1]).strip()} if found else {}
+
+
+def _kept_blocks(md_path: Path, fresh: dict[str, str] | None = None) -> str:
     """The blocks other scripts keep in the report (between `<!-- NAME:begin -->` and
-    `<!-- NAME:end -->`, e.g. benchmarks/fleet.py's), carried over when it is rewritten."""
-    if not md_path.is_file():
-        return ""
-    blocks = re.finditer(r"<!-- ([\w-]+):begin -->.*?<!-- \1:end -->", md_path.read_text(), re.S)
-    return "".join("\n" + block.group(0) + "\n" for block in blocks)
+    `<!-- NAME:end -->`, e.g. benchmarks/fleet.py's), carried over when it is rewritten; a block
+    in `fresh` replaces the one of that name, or is added after them."""
+    fresh = dict(fresh or {})
+    text = md_path.read_text() if md_path.is_file() else ""
+    blocks = re.finditer(r"<!-- ([\w-]+):begin -->.*?<!-- \1:end -->", text, re.S)
+    kept = [fresh.pop(block.group(1), block.group(0)) for block in blocks]
+    return "".join("\n" + block + "\n" for block in [*kept, *fresh.values()])
 
 
 # (configuration, what, comparison, target): the issue's targets for this machine

@@ -28,12 +28,25 @@ def _versions() -> dict[str, str]:
     }
 
 
-def _model(base_dir: str):
+def _model(spec: dict):
+    """The BERT base the reference also loads; with `base_dtype` in the spec, any family through
+    the project's own `load_encoder` (its dtype and activation checkpointing, as a run does)."""
     from transformers import BertModel
 
     from adapterfleet.adapters import AdapterModel
+    from adapterfleet.adapters.base_model import load_encoder
+    from adapterfleet.adapters.config import BaseModelSpec
 
-    encoder = BertModel.from_pretrained(base_dir, add_pooling_layer=False, local_files_only=True)
+    if "base_dtype" in spec:
+        base = BaseModelSpec(
+            spec["base_dir"],
+            dtype=spec["base_dtype"],
+            gradient_checkpointing=bool(spec.get("checkpointing")),
+        )
+        return AdapterModel(load_encoder(base))
+    encoder = BertModel.from_pretrained(
+        spec["base_dir"], add_pooling_layer=False, local_files_only=True
+    )
     return AdapterModel(encoder)
 
 
@@ -42,15 +55,16 @@ def _with_adapters(spec: dict):
     from adapterfleet.adapters import AdapterConfig, HeadConfig, add_adapter, train_adapter
     from adapterfleet.fusion import FusionConfig, add_fusion, train_fusion
 
-    model = _model(spec["base_dir"])
+    model = _model(spec)
     names = adapter_names(spec["n"])
     for name in names:
         add_adapter(model, name, AdapterConfig("pfeiffer", spec.get("reduction_factor", 16)))
+    head = HeadConfig(num_labels=2, pooling=spec.get("pooling", "cls"))
     if spec["kind"] == "single_train":
-        model.add_head(names[0], HeadConfig(num_labels=2))
+        model.add_head(names[0], head)
         return model, train_adapter(model, names[0])
     add_fusion(model, FUSION_NAME, names, FusionConfig())
-    model.add_head(FUSION_NAME, HeadConfig(num_labels=2))
+    model.add_head(FUSION_NAME, head)
     return model, train_fusion(model, FUSION_NAME)
 
 
@@ -131,7 +145,7 @@ def check(spec: dict) -> dict:
     )
 
     out = Path(spec["check_dir"])
-    model = _model(spec["base_dir"])
+    model = _model(spec)
     names = adapter_names(spec["n"])
     for name in names:
         add_adapter(model, name, AdapterConfig("pfeiffer", 16))

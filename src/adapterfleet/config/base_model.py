@@ -2,7 +2,7 @@
 
 ```yaml
 base_model: my-org/my-encoder          # the packaged MiniLM, a hub id or a local folder
-base_model_dtype: bfloat16             # auto (float32) | float32 | bfloat16 | float16
+base_model_dtype: bfloat16             # auto (the checkpoint's own) | float32 | bfloat16 | float16
 gradient_checkpointing: true           # recompute the base's activations in backward
 base_model_layout:                     # only for a model type without a built-in layout
   layers: encoder.blocks               # the layer list, from the bare model (AutoModel)

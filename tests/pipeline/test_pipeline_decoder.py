@@ -51,3 +51,17 @@ def test_run_trains_registers_and_fuses_on_a_tiny_llama(tmp_path, decoder):
     status = pipeline_status(config, config.tracking_uri)
     best = {row.task: row.best for row in status.tasks}
     assert best["fruit"] is not None and best["fruit"] > 0.6  # balanced: chance is 0.5
+
+
+def test_a_tokenizer_that_cannot_pad_is_refused_naming_the_fix(tmp_path):
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    from adapterfleet.adapters import BaseModelError
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.Whitespace()
+    bpe.train_from_iterator(["a red apple and a blue boat"], trainers.BpeTrainer(vocab_size=60))
+    PreTrainedTokenizerFast(tokenizer_object=bpe).save_pretrained(tmp_path / "no-pad")
+    with pytest.raises(BaseModelError, match="no pad, end-of-sequence or unknown token.*pad_token"):
+        load_tokenizer(str(tmp_path / "no-pad"))

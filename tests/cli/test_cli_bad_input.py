@@ -122,7 +122,7 @@ def test_a_dotted_task_name_is_found_by_set(pipeline: Path) -> None:
     result = runner.invoke(app, ["tasks", "-c", str(pipeline), "-o", override])
     assert result.exit_code == 0, result.output
     rows = {
-        line.split("|")[1].strip(): line.split("|")[3].strip()
+        line.split("|")[1].strip(): line.split("|")[4].strip()  # task: dev rows
         for line in result.output.splitlines()[2:]
     }
     assert rows == {"a": "2", "glue.rte": "1"}

@@ -68,6 +68,8 @@ def apply_budget(document: dict[str, Any], overrides: Sequence[str] = ()) -> dic
     name = document.get("budget")
     if name is None:
         return document
+    if not isinstance(name, str | int) or isinstance(name, bool):
+        raise ConfigError(f"budget: {name!r} must be the name of a budget (e.g. budget: cpu)")
     budgets = as_mapping(document.get("budgets") or {}, "budgets")
     if name not in budgets:
         known = ", ".join(map(str, budgets)) or "none (add a budgets: section)"

@@ -193,3 +193,14 @@ def flat_changes(changes: Mapping[str, Any], prefix: str = "") -> dict[str, Any]
         else:
             out[path] = value
     return out
+
+
+def check_path_length(path: Any, where: str) -> None:
+    """Refuse a path no file system takes: a name over 255 bytes or the whole over 4096."""
+    text = str(path)
+    longest = max((len(part.encode()) for part in text.split("/")), default=0)
+    if longest > 255 or len(text.encode()) > 4096:
+        raise ConfigError(
+            f"{where}: a path with a name of {longest} bytes ({len(text.encode())} in all) is "
+            "longer than file systems allow (255 a name, 4096 in all); use a shorter path"
+        )

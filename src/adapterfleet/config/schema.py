@@ -23,6 +23,7 @@ from adapterfleet.config.fields import (
     NAME_MAX,
     ConfigError,
     as_int,
+    check_path_length,
     flat_changes,
     name_at,
     refuse_unknown,
@@ -140,7 +141,9 @@ def parse_config(document: Mapping[str, Any], base_dir: Path) -> PipelineConfig:
     """Validate a pipeline document; relative task paths are read from `base_dir`."""
     refuse_unknown(document, TOP_KEYS, "config")
     name = name_at(document, "name", "")
+    check_path_length(document.get("storage") or "", "storage")
     storage = absolute_storage(document.get("storage"))
+    check_path_length(storage, "storage")
     try:
         tasks = checked_task_metrics(read_tasks(document, base_dir, storage))
         check_task_names(tasks)

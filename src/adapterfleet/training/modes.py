@@ -73,9 +73,10 @@ class RunResult:
         return self.fit.best_metrics
 
 
-def head_for(tokenized: TokenizedTask, model: nn.Module) -> HeadConfig:
-    """The task's head; it pools as the task says, else as the base model's family does."""
-    pooling = tokenized.pooling or default_pooling(model)
+def head_for(tokenized: TokenizedTask, model: nn.Module | None = None) -> HeadConfig:
+    """The task's head; it pools as the task says, else as the base model's family does (the
+    first token when no model is given)."""
+    pooling = tokenized.pooling or (default_pooling(model) if model is not None else "cls")
     if tokenized.is_regression:
         value_range = list(tokenized.value_range) if tokenized.value_range else None
         return HeadConfig("regression", 1, value_range=value_range, pooling=pooling)

@@ -16,7 +16,6 @@ from torch import nn
 
 from adapterfleet.errors import UserError
 
-POOLINGS = ("cls", "mean", "last")
 _LAYOUT_ATTR = "_adapterfleet_slot_map"
 
 

@@ -77,6 +77,7 @@ def bottleneck_size(reduction_factor: int, hidden_size: int) -> int:
 
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
+POOLINGS = ("cls", "mean", "last")  # what a head reads: first, mean or last real token
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,10 @@ from typing import Any
 import torch
 from torch import nn
 
+from adapterfleet.adapters.config import POOLINGS
+from adapterfleet.adapters.model import trainable_dtype
+
 HEAD_TYPES = ("classification", "multiple_choice", "regression")
-POOLINGS = ("cls", "mean", "last")
 
 
 @dataclass(frozen=True)
@@ -133,8 +135,9 @@ class AdapterModel(nn.Module):
             raise ValueError(f"head {name!r} already exists in this model")
         head = Head(int(self.config.hidden_size), config)
         ref = next(self.encoder_model.parameters())
-        dtype = torch.float32 if ref.dtype in (torch.bfloat16, torch.float16) else ref.dtype
-        self.heads[name] = head.to(device=ref.device, dtype=dtype).train(self.training)
+        self.heads[name] = head.to(device=ref.device, dtype=trainable_dtype(ref)).train(
+            self.training
+        )
         if self.active_head is None:
             self.active_head = name
         return head

@@ -20,10 +20,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from adapterfleet.adapters.config import DTYPES, BaseModelSpec
+from adapterfleet.adapters.config import DTYPES, POOLINGS, BaseModelSpec
 from adapterfleet.config.fields import ConfigError, as_mapping, choice, refuse_unknown
 
-POOLINGS = ("cls", "mean", "last")
 LAYOUT_PATHS = ("layers", "attention_output", "attention_norm", "ffn_output", "ffn_norm")
 LAYOUT_KEYS = (*LAYOUT_PATHS, "norm", "pooling", "dropout_attr")
 

@@ -24,7 +24,7 @@ from adapterfleet.training import TrainConfig
         ("metric", "auc", "['accuracy', 'f1', 'f1_macro'"),
         ("seed", -1, ">= 0"),
         ("max_grad_norm", 0.0, "> 0 or None"),
-        ("precision", "fp16", "['auto', 'fp32', 'bf16']"),
+        ("precision", "fp8", "['auto', 'fp32', 'bf16', 'fp16']"),
         ("device", "tpu", "['auto', 'cpu', 'cuda']"),
         ("progress", "yes", "true or false"),
         ("max_epochs", True, ">= 1"),

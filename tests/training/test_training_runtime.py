@@ -7,6 +7,7 @@ import torch
 
 from adapterfleet.training import TrainConfig, evaluate, fit
 from adapterfleet.training.runtime import (
+    autocast_dtype,
     count_batches,
     logits_of,
     resolve_device,
@@ -21,8 +22,27 @@ def test_precision_auto_is_fp32_on_cpu_and_bf16_when_asked():
     cpu = torch.device("cpu")
     assert use_bf16("auto", cpu) is False and use_bf16("fp32", cpu) is False
     assert use_bf16("bf16", cpu) is True
-    assert use_bf16("auto", torch.device("cuda")) is True
-    assert use_bf16("fp32", torch.device("cuda")) is False
+    assert autocast_dtype("auto", cpu) is None and autocast_dtype("bf16", cpu) == torch.bfloat16
+    assert autocast_dtype("fp32", torch.device("cuda")) is None
+    with pytest.raises(ValueError, match="'fp16' needs a CUDA device, got cpu; use bf16"):
+        autocast_dtype("fp16", cpu)
+
+
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
+def test_precision_auto_on_cuda_is_bf16_only_where_the_gpu_has_it():
+    cuda = torch.device("cuda")
+    expected = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    assert autocast_dtype("auto", cuda) == expected
+    assert autocast_dtype("fp16", cuda) == torch.float16
+
+
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
+def test_fit_on_cuda_with_fp16_scales_the_loss_and_learns(make_model, task):
+    model = make_model()
+    config = TrainConfig(learning_rate=0.05, max_epochs=5, device="cuda", precision="fp16")
+    result = fit(model, model.trainable(), task["train"], task["dev"], config)
+    assert model.head.weight.dtype == torch.float32
+    assert result.best_metric > 0.9
 
 
 def test_fit_on_cpu_with_bf16_autocast_learns(make_model, task):
@@ -46,6 +66,7 @@ def test_device_resolution():
 
 def test_batches_and_outputs():
     batch = to_device({"x": torch.ones(2), "task": "rte"}, torch.device("cpu"))
+    assert not batch["x"].is_pinned()
     assert batch["task"] == "rte" and torch.equal(batch["x"], torch.ones(2))
     logits = torch.zeros(2, 3)
     assert logits_of({"logits": logits}) is logits

@@ -10,7 +10,7 @@ from typing import Any
 from adapterfleet.training.metrics import DEFAULT_METRIC, METRICS, METRICS_BY_KIND
 from adapterfleet.training.metrics import higher_is_better as higher_is_better  # for config/
 
-PRECISIONS = ("auto", "fp32", "bf16")
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 DEVICES = ("auto", "cpu", "cuda")
 LATER_FIELDS = {"min_epochs": 1}  # field -> its default; see TrainConfig.hash_dict
 MAX_SEED = 2**32 - 1  # what every seeded generator (random, torch, numpy) accepts

@@ -14,6 +14,7 @@ import torch
 from adapterfleet.training.callbacks import Callback, EpochReport, FitResult
 from adapterfleet.training.checkpoint import TrainingParts, load_checkpoint, save_checkpoint
 from adapterfleet.training.config import TrainConfig
+from adapterfleet.training.distributed import DataParallel
 from adapterfleet.training.evaluation import evaluate
 from adapterfleet.training.metrics import (
     CLASS_METRIC_NAMES,
@@ -25,6 +26,7 @@ from adapterfleet.training.runtime import (
     Batch,
     TrainBatches,
     autocast,
+    autocast_dtype,
     batch_size_of,
     checked_params,
     count_batches,
@@ -34,7 +36,6 @@ from adapterfleet.training.runtime import (
     require_reiterable,
     resolve_device,
     to_device,
-    use_bf16,
 )
 from adapterfleet.training.state import LoopState, RngState, seed_everything
 
@@ -53,6 +54,7 @@ def fit(
     callbacks: Sequence[Callback] = (),
     resume_from: str | Path | None = None,
     metric_names: Sequence[str] | None = None,
+    device: torch.device | None = None,
 ) -> FitResult:
     """Train `trainable_params` of `model` with AdamW; return when epochs or patience run out
     (patience only from `config.min_epochs` on).
@@ -66,7 +68,11 @@ def fit(
     (default: `config.metric`, and accuracy for a classification metric). The model ends on the
     best epoch's trainable state, in eval mode; the best epoch is the highest `config.metric`
     (the lowest for a lower-is-better one such as mse). `resume_from` is a directory written by
-    `EpochReport.save_checkpoint`.
+    `EpochReport.save_checkpoint`. `device` overrides `config.device` (a Ray Train worker
+    passes the one Ray gave it).
+
+    Inside an initialised `torch.distributed` group the same loop trains data-parallel
+    (`training/distributed.py`): each rank its rows of every batch, gradients summed.
     """
     params = checked_params(model, trainable_params)
     epoch_batches = epoch_source(train_batches)
@@ -74,8 +80,9 @@ def fit(
     default = ["accuracy"] if config.metric in CLASS_METRIC_NAMES else []
     names = list(dict.fromkeys([config.metric, *(metric_names or default)]))
     check_metric_names(names)
-    device = resolve_device(config.device)
-    bf16 = use_bf16(config.precision, device)
+    device = device or resolve_device(config.device)
+    dtype = autocast_dtype(config.precision, device)
+    group = DataParallel.current()
     seed_everything(config.seed)
     model.to(device)
     optimizer = build_optimizer(params, config.learning_rate, config.weight_decay)
@@ -83,11 +90,12 @@ def fit(
     scheduler = build_scheduler(optimizer, total_steps * config.max_epochs, config.warmup_ratio)
     parts = TrainingParts(params, optimizer, scheduler, config)
     run = _FitRun(
-        model, parts, epoch_batches, dev_batches, names, device, bf16,
+        model, parts, epoch_batches, dev_batches, names, device, dtype, group,
         loss_fn=loss_fn or default_loss, extra_loss=extra_loss, callbacks=callbacks,
     )  # fmt: skip
     if resume_from is not None:
         run.state, run.best = load_checkpoint(Path(resume_from), parts)
+    group.broadcast_(params)  # every rank starts from rank 0's weights, as DDP does
     return run.run()
 
 
@@ -101,13 +109,19 @@ class _FitRun:
     dev_batches: Iterable[Batch]
     metric_names: list[str]
     device: torch.device
-    bf16: bool
+    dtype: torch.dtype | None  # autocast to it; None: float32
+    group: DataParallel
     loss_fn: LossFn
     extra_loss: Callable[[], torch.Tensor] | None
     callbacks: Sequence[Callback]
     state: LoopState = field(default_factory=LoopState)
     best: list[torch.Tensor] | None = None
     saving_epoch: int | None = None  # the epoch whose callbacks are running
+    scaler: torch.amp.GradScaler | None = None  # fp16 only: the loss scale
+
+    def __post_init__(self) -> None:
+        if self.dtype == torch.float16:
+            self.scaler = torch.amp.GradScaler(self.device.type)
 
     @property
     def config(self) -> TrainConfig:
@@ -143,8 +157,9 @@ class _FitRun:
         train_loss, examples = self._train_epoch(epoch)
         throughput = examples / max(time.perf_counter() - start, 1e-9)
         dev = evaluate(
-            self.model, self.dev_batches, self.metric_names, device=self.device, bf16=self.bf16
-        )
+            self.model, self.dev_batches, self.metric_names,
+            device=self.device, dtype=self.dtype, data_parallel=self.group,
+        )  # fmt: skip
         seconds = time.perf_counter() - start
         self._record_epoch(epoch, train_loss, dev, examples, seconds)
         rng = RngState.capture()
@@ -161,7 +176,9 @@ class _FitRun:
         loss_sum, batches, examples, pending = torch.zeros((), device=self.device), 0, 0, 0
         show = self.config.progress and sys.stderr.isatty()
         for batch in progress(self.epoch_batches(epoch), f"epoch {epoch}", show):
-            loss_sum += self._forward_backward(batch)
+            rows, share = self.group.shard(batch)
+            if share > 0:  # a short last batch may leave a rank no rows
+                loss_sum += self._forward_backward(rows, share)
             batches, examples, pending = batches + 1, examples + batch_size_of(batch), pending + 1
             if pending == self.config.grad_accum_steps:
                 self._optimizer_step(pending)
@@ -170,29 +187,41 @@ class _FitRun:
             self._optimizer_step(pending)
         if batches == 0:
             raise ValueError(f"train_batches yielded no batches in epoch {epoch}")
-        return loss_sum.item() / batches, examples
+        return self.group.sum(loss_sum).item() / batches, examples
 
-    def _forward_backward(self, batch: Batch) -> torch.Tensor:
+    def _forward_backward(self, batch: Batch, share: float) -> torch.Tensor:
+        """The loss of this rank's rows, weighted by their share of the global batch (the
+        shares of all ranks add up to the global batch's mean)."""
         batch = to_device(batch, self.device)
-        with autocast(self.device, self.bf16):
+        with autocast(self.device, self.dtype):
             loss = self.loss_fn(logits_of(self.model(batch)), batch["labels"])
         if self.extra_loss is not None:
             loss = loss + self.extra_loss()
-        loss.backward()
+        if self.group.active:
+            loss = loss * share
+        (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
         return loss.detach().float()
 
     def _optimizer_step(self, micro_batches: int) -> None:
-        """Average the accumulated gradients over `micro_batches`, clip, step, advance the LR."""
-        params = self.parts.params
+        """Sum the gradients over the ranks, average them over `micro_batches`, clip, step,
+        advance the LR."""
+        params, optimizer = self.parts.params, self.parts.optimizer
+        self.group.sum_gradients_(params)
+        if self.scaler is not None:
+            self.scaler.unscale_(optimizer)
         if micro_batches > 1:
             for param in params:
                 if param.grad is not None:
                     param.grad.div_(micro_batches)
         if self.config.max_grad_norm is not None:
             torch.nn.utils.clip_grad_norm_(params, self.config.max_grad_norm)
-        self.parts.optimizer.step()
+        if self.scaler is not None:  # skips the step when the scaled gradients overflowed
+            self.scaler.step(optimizer)
+            self.scaler.update()
+        else:
+            optimizer.step()
         self.parts.scheduler.step()
-        self.parts.optimizer.zero_grad(set_to_none=True)
+        optimizer.zero_grad(set_to_none=True)
         self.state.global_step += 1
 
     def _record_epoch(self, epoch: int, loss: float, dev: dict, examples: int, seconds: float):

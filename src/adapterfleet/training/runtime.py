@@ -22,25 +22,47 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+# The half-precision autocast dtypes a TrainConfig.precision names.
+HALF_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
+    """The dtype to autocast to, None for float32. "fp32": none; "bf16" on any device; "fp16"
+    on CUDA (the loop then scales the loss); "auto": on CUDA bf16 where the GPU has it (Ampere
+    and newer), else fp16, and float32 on a CPU, the reference implementation's numerics (bf16
+    pays on CPUs with native bf16 instructions, AVX512-BF16 or AMX: ask for it)."""
+    if precision == "fp32" or (precision == "auto" and device.type != "cuda"):
+        return None
+    if precision == "auto":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    if precision == "fp16" and device.type != "cuda":
+        raise ValueError(
+            f"TrainConfig.precision 'fp16' needs a CUDA device, got {device.type}; "
+            "use bf16 (or fp32) on a CPU"
+        )
+    return HALF_DTYPES[precision]
+
+
 def use_bf16(precision: str, device: torch.device) -> bool:
-    """Whether to autocast to bfloat16: "bf16" on any device, "auto" on CUDA only, never for
-    "fp32". On a CPU, bf16 pays where it has native bf16 instructions (AVX512-BF16, AMX);
-    "auto" keeps CPUs at fp32, the reference implementation's numerics."""
-    if precision == "fp32":
-        return False
-    return precision == "bf16" or device.type == "cuda"
+    """Whether `precision` autocasts to bfloat16 on `device`."""
+    return autocast_dtype(precision, device) == torch.bfloat16
 
 
-def autocast(device: torch.device, bf16: bool) -> contextlib.AbstractContextManager:
-    """bf16 autocast when asked (weights and gradients stay fp32), otherwise a no-op."""
-    if not bf16:
+def autocast(device: torch.device, dtype: torch.dtype | None) -> contextlib.AbstractContextManager:
+    """Autocast to `dtype` when one is given (weights and gradients stay float32), otherwise
+    a no-op."""
+    if dtype is None:
         return contextlib.nullcontext()
-    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    return torch.autocast(device_type=device.type, dtype=dtype)
 
 
 def to_device(batch: Batch, device: torch.device) -> dict[str, Any]:
-    """A copy of `batch` with every tensor on `device` (other values pass through)."""
-    return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+    """A copy of `batch` with every tensor on `device` (other values pass through); copies
+    from pinned memory do not block."""
+    return {
+        k: v.to(device, non_blocking=v.is_pinned()) if isinstance(v, torch.Tensor) else v
+        for k, v in batch.items()
+    }
 
 
 def logits_of(output: Any) -> torch.Tensor:

@@ -14,6 +14,7 @@ from typing import Any
 
 from torch import nn
 
+from adapterfleet.adapters.config import HEAD_DROPOUT
 from adapterfleet.errors import UserError
 
 _LAYOUT_ATTR = "_adapterfleet_slot_map"
@@ -191,6 +192,18 @@ def default_pooling(model: nn.Module) -> str:
     if getattr(config, "model_type", None) == "modernbert":
         return str(getattr(config, "classifier_pooling", "cls") or "cls")
     return slot_map_for(model).pooling
+
+
+def default_head_dropout(model: nn.Module) -> float:
+    """The dropout of a new head: the base model's classifier dropout, else its hidden dropout
+    (what transformers' sequence-classification heads take), else the reference's 0.1. A base
+    configured without dropout so trains a head without it too."""
+    config = base_encoder(model).config
+    for name in ("classifier_dropout", "hidden_dropout_prob"):
+        value = getattr(config, name, None)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+    return HEAD_DROPOUT
 
 
 def describe_base(model: nn.Module) -> dict[str, object]:

@@ -8,6 +8,7 @@ from typing import Any
 ARCHITECTURES = ("pfeiffer", "houlsby")
 NON_LINEARITIES = ("relu", "swish", "gelu", "tanh")
 DEFAULT_REDUCTION_FACTOR = 16  # the paper's ST-A setting (Table 1)
+HEAD_DROPOUT = 0.1  # the reference implementation's head dropout
 _DEFAULT_NON_LINEARITY = {"pfeiffer": "relu", "houlsby": "swish"}
 
 

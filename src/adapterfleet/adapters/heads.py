@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from adapterfleet.adapters.config import POOLINGS
+from adapterfleet.adapters.config import HEAD_DROPOUT, POOLINGS
 from adapterfleet.adapters.model import trainable_dtype
 
 HEAD_TYPES = ("classification", "multiple_choice", "regression")
@@ -27,7 +27,7 @@ class HeadConfig:
     head_type: str = "classification"
     num_labels: int = 2
     label_names: list[str] = field(default_factory=list)
-    dropout: float = 0.1
+    dropout: float = HEAD_DROPOUT
     pooling: str = "cls"
     value_range: list[float] | None = None  # regression only: [low, high] of the labels
 

@@ -157,6 +157,8 @@ def parse_config(document: Mapping[str, Any], base_dir: Path) -> PipelineConfig:
     budget = document.get("budget")
     changes = (document.get("budgets") or {}).get(budget) or {} if budget is not None else {}
     base_model = string_at(document, "base_model", "minilm-l6")
+    resources = Resources.from_mapping(document.get("resources") or {})
+    check_workers(adapters, resources)
     return PipelineConfig(
         name=name,
         tasks=tasks,
@@ -169,11 +171,22 @@ def parse_config(document: Mapping[str, Any], base_dir: Path) -> PipelineConfig:
         adapters=adapters,
         fusion=fusion,
         baselines=baselines,
-        resources=Resources.from_mapping(document.get("resources") or {}),
+        resources=resources,
         budget=None if budget is None else str(budget),
         budget_changes=flat_changes(changes),
         source=dict(document),
     )
+
+
+def check_workers(adapters: AdapterStage, resources: Resources) -> None:
+    """ASHA stops a trial between epochs through Tune's function trainable, which a trial of
+    several workers (a Ray Train run) does not hear: that pair is refused."""
+    if resources.distributed and adapters.scheduler == "asha":
+        raise ConfigError(
+            f"adapters.scheduler: asha cannot stop a trial of resources.workers: "
+            f"{resources.workers} (a Ray Train run); use scheduler: fifo with workers, or "
+            "workers: 1 with asha"
+        )
 
 
 def read_tasks(document: Mapping[str, Any], base_dir: Path, storage: Path) -> dict[str, TaskSpec]:

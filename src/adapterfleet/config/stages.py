@@ -216,12 +216,19 @@ def _check_mt_a(
             )
 
 
+BACKENDS = ("auto", "gloo", "nccl")  # torch.distributed's, for trials of several workers
+
+
 @dataclass(frozen=True)
 class Resources:
-    """What each trial (and job) asks Ray for; fractional GPUs allowed."""
+    """What each trial (and job) asks Ray for; fractional GPUs allowed. With `workers` > 1 a
+    trial is a Ray Train run of that many data-parallel workers, and `cpu` / `gpu` are per
+    worker; `backend` is their collective backend (auto: NCCL with GPUs, gloo without)."""
 
     cpu: float = 1.0
     gpu: float = 0.0
+    workers: int = 1
+    backend: str = "auto"
 
     def __post_init__(self) -> None:
         cpu, gpu = self.cpu, self.gpu
@@ -230,13 +237,50 @@ class Resources:
                 f"resources: cpu must be > 0 and gpu a fraction in [0, 1] or a whole number, "
                 f"got cpu={cpu}, gpu={gpu}"
             )
+        if gpu > 1:
+            per = "per worker" if self.workers > 1 else "per trial"
+            raise ConfigError(
+                f"resources.gpu: {gpu:g} GPUs {per}, but a process trains on one device; for a "
+                f"trial on {gpu:g} GPUs set workers: {self.workers * int(gpu)} and gpu: 1 "
+                "(one GPU per data-parallel worker)"
+            )
+        if self.backend == "nccl" and gpu == 0:
+            raise ConfigError(
+                "resources.backend: nccl runs on GPUs only, and resources.gpu is 0; use "
+                "backend: gloo (or auto) on CPUs, or give each worker a GPU"
+            )
+
+    @property
+    def distributed(self) -> bool:
+        """Whether a trial is a Ray Train run of several workers."""
+        return self.workers > 1
+
+    def fitting(self, node: Mapping[str, float]) -> int:
+        """How many trials (or workers, with `workers`) fit on a node of these resources
+        (Ray's `{"CPU": ..., "GPU": ...}`) at once."""
+        need = {"CPU": self.cpu, "GPU": self.gpu}
+        return min(int(node.get(key, 0.0) // amount) for key, amount in need.items() if amount > 0)
+
+    @property
+    def torch_backend(self) -> str:
+        """The collective backend the workers use."""
+        if self.backend != "auto":
+            return self.backend
+        return "nccl" if self.gpu > 0 else "gloo"
 
     @classmethod
     def from_mapping(cls, raw: Any) -> Resources:
-        """The `resources:` section (per trial)."""
+        """The `resources:` section (per trial, or per worker with `workers`)."""
         raw = as_mapping(raw, "resources")
-        refuse_unknown(raw, ("cpu", "gpu"), "resources")
+        refuse_unknown(raw, ("cpu", "gpu", "workers", "backend"), "resources")
+        backend = raw.get("backend", "auto")
+        if backend not in BACKENDS:
+            raise ConfigError(
+                f"resources.backend: {backend!r} is unknown; use one of {', '.join(BACKENDS)}"
+            )
         return cls(
             as_float(raw.get("cpu", 1), "resources.cpu"),
             as_float(raw.get("gpu", 0), "resources.gpu"),
+            as_int(raw.get("workers", 1), "resources.workers", 1),
+            backend,
         )

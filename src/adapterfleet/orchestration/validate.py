@@ -37,16 +37,23 @@ def check_reduction_factors(config: PipelineConfig, hidden_size: int) -> None:
 
 
 def check_resources(config: PipelineConfig, nodes: list[Mapping[str, float]]) -> None:
-    """Refuse per-trial resources that no single node can ever provide."""
-    need = {"CPU": config.resources.cpu, "GPU": config.resources.gpu}
-    for node in nodes:
-        if all(node.get(key, 0.0) >= amount for key, amount in need.items() if amount > 0):
-            return
+    """Refuse per-trial resources that no single node can ever provide, and a trial of
+    `workers` that the nodes together cannot place (each worker on one node)."""
+    resources = config.resources
     have = ", ".join(f"{{CPU: {n.get('CPU', 0):g}, GPU: {n.get('GPU', 0):g}}}" for n in nodes)
-    raise ConfigError(
-        f"resources: a trial needs cpu={config.resources.cpu:g}, gpu={config.resources.gpu:g} "
-        f"but no node can provide that (nodes: {have or 'none'}); lower resources or add nodes"
-    )
+    fits = [resources.fitting(node) for node in nodes]
+    if not any(fits):
+        one = "a worker" if resources.distributed else "a trial"
+        raise ConfigError(
+            f"resources: {one} needs cpu={resources.cpu:g}, gpu={resources.gpu:g} "
+            f"but no node can provide that (nodes: {have or 'none'}); lower resources or add nodes"
+        )
+    if sum(fits) < resources.workers:
+        raise ConfigError(
+            f"resources.workers: {resources.workers} workers of cpu={resources.cpu:g}, "
+            f"gpu={resources.gpu:g} each, but the nodes can place only {sum(fits)} at once "
+            f"(nodes: {have}); lower workers or the cpu / gpu per worker, or add nodes"
+        )
 
 
 def used_tasks(config: PipelineConfig) -> list[str]:

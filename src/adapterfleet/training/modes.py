@@ -35,8 +35,8 @@ from adapterfleet.adapters import (
     sha256_file,
     train_adapter,
 )
-from adapterfleet.adapters.architectures import default_pooling
-from adapterfleet.adapters.config import DEFAULT_REDUCTION_FACTOR, BaseModelSpec
+from adapterfleet.adapters.architectures import default_head_dropout, default_pooling
+from adapterfleet.adapters.config import DEFAULT_REDUCTION_FACTOR, HEAD_DROPOUT, BaseModelSpec
 from adapterfleet.adapters.io import ADAPTER_WEIGHTS
 from adapterfleet.adapters.model import train_only
 from adapterfleet.data import TokenizedTask, make_dataloader
@@ -49,6 +49,7 @@ from adapterfleet.fusion import (
 )
 from adapterfleet.training.callbacks import Callback, FitResult
 from adapterfleet.training.config import TrainConfig
+from adapterfleet.training.distributed import DataParallel
 from adapterfleet.training.loop import LossFn, default_loss, fit
 from adapterfleet.training.state import seed_everything
 
@@ -75,15 +76,19 @@ class RunResult:
 
 def head_for(tokenized: TokenizedTask, model: nn.Module | None = None) -> HeadConfig:
     """The task's head; it pools as the task says, else as the base model's family does (the
-    first token when no model is given)."""
+    first token when no model is given), with the base model's dropout (`default_head_dropout`)."""
     pooling = tokenized.pooling or (default_pooling(model) if model is not None else "cls")
+    shared = {
+        "pooling": pooling,
+        "dropout": default_head_dropout(model) if model is not None else HEAD_DROPOUT,
+    }
     if tokenized.is_regression:
         value_range = list(tokenized.value_range) if tokenized.value_range else None
-        return HeadConfig("regression", 1, value_range=value_range, pooling=pooling)
+        return HeadConfig("regression", 1, value_range=value_range, **shared)
     if tokenized.is_multiple_choice:
-        return HeadConfig("multiple_choice", tokenized.num_labels, pooling=pooling)
+        return HeadConfig("multiple_choice", tokenized.num_labels, **shared)
     return HeadConfig(
-        num_labels=tokenized.num_labels, label_names=list(tokenized.label_names), pooling=pooling
+        num_labels=tokenized.num_labels, label_names=list(tokenized.label_names), **shared
     )
 
 
@@ -163,11 +168,13 @@ def train_single(
     metrics: Sequence[str] = ("accuracy",),
     callbacks: Sequence[Callback] = (),
     resume_from: str | Path | None = None,
+    device: torch.device | None = None,
 ) -> RunResult:
     """Train one task and save its run directory: `head` (the head only), `full` (every
     weight) or `st-a` with `adapter` (any architecture; run.json then names the run by it).
     `st-a-houlsby` is st-a with a Houlsby adapter. Without `adapter`, an adapter mode trains
-    the reduction factor 16 of Table 1."""
+    the reduction factor 16 of Table 1. `device` overrides the config's; data-parallel (inside
+    a `torch.distributed` group) only rank 0 writes the run directory."""
     adapter = _checked_adapter(mode, adapter)
     seed_everything(config.seed)  # the new head and adapter: one init per seed, whatever ran before
     model = new_model(base_model)
@@ -191,18 +198,20 @@ def train_single(
         callbacks=callbacks,
         resume_from=resume_from,
         metric_names=metric_names(metrics, config),
+        device=device,
     )
     out = Path(out_dir)
+    row = adapter_mode(adapter) if adapter is not None else mode
+    run = RunResult(row, name, out, result, sum(p.numel() for p in trainable), {}, model)
+    if not DataParallel.current().is_main:
+        return run
     save_head(model, name, out / "head")
-    lineage: dict[str, Any] = {}
     if adapter is not None:
         save_adapter(model, name, out / "adapter")
-        lineage["adapter_sha256"] = sha256_file(out / "adapter" / ADAPTER_WEIGHTS)
-        lineage["adapter"] = adapter.to_dict()
+        run.lineage["adapter_sha256"] = sha256_file(out / "adapter" / ADAPTER_WEIGHTS)
+        run.lineage["adapter"] = adapter.to_dict()
     if mode == "full":
         save_base_model(model, out / "model")
-    row = adapter_mode(adapter) if adapter is not None else mode
-    run = RunResult(row, name, out, result, sum(p.numel() for p in trainable), lineage, model)
     write_run_file(run, base_model, config)
     return run
 

@@ -42,6 +42,7 @@ from adapterfleet.tuning.spec import (
 from adapterfleet.tuning.trial import make_trainable
 
 DEFAULT_MAX_FAILURES = 2
+DRIVER_MEMORY = 256 * 2**20  # bytes a multi-worker trial's driver reserves
 
 
 def worker_config(config: PipelineConfig) -> PipelineConfig:
@@ -99,6 +100,28 @@ def prepare_data(ctx: SweepContext, tasks: tuple[str, ...], progress: Say) -> No
         progress(f"task {task}: {len(tokenized.train)} train / {len(tokenized.dev)} dev, {state}")
 
 
+def trial_resources(config: PipelineConfig) -> dict[str, float]:
+    """What a Tune trial reserves: the config's resources; for a trial of several workers no
+    CPU or GPU (its driver only waits; Ray Train reserves the workers), only the memory of its
+    process (Ray refuses a trial that reserves nothing)."""
+    resources = config.resources
+    if resources.distributed:
+        return {"cpu": 0, "memory": DRIVER_MEMORY}
+    return {"cpu": resources.cpu, "gpu": resources.gpu}
+
+
+def concurrent_trials(config: PipelineConfig) -> dict[str, int]:
+    """`max_concurrent_trials` for trials of several workers: as many as the cluster can place
+    at once (Tune does not see their workers' resources, so it would start every driver);
+    nothing for one-worker trials, which Tune places itself."""
+    resources = config.resources
+    if not resources.distributed:
+        return {}
+    nodes = [node["Resources"] for node in ray.nodes() if node.get("Alive")]
+    slots = sum(resources.fitting(node) for node in nodes)
+    return {"max_concurrent_trials": max(1, slots // resources.workers)}
+
+
 def build_tuner(
     plan: SweepPlan, trainable: object, *, max_failures: int, verbose: int
 ) -> ray.tune.Tuner:
@@ -112,7 +135,9 @@ def build_tuner(
         trainable,
         param_space=param_space(plan.config, plan.pending),
         tune_config=ray.tune.TuneConfig(
-            reuse_actors=True, **tune_options(plan.config, plan.pending)
+            reuse_actors=True,
+            **tune_options(plan.config, plan.pending),
+            **concurrent_trials(plan.config),
         ),
         run_config=ray.tune.RunConfig(
             name=plan.config.name,
@@ -189,7 +214,7 @@ def run_sweep(
         plan.tracking_uri, plan.config, plan.sweep_name,
         trials_root(config, plan.sweep_name), tasks, progress, note,
     )  # fmt: skip
-    trainable = make_trainable(ctx, {"cpu": resources.cpu, "gpu": resources.gpu})
+    trainable = make_trainable(ctx, trial_resources(config))
     with activate(registrar):
         verb = "resuming" if plan.restore else "starting"
         trials = sum(task.size for task in tasks.values())

@@ -3,12 +3,14 @@
 Runs in a Ray worker, with the job lifecycle of `training.lifecycle`: every epoch, the loop
 checkpoint goes into the trial's own folder, the epoch's metrics into MLflow (step = epoch), then
 both to Tune with `ray.tune.report` (the epoch hook). A retried or restored trial continues after
-the newest finished epoch.
+the newest finished epoch. A trial of several workers (`resources.workers`) runs the same steps
+as a Ray Train run inside the trial (`tuning/workers.py`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,31 +40,44 @@ FINAL_KEY = "final"  # set on the last result of a trial that ended normally
 
 def make_trainable(ctx: SweepContext, resources: dict[str, float]) -> Any:
     """The trainable Tune runs, registered as `adapter_trial` (restore needs the same name),
-    with `ctx` bound by value and `resources` per trial."""
+    with `ctx` bound by value and `resources` per trial (a trial of several workers reserves
+    nothing itself: its workers are Ray Train's actors)."""
 
     def adapter_trial(config: dict[str, Any]) -> None:
-        run_trial(config, ctx)
+        if ctx.config.resources.distributed:
+            from adapterfleet.tuning.workers import run_on_workers
+
+            run_on_workers(config, ctx)
+        else:
+            run_trial(config, ctx)
 
     adapter_trial.__name__ = adapter_trial.__qualname__ = TRAINABLE_NAME
     return ray.tune.with_resources(adapter_trial, resources)
 
 
-class _TuneReport:
-    """The trial's epoch hook: the epoch's metrics and checkpoint to Tune. `ray.tune.report`
-    ends a trial its scheduler stops with `SystemExit(0)`; the epoch is kept in `stopped_after`."""
+class EpochReporter:
+    """The trial's epoch hook: the epoch's metrics and checkpoint to Tune (`ray.tune.report`
+    and its Checkpoint), or to Ray Train on a worker (theirs; the checkpoint from rank 0 only,
+    `folder` None elsewhere). `ray.tune.report` ends a trial its scheduler stops with
+    `SystemExit(0)`; the epoch is kept in `stopped_after`."""
 
-    def __init__(self, run_id: str) -> None:
+    def __init__(
+        self, run_id: str, report: Callable[..., None] = ray.tune.report, checkpoints: Any = None
+    ) -> None:
         self.run_id = run_id
+        self.report = report
+        self.checkpoints = checkpoints or ray.tune.Checkpoint
         self.stopped_after: int | None = None
 
-    def __call__(self, report: EpochReport, metrics: dict[str, float], folder: Path) -> None:
+    def __call__(self, report: EpochReport, metrics: dict[str, float], folder: Path | None) -> None:
         best = {f"best_dev_{report.metric}": report.best_metric, "best_epoch": report.best_epoch}
         best[OBJECTIVE_KEY] = signed(report.metric, report.best_metric)
         seconds = {"epoch_seconds": report.epoch_seconds}  # for the driver's epoch line
+        checkpoint = None if folder is None else self.checkpoints.from_directory(str(folder))
         try:
-            ray.tune.report(
+            self.report(
                 {**metrics, **best, **seconds, "epoch": report.epoch, "mlflow_run_id": self.run_id},
-                checkpoint=ray.tune.Checkpoint.from_directory(str(folder)),
+                checkpoint=checkpoint,
             )
         except SystemExit as stop:  # how `report` ends a trial its scheduler stops (code 0)
             if not stop.code:
@@ -70,12 +85,14 @@ class _TuneReport:
             raise
 
 
-def resume_point(workdir: JobWorkdir, logger: MlflowRunLogger) -> tuple[int, Path] | None:
-    """Where the trial continues: the newer of Tune's checkpoint and the trial's own, its
-    epochs missing from MLflow logged first. Tune keeps a copy of every reported checkpoint, but
-    the driver writes its experiment state only every few seconds: after a driver crash Tune may
-    hand a trial an older checkpoint than the newest one the trial finished."""
-    checkpoint = ray.tune.get_checkpoint()
+def resume_point(
+    workdir: JobWorkdir, logger: MlflowRunLogger, checkpoint: Any
+) -> tuple[int, Path] | None:
+    """Where the trial continues: the newer of the `checkpoint` offered (Tune's, or Train's on
+    a worker; None) and the trial's own, its epochs missing from MLflow logged first. Tune keeps a
+    copy of every reported checkpoint, but the driver writes its experiment state only every
+    few seconds: after a driver crash Tune may hand a trial an older checkpoint than the newest
+    one the trial finished."""
     if checkpoint is None:
         return resume_job(workdir, logger)
     with checkpoint.as_directory() as folder:
@@ -135,9 +152,9 @@ def run_trial(config: dict[str, Any], ctx: SweepContext) -> None:
     tokenized = tokenize_task(load_task(spec), tokenizer, ctx.config.max_length, ctx.tokens_dir)
     train = trial_config(ctx, params)
     logger = open_run(ctx, params, train)
-    tune_report = _TuneReport(logger.run_id)
+    tune_report = EpochReporter(logger.run_id)
     try:
-        start = resume_point(workdir, logger)
+        start = resume_point(workdir, logger, ray.tune.get_checkpoint())
         with logger.system_metrics():
             result = train_single(
                 "st-a",
@@ -155,11 +172,19 @@ def run_trial(config: dict[str, Any], ctx: SweepContext) -> None:
         if isinstance(error, SystemExit) and tune_report.stopped_after is not None:
             end_stopped_early(logger, tune_report.stopped_after)
         else:
-            stopped = isinstance(error, SystemExit | KeyboardInterrupt)
-            end_quietly(logger, "KILLED" if stopped else "FAILED")
+            end_failed(logger, error)
         raise
+    report_final(logger, final, signed(train.metric, result.fit.best_metric))
+
+
+def end_failed(logger: MlflowRunLogger, error: BaseException) -> None:
+    """End the run of a trial that raised: KILLED when it was stopped, FAILED otherwise."""
+    end_quietly(logger, "KILLED" if isinstance(error, SystemExit | KeyboardInterrupt) else "FAILED")
+
+
+def report_final(logger: MlflowRunLogger, final: dict[str, Any], objective: float) -> None:
+    """End the run FINISHED, then the trial's last result to Tune (marked `FINAL_KEY`)."""
     logger.end("FINISHED")
-    objective = signed(train.metric, result.fit.best_metric)
     ray.tune.report(
         {**final, OBJECTIVE_KEY: objective, FINAL_KEY: 1, "mlflow_run_id": logger.run_id}
     )

@@ -210,6 +210,32 @@ CASES = {
         ("--num-cpus", "2"),
         r"resources: a trial needs cpu=64.*no node can provide",
     ),
+    # issue #23: trials of several workers, refused before a GPU or CPU is reserved
+    "workers no placement can satisfy": (
+        lambda doc: doc.update(resources={"cpu": 1, "workers": 3}),
+        ("--num-cpus", "2"),
+        r"resources.workers: 3 workers of cpu=1, gpu=0 each, but the nodes can place only 2 "
+        r"at once .*lower workers",
+    ),
+    "several GPUs per trial without workers": (
+        lambda doc: doc.update(resources={"cpu": 1, "gpu": 2}),
+        (),
+        r"resources.gpu: 2 GPUs per trial, but a process trains on one device; for a trial on "
+        r"2 GPUs set workers: 2 and gpu: 1",
+    ),
+    "nccl asked for on CPU": (
+        lambda doc: doc.update(resources={"cpu": 1, "workers": 2, "backend": "nccl"}),
+        (),
+        r"resources.backend: nccl runs on GPUs only, and resources.gpu is 0; use backend: gloo",
+    ),
+    "asha with workers": (
+        lambda doc: (
+            doc.update(resources={"cpu": 1, "workers": 2}),
+            doc["adapters"].update(scheduler="asha"),
+        ),
+        (),
+        r"adapters.scheduler: asha cannot stop a trial of resources.workers: 2",
+    ),
     # issue #20: a model family adapterfleet cannot place adapters in
     "a family with no layout": (
         _unknown_family,

@@ -58,5 +58,7 @@ def test_two_workers_train_the_adapter_one_worker_trains(ray_local, still_model,
     assert len(trials) == 1 and trials[0].info.status == "FINISHED"
     run_id = trials[0].info.run_id
     assert metric_steps(config_two.tracking_uri, run_id, "train_loss") == [1, 2]
+    print("\n".join(lines))
+    assert any("epoch 1/2" in line for line in lines), lines
     assert any("epoch 2/2" in line for line in lines), lines
     assert two["fruit"].run_id == run_id

@@ -43,7 +43,8 @@ class WorkerKiller(threading.Thread):
 
     def run(self) -> None:
         try:
-            wait_for("a first epoch checkpoint", lambda: checkpoint_epochs(self.storage), DEADLINE_S)
+            first = lambda: checkpoint_epochs(self.storage)  # noqa: E731
+            wait_for("a first epoch checkpoint", first, DEADLINE_S)
             pids = wait_for("two train workers", train_worker_pids, 60.0, 0.2)
             assert len(pids) == 2, f"expected two train workers, found {pids}"
             self.epoch_at_kill = max(checkpoint_epochs(self.storage).values())

@@ -50,7 +50,8 @@ def adapter_tensors(config, version) -> dict[str, torch.Tensor]:
 def test_two_workers_train_the_adapter_one_worker_trains(ray_local, still_model, tmp_path):
     one, _, config_one = sweep(tmp_path / "one", still_model, {"cpu": 1})
     two, lines, config_two = sweep(tmp_path / "two", still_model, {"cpu": 1, "workers": 2})
-    alone, pair = adapter_tensors(config_one, one["fruit"]), adapter_tensors(config_two, two["fruit"])
+    alone = adapter_tensors(config_one, one["fruit"])
+    pair = adapter_tensors(config_two, two["fruit"])
     assert alone.keys() == pair.keys() and alone
     for key in alone:
         torch.testing.assert_close(pair[key], alone[key], rtol=1e-4, atol=1e-5)

@@ -8,7 +8,7 @@ TORCH   ?= torch==2.13.0
 TORCH_LINKS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
 PYTEST_ARGS ?=
 
-.PHONY: install demo test lint bench ref-venv clean
+.PHONY: install demo test lint bench gpu-check ref-venv clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,7 +24,8 @@ demo: $(STAMP)
 
 # Two fault tests find their Ray actors and nodes through Ray's global state, which the tests
 # before them leave behind in the same process: they run in processes of their own.
-ISOLATED := tests/faults/test_fault_trial_worker_killed.py tests/faults/test_fault_worker_node_lost.py
+ISOLATED := tests/faults/test_fault_trial_worker_killed.py tests/faults/test_fault_worker_node_lost.py \
+            tests/faults/test_fault_workers_killed.py
 
 # ref-venv first: the interoperability tests compare against the real reference in it.
 test: $(STAMP) ref-venv
@@ -37,6 +38,11 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.run
+
+# On a CUDA machine: the CUDA tests, a pipeline, predict, trials packed on one GPU, DDP on two.
+# Without a GPU it says why nothing ran.
+gpu-check: $(STAMP)
+	$(PY) -m benchmarks.gpu_check
 
 # The reference implementation (AdapterHub adapters 1.3.0, transformers 4.57) in a virtualenv of
 # its own, .bench/ref-venv: the benchmarks and tests/interop need it (those tests skip without it).

@@ -28,6 +28,7 @@ def test_precision_auto_is_fp32_on_cpu_and_bf16_when_asked():
         autocast_dtype("fp16", cpu)
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
 def test_precision_auto_on_cuda_is_bf16_only_where_the_gpu_has_it():
     cuda = torch.device("cuda")
@@ -36,6 +37,7 @@ def test_precision_auto_on_cuda_is_bf16_only_where_the_gpu_has_it():
     assert autocast_dtype("fp16", cuda) == torch.float16
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
 def test_fit_on_cuda_with_fp16_scales_the_loss_and_learns(make_model, task):
     model = make_model()
@@ -78,6 +80,7 @@ def test_batches_and_outputs():
         count_batches(lambda epoch: [])
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
 def test_fit_on_cuda_with_bf16_autocast(make_model, task):
     model = make_model()

@@ -129,9 +129,11 @@ def make_dataloader(
     epoch: int = 0,
     sort_eval_by_length: bool = True,
     drop_last: bool = False,
+    pin_memory: bool = False,
 ) -> DataLoader:
     """A DataLoader over a `TokenizedSplit`: length-grouped batches (shuffled with seed+epoch
-    when ``shuffle``, else longest first), padded per batch, num_workers 0."""
+    when ``shuffle``, else longest first), padded per batch, num_workers 0; in pinned memory
+    when ``pin_memory`` (batches bound for a GPU then copy without blocking)."""
     sampler = LengthGroupedBatchSampler(
         tokenized_split.lengths,
         batch_size,
@@ -146,6 +148,7 @@ def make_dataloader(
         batch_sampler=sampler,
         collate_fn=PadCollator(pad_token_id),
         num_workers=0,
+        pin_memory=pin_memory,
     )
 
 

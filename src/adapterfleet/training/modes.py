@@ -107,13 +107,18 @@ def head_loss(head: HeadConfig) -> LossFn | None:
 
 
 def task_batches(tokenized: TokenizedTask, config: TrainConfig) -> tuple[Any, Any]:
-    """(epoch -> length-grouped shuffled train batches, sorted dev batches)."""
-    pad = tokenized.pad_token_id
+    """(epoch -> length-grouped shuffled train batches, sorted dev batches), in pinned memory
+    when they go to a GPU."""
+    pad, seed = tokenized.pad_token_id, config.seed
+    pin = config.device != "cpu" and torch.cuda.is_available()
 
     def train(epoch: int) -> Any:
-        return make_dataloader(tokenized.train, config.batch_size, True, config.seed, pad, epoch)
+        return make_dataloader(
+            tokenized.train, config.batch_size, True, seed, pad, epoch, pin_memory=pin
+        )
 
-    return train, make_dataloader(tokenized.dev, config.eval_batch_size, False, config.seed, pad)
+    dev = make_dataloader(tokenized.dev, config.eval_batch_size, False, seed, pad, pin_memory=pin)
+    return train, dev
 
 
 def metric_names(tokenized_metrics: Sequence[str], config: TrainConfig) -> list[str]:

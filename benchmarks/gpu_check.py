@@ -1,0 +1,281 @@
+"""`make gpu-check`: the GPU path, proven on a CUDA machine, in one script.
+
+    python -m benchmarks.gpu_check [--out .bench/gpu-check] [--steps 20] [--only NAME ...]
+
+On a machine without a CUDA device it says so and why, and exits 0: nothing to check there.
+On one with a GPU it runs, in order, each step timed and reported even when an earlier one failed:
+
+    cuda-tests   the test suite's CUDA tests (`pytest -m cuda`), none of them skipped
+    pipeline     `adapterfleet demo` (the demo config, tiny budget) with half a GPU per trial:
+                 sweep, registry gate, fusion on the GPU
+    predict      `adapterfleet predict` with the fusion the pipeline registered, on the GPU
+    packing      aggregate ST-A training throughput of 1, 2 and 4 trials sharing one GPU
+                 (`gpu: 1, 0.5, 0.25`) on a BERT-base-shaped model, bf16 autocast
+    ddp          with two GPUs or more: the demo's sweep as trials of two workers (NCCL), one
+                 GPU each, against one worker
+
+It prints a Markdown report (device name, each step's outcome and figures) and writes it with a
+JSON copy under --out; paste the report into benchmarks/RESULTS.md with the date.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+SHAPE_BERT_BASE = {
+    "hidden_size": 768,
+    "num_hidden_layers": 12,
+    "num_attention_heads": 12,
+    "intermediate_size": 3072,
+}
+PACKINGS = (1, 2, 4)  # trials sharing one GPU: gpu 1, 0.5, 0.25 each
+STEP_TIMEOUT_S = 1200
+
+
+def device_summary() -> dict[str, Any] | None:
+    """The CUDA devices torch sees (name, memory, bf16), None when there is none."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    return {
+        "count": torch.cuda.device_count(),
+        "name": torch.cuda.get_device_name(0),
+        "memory_gib": round(torch.cuda.get_device_properties(0).total_memory / 2**30, 1),
+        "bf16": torch.cuda.is_bf16_supported(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+    }
+
+
+def why_no_gpu() -> str:
+    import torch
+
+    build = f"a CUDA {torch.version.cuda} build" if torch.version.cuda else "a CPU-only build"
+    return f"torch {torch.__version__} ({build}) sees no CUDA device"
+
+
+def adapterfleet(*args: str, timeout: float = STEP_TIMEOUT_S) -> subprocess.CompletedProcess:
+    """The console script of this venv, from the repository root (no activated venv needed)."""
+    command = [str(Path(sys.executable).with_name("adapterfleet")), *args]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "MLFLOW_DISABLE_TELEMETRY": "true"}
+    return subprocess.run(
+        command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def checked(result: subprocess.CompletedProcess, what: str) -> str:
+    output = result.stdout + result.stderr
+    if result.returncode != 0:
+        raise RuntimeError(f"{what} exited {result.returncode}: {output[-2000:]}")
+    return output
+
+
+def cuda_tests(out: Path, steps: int) -> dict[str, Any]:
+    command = [sys.executable, "-m", "pytest", "-m", "cuda", "-q", "-rs", "tests"]
+    result = subprocess.run(
+        command, cwd=ROOT, capture_output=True, text=True, timeout=STEP_TIMEOUT_S
+    )
+    tail = (result.stdout + result.stderr).strip().splitlines()[-1:]
+    if result.returncode != 0 or "skipped" in (tail[0] if tail else ""):
+        raise RuntimeError(f"pytest -m cuda: {(result.stdout + result.stderr)[-3000:]}")
+    return {"summary": tail[0] if tail else ""}
+
+
+def demo_args(storage: Path, *extra: str) -> list[str]:
+    return [
+        "demo", "-c", "configs/demo.yaml", "-o", "budget=tiny", "-o", f"storage={storage}",
+        "-o", "adapters.training.device=cuda", "-o", "fusion.training.device=cuda", *extra,
+    ]  # fmt: skip
+
+
+def pipeline(out: Path, steps: int) -> dict[str, Any]:
+    start = time.perf_counter()
+    output = checked(
+        adapterfleet(*demo_args(out / "demo", "-o", "resources.gpu=0.5", "-o", "resources.cpu=2")),
+        "adapterfleet demo on the GPU",
+    )
+    if "registered demo.fusion.demo_delivery" not in output:
+        raise RuntimeError(f"the fusion was not registered: {output[-2000:]}")
+    table = [line for line in output.splitlines() if line.startswith("|")]
+    return {"wall_s": round(time.perf_counter() - start, 1), "summary": table}
+
+
+def predict(out: Path, steps: int) -> dict[str, Any]:
+    storage = out / "demo"
+    inputs = sorted(storage.glob("demo-data/demo_delivery*dev*"))
+    if not inputs:
+        raise RuntimeError(f"no demo_delivery dev file under {storage}: run the pipeline step")
+    start = time.perf_counter()
+    checked(
+        adapterfleet(
+            "predict", "demo_delivery", "-c", "configs/demo.yaml", "-o", "budget=tiny",
+            "-o", f"storage={storage}", "-o", "fusion.training.device=cuda",
+            "--input", str(inputs[0]), "--out", str(out / "predictions.jsonl"),
+        ),
+        "adapterfleet predict on the GPU",
+    )  # fmt: skip
+    rows = (out / "predictions.jsonl").read_text().splitlines()
+    return {"rows": len(rows), "wall_s": round(time.perf_counter() - start, 1)}
+
+
+def train_steps(
+    shape: dict[str, int], steps: int, batch: int, seq: int, device: str
+) -> dict[str, float]:
+    """ST-A (pfeiffer rf 16) training steps on a random BERT of `shape`, bf16 autocast on a
+    GPU; after 3 warm-up steps, the timed steps' examples and wall-clock span."""
+    import torch
+    from transformers import BertConfig, BertModel
+
+    from adapterfleet.adapters import (
+        AdapterConfig,
+        AdapterModel,
+        HeadConfig,
+        add_adapter,
+        train_adapter,
+    )
+    from adapterfleet.training.runtime import autocast, autocast_dtype, logits_of
+
+    torch.manual_seed(0)
+    target = torch.device(device)
+    model = AdapterModel(BertModel(BertConfig(**shape)))
+    add_adapter(model, "task", AdapterConfig("pfeiffer", 16))
+    model.add_head("task", HeadConfig(num_labels=2))
+    params = train_adapter(model, "task")
+    model.to(target).train()
+    optimizer = torch.optim.AdamW(params, lr=1e-4)
+    dtype = autocast_dtype("auto" if target.type == "cuda" else "fp32", target)
+    ids = torch.randint(1000, 30000, (batch, seq), device=target)
+    inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    labels = torch.randint(0, 2, (batch,), device=target)
+
+    def step() -> None:
+        with autocast(target, dtype):
+            logits = logits_of(model(inputs))
+        torch.nn.functional.cross_entropy(logits.float(), labels).backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    for _ in range(3):
+        step()
+    if target.type == "cuda":
+        torch.cuda.synchronize()
+    start = time.time()
+    for _ in range(steps):
+        step()
+    if target.type == "cuda":
+        torch.cuda.synchronize()
+    return {"examples": float(steps * batch), "start": start, "end": time.time()}
+
+
+def packing_throughput(
+    shape: dict[str, int], concurrency: int, steps: int, batch: int, seq: int, gpu: bool
+) -> dict[str, float]:
+    """`concurrency` trainings at once on local Ray, each with 1/concurrency of one GPU (or one
+    CPU without a GPU): their aggregate examples/s over the span from the first start to the
+    last end."""
+    import ray
+
+    share = {"num_gpus": 1 / concurrency, "num_cpus": 1} if gpu else {"num_cpus": 1}
+    remote = ray.remote(**share)(train_steps)
+    device = "cuda" if gpu else "cpu"
+    runs = ray.get([remote.remote(shape, steps, batch, seq, device) for _ in range(concurrency)])
+    span = max(r["end"] for r in runs) - min(r["start"] for r in runs)
+    examples = sum(r["examples"] for r in runs)
+    return {"trials": concurrency, "examples_per_s": round(examples / span, 1), "span_s": span}
+
+
+def packing(out: Path, steps: int) -> dict[str, Any]:
+    import ray
+
+    ray.init(address="local", include_dashboard=False, log_to_driver=False)
+    try:
+        rows = [packing_throughput(SHAPE_BERT_BASE, k, steps, 32, 128, True) for k in PACKINGS]
+    finally:
+        ray.shutdown()
+    alone = rows[0]["examples_per_s"]
+    for row in rows:
+        row["vs_one_trial"] = round(row["examples_per_s"] / alone, 2)
+    return {"shape": "bert-base, batch 32 x 128, bf16 autocast", "rows": rows}
+
+
+def ddp(out: Path, steps: int) -> dict[str, Any]:
+    summary = device_summary() or {}
+    if summary.get("count", 0) < 2:
+        return {"skipped": f"{summary.get('count', 0)} GPU(s): DDP needs two"}
+    one_task = ["-o", "adapters.tasks=[demo_sentiment]", "-o", "fusion.targets={}"]
+    figures = {}
+    for workers in (1, 2):
+        storage = out / f"ddp-{workers}"
+        start = time.perf_counter()
+        checked(
+            adapterfleet(
+                *demo_args(storage, *one_task, "-o", "resources.gpu=1",
+                           "-o", f"resources.workers={workers}")
+            ),
+            f"the sweep with {workers} worker(s)",
+        )  # fmt: skip
+        figures[f"workers_{workers}_wall_s"] = round(time.perf_counter() - start, 1)
+    return figures
+
+
+STEPS: dict[str, Callable[[Path, int], dict[str, Any]]] = {
+    "cuda-tests": cuda_tests,
+    "pipeline": pipeline,
+    "predict": predict,
+    "packing": packing,
+    "ddp": ddp,
+}
+
+
+def report(device: dict[str, Any], results: dict[str, Any]) -> str:
+    lines = [
+        f"## GPU check: {device['name']} × {device['count']} ({device['memory_gib']} GiB, "
+        f"bf16 {'yes' if device['bf16'] else 'no'}; torch {device['torch']}, CUDA "
+        f"{device['cuda']})",
+        "",
+    ]
+    for name, result in results.items():
+        lines.append(f"- **{name}**: {json.dumps(result)}")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / ".bench" / "gpu-check")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--only", nargs="+", choices=list(STEPS), default=list(STEPS))
+    args = parser.parse_args(argv)
+    device = device_summary()
+    if device is None:
+        print(f"gpu-check: skipped, nothing ran: {why_no_gpu()}; run it on a CUDA machine")
+        return 0
+    args.out.mkdir(parents=True, exist_ok=True)
+    results: dict[str, Any] = {}
+    for name in args.only:
+        print(f"gpu-check: {name} ...", flush=True)
+        start = time.perf_counter()
+        try:
+            results[name] = {"ok": True, **STEPS[name](args.out, args.steps)}
+        except Exception as error:  # noqa: BLE001 - every step is reported
+            results[name] = {"ok": False, "error": str(error)[-1500:]}
+        results[name]["seconds"] = round(time.perf_counter() - start, 1)
+        print(f"gpu-check: {name}: {'ok' if results[name]['ok'] else 'FAILED'}", flush=True)
+    text = report(device, results)
+    (args.out / "gpu-check.md").write_text(text)
+    (args.out / "gpu-check.json").write_text(json.dumps({"device": device, **results}, indent=2))
+    print(text)
+    return 0 if all(r["ok"] for r in results.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -243,3 +243,27 @@ def test_the_heatmap_labels_its_axes_colour_bar_average_and_the_targets_own_adap
     assert ticks == {"other": "normal", "target (target)": "bold"}
     fig.savefig(tmp_path / "f.png")
     assert (tmp_path / "f.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("preset", ["dynamic", "static"])
+def test_folded_inference_equals_the_training_form_and_follows_weight_changes(preset):
+    adapters = _adapters([24, 12, 12])
+    adapters[1].non_linearity = "gelu"
+    layer = _layer(3, FusionConfig.preset(preset))
+    q = torch.randn(4, 9, D)
+    unfolded = layer(q, adapters)  # gradients on: the training form
+    assert layer._folded is None
+    with torch.no_grad():
+        folded = layer(q, adapters)
+    assert layer._folded is not None  # eval without gradients: the folded form
+    assert _rel_err(folded, unfolded) < 1e-5
+    assert _rel_err(folded, reference_fusion(layer, q, adapters)[0]) < 1e-5
+    with torch.no_grad():  # a changed fusion or adapter weight is folded in again
+        layer.query.weight.mul_(1.5)
+        adapters[0].adapter_up.weight.mul_(2.0)
+        refolded = layer(q, adapters)
+        with capture_fusion_weights_of(layer) as captured:
+            layer(q, adapters)
+    slow, weights = reference_fusion(layer, q, adapters)
+    assert _rel_err(refolded, slow) < 1e-5 and _rel_err(captured[0], weights) < 1e-5
+    assert _rel_err(refolded, folded) > 1e-2  # the change did reach the output

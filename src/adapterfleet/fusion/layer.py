@@ -69,8 +69,45 @@ class Stacked:
         return s.repeat_interleave(widths, dim=-1)
 
 
-def _signature(adapters: Sequence[Bottleneck]) -> tuple:
-    return tuple((id(p), p._version, p.device, p.dtype) for a in adapters for p in a.parameters())
+def _signature(modules: Sequence[nn.Module]) -> tuple:
+    return tuple((id(p), p._version, p.device, p.dtype) for m in modules for p in m.parameters())
+
+
+class Folded:
+    """A fusion layer's inference form: what training keeps apart, multiplied out once.
+
+    With `u = q G + g` (G = Q_wᵀ K_w, g = b_Q K_w) the scores' two products `u U_cat` and
+    `u C` become `q (G U_cat) + g U_cat` and `q (G C) + g C`, and they join the adapters' down
+    projection in one matrix product of width 2M + N; the output `V (U_cat (s ⊙ a) + C s)` is one
+    product with `V [U_cat, C]` (d × (M + N)). Per token that is two products instead of seven
+    (no d × d query, key or value product left). Built in eval mode without gradients, rebuilt
+    when any weight of the layer or its adapters changes.
+    """
+
+    def __init__(self, layer: FusionLayer, stacked: Stacked) -> None:
+        with torch.no_grad():
+            up = torch.cat([stacked.up_w, stacked.up_b], 1)  # (d, M + N)
+            d = up.shape[0]
+            eye = torch.eye(d, dtype=up.dtype, device=up.device)
+            g_w = layer.query.weight.T if layer.query is not None else eye  # (d, d)
+            g_b = layer.query.bias if layer.query is not None else up.new_zeros(d)
+            if layer.key is not None:
+                g_w, g_b = g_w @ layer.key.weight, g_b @ layer.key.weight
+            self.in_w = torch.cat([stacked.down_w, (g_w @ up).T], 0)  # (2M + N, d)
+            self.in_b = torch.cat([stacked.down_b, g_b @ up], 0)
+            value = layer.value.weight if layer.value is not None else eye
+            self.out_w = value @ up  # (d, M + N)
+        self.split = [sum(stacked.widths), sum(stacked.widths), len(stacked.widths)]
+
+    def scores_and_activations(
+        self, q: torch.Tensor, stacked: Stacked, adapters: Sequence[Bottleneck]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        pre, towards_up, towards_bias = F.linear(q, self.in_w, self.in_b).split(self.split, -1)
+        a = stacked.activate(pre, adapters)
+        return stacked.group_sum(towards_up * a) + towards_bias, a
+
+    def output(self, weights: torch.Tensor, a: torch.Tensor, stacked: Stacked) -> torch.Tensor:
+        return F.linear(torch.cat([stacked.expand(weights) * a, weights], -1), self.out_w)
 
 
 class FusionLayer(nn.Module):
@@ -95,6 +132,7 @@ class FusionLayer(nn.Module):
         self.record = False
         self.last_weights: torch.Tensor | None = None
         self._stacked: tuple[tuple, Stacked] | None = None
+        self._folded: tuple[tuple, Folded] | None = None
 
     def _stack(self, adapters: Sequence[Bottleneck]) -> Stacked:
         if any(p.requires_grad for a in adapters for p in a.parameters()):
@@ -112,17 +150,34 @@ class FusionLayer(nn.Module):
         u = self.query(q) if self.query is not None else q
         return u @ self.key.weight if self.key is not None else u
 
+    def folded(self, stacked: Stacked, adapters: Sequence[Bottleneck]) -> Folded:
+        """The inference form for the current weights (built again when one changed)."""
+        signature = (_signature([self, *adapters]), id(stacked))
+        if self._folded is None or self._folded[0] != signature:
+            self._folded = (signature, Folded(self, stacked))
+        return self._folded[1]
+
     def forward(self, q: torch.Tensor, adapters: Sequence[Bottleneck]) -> torch.Tensor:
-        """The fused adapter contribution for query `q` (..., d); the caller adds the residual."""
+        """The fused adapter contribution for query `q` (..., d); the caller adds the residual.
+        In eval mode without gradients, through the folded inference form."""
         stacked = self._stack(adapters)
+        if not self.training and not torch.is_grad_enabled():
+            folded = self.folded(stacked, adapters)
+            scores, a = folded.scores_and_activations(q, stacked, adapters)
+            weights = self._weights(scores)
+            return folded.output(weights, a, stacked)
         a = stacked.activate(F.linear(q, stacked.down_w, stacked.down_b), adapters)  # (..., M)
         u = self.query_vector(q)
         scores = stacked.group_sum((u @ stacked.up_w) * a) + u @ stacked.up_b  # (..., N)
+        weights = self._weights(scores)
+        mixed = F.linear(stacked.expand(weights) * a, stacked.up_w) + weights @ stacked.up_b.T
+        return self.value(mixed) if self.value is not None else mixed
+
+    def _weights(self, scores: torch.Tensor) -> torch.Tensor:
         weights = torch.softmax(self.dropout(scores) / self.temperature, dim=-1)
         if self.record:
             self.last_weights = weights.detach()
-        mixed = F.linear(stacked.expand(weights) * a, stacked.up_w) + weights @ stacked.up_b.T
-        return self.value(mixed) if self.value is not None else mixed
+        return weights
 
     def regularization_loss(self) -> torch.Tensor | None:
         """λ · ‖I − V‖²_F, or None when the config has no V regulariser."""

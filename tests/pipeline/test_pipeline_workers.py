@@ -1,5 +1,6 @@
-"""`adapterfleet run` with trials of two workers (issue #23): each trial is a Ray Train run of two
-gloo processes on the local Ray; the adapters are registered and the fusion starts as today."""
+"""`adapterfleet run` with two workers (issue #23): each trial, the fusion and each baseline job
+is a Ray Train run of two gloo processes on the local Ray; the adapters are registered, the
+fusion starts and registers, the baselines log their results, as with one worker."""
 
 from __future__ import annotations
 
@@ -16,10 +17,18 @@ from adapterfleet.config import load_config
 pytestmark = pytest.mark.integration
 
 
-def test_run_with_two_worker_trials_registers_the_adapters_and_fuses(tmp_path, tiny_model):
+def test_run_with_two_workers_registers_the_adapters_fuses_and_trains_baselines(
+    tmp_path, tiny_model
+):
     document = config_document(tmp_path, tiny_model, reduction_factors=[4])
     document["resources"] = {"cpu": 1, "workers": 2}
     document["fusion"] = {"targets": {"fruit": "all"}, "training": {"max_epochs": 2}}
+    document["baselines"] = {
+        "systems": ["head", "mt-a", "fusion-mt-a"],
+        "tasks": ["fruit"],
+        "reduction_factor": 8,
+        "training": {"max_epochs": 1, "batch_size": 16, "learning_rate": 0.01},
+    }
     path = write_config(tmp_path, document)
     command = Path(sys.executable).with_name("adapterfleet")
     result = subprocess.run(
@@ -43,5 +52,15 @@ def test_run_with_two_worker_trials_registers_the_adapters_and_fuses(tmp_path, t
         "water-rf4-lr0.01-s0",
     ]
     assert {r.info.status for r in trials} == {"FINISHED"}
-    # Ray Train's own run of each trial, under the pipeline's storage
-    assert len(list((config.storage / "ray" / "train").glob("*/*-rf4-lr0.01-s0"))) == 2
+    # Ray Train's own run of each trial and of the fusion, under the pipeline's storage
+    train_runs = config.storage / "ray" / "train"
+    assert len(list(train_runs.glob("*/*-rf4-lr0.01-s0"))) == 2
+    assert len(list(train_runs.glob("fusion/fusion-fruit-*"))) == 1
+    assert "fusion fruit (fusion-fruit-" in output and "epoch 2/2" in output  # rank 0's lines
+    assert len(list((config.storage / "fusion").glob("fruit/*/run/fusion_weights.png"))) == 1
+    assert len(list(train_runs.glob("baselines/*"))) == 3  # head, mt-a, fusion-mt-a
+    baselines = runs_of(config.tracking_uri, "baseline")
+    systems = sorted(r.data.tags["adapterfleet.system"] for r in baselines)
+    assert systems == ["fusion-mt-a", "head", "mt-a", "mt-a"], systems  # MT-A: one run per task
+    assert all("best_dev_accuracy" in r.data.metrics for r in baselines)
+    assert {r.info.status for r in baselines} == {"FINISHED"}

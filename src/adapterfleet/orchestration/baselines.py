@@ -28,8 +28,7 @@ import torch
 
 from adapterfleet.config import PipelineConfig
 from adapterfleet.console import Say
-from adapterfleet.fusion import FusionConfig, write_fusion_weights
-from adapterfleet.orchestration.local import prepare_task
+from adapterfleet.orchestration.baseline_training import BaselineTraining
 from adapterfleet.orchestration.relay import WorkerRelay, WorkerSay, relayed_remote
 from adapterfleet.registry import (
     TAG_PARENT_RUN,
@@ -39,22 +38,15 @@ from adapterfleet.registry import (
 )
 from adapterfleet.registry.descriptions import TAG_NOTE, baseline_note
 from adapterfleet.training import (
-    Callback,
-    EpochLog,
-    EpochRecorder,
     JobWorkdir,
     TrainConfig,
     end_quietly,
-    resume_job,
 )
 from adapterfleet.training.modes import (
     RUN_FILE,
-    mode_adapter,
-    task_batches,
-    train_fusion_run,
-    train_single,
 )
-from adapterfleet.training.multitask import train_mt_a
+from adapterfleet.tuning.spec import RAY_DIR
+from adapterfleet.tuning.workers import TRAIN_DIR, fit_on_workers
 
 MT_A_KIND = "mt-a"  # the joint training run of MT-A; its per-task results are `baseline` runs
 ALL_TASKS = "all"  # the task of an MT-A job: every adapter task
@@ -164,14 +156,14 @@ def run_baseline_job(
     training = replace(config.baselines.training_for(job.system, job.task), seed=job.seed)
     logger = _open_run(config, job, training, uri, experiment_id, kind)
     try:
-        start = resume_job(work, logger)
-        if start is not None:
-            say(f"baseline {job.label}: resuming after epoch {start[0]}")
-        label = f"baseline {job.label} ({job.job_id})"
-        callbacks = [EpochRecorder(work, logger), EpochLog(say, training.max_epochs, label)]
-        resume = start[1] if start is not None else None
+        trainer = BaselineTraining(config, job, training, work, logger, say, mt_a)
         with logger.system_metrics():
-            metrics = _train(config, job, training, work.run_dir, callbacks, resume, mt_a)
+            if config.resources.distributed:
+                storage = Path(config.storage) / RAY_DIR / TRAIN_DIR / "baselines"
+                fit_on_workers(trainer, config.resources, name=job.job_id, storage=storage)
+                metrics = _saved_metrics(work.run_dir, job)
+            else:
+                metrics = trainer()
         for task, values in metrics.items():
             result = {f"best_dev_{k}": v for k, v in values.items()}
             if job.system == "mt-a":
@@ -217,88 +209,6 @@ def _log_run_folder(logger: MlflowRunLogger, run_dir: Path) -> None:
             logger.log_artifact(child)
 
 
-def _train(
-    config: PipelineConfig,
-    job: BaselineJob,
-    training: TrainConfig,
-    out: Path,
-    callbacks: list[Callback],
-    resume: Path | None,
-    mt_a: BaselineOutcome | None,
-) -> dict[str, dict[str, float]]:
-    """Train `job` into `out`; its dev metrics per task."""
-    if job.system == "mt-a":
-        return _train_mt_a(config, training, out, callbacks, resume)
-    if job.system == "fusion-mt-a":
-        if mt_a is None:
-            raise ValueError(f"baseline {job.label}: needs the outcome of its MT-A job")
-        return _train_fusion_mt_a(config, job, training, out, callbacks, resume, Path(mt_a.run_dir))
-    adapter = mode_adapter(job.system, config.baselines.reduction_factor)  # head, full: None
-    run = train_single(
-        job.system,
-        prepare_task(config, job.task),
-        config.base,
-        training,
-        out,
-        adapter=adapter,
-        metrics=config.tasks[job.task].metrics,
-        callbacks=callbacks,
-        resume_from=resume,
-    )
-    return {job.task: dict(run.dev_metrics)}
-
-
-def _train_mt_a(
-    config: PipelineConfig,
-    training: TrainConfig,
-    out: Path,
-    callbacks: list[Callback],
-    resume: Path | None,
-) -> dict[str, dict[str, float]]:
-    """MT-A: adapters for every adapter task trained jointly with the base model."""
-    tasks = {t: prepare_task(config, t) for t in config.adapter_tasks}
-    run = train_mt_a(
-        tasks,
-        config.base,
-        training,
-        out,
-        reduction_factor=config.baselines.reduction_factor,
-        metrics={t: config.tasks[t].metrics for t in tasks},
-        callbacks=callbacks,
-        resume_from=resume,
-    )
-    return dict(run.lineage["task_metrics"])
-
-
-def _train_fusion_mt_a(
-    config: PipelineConfig,
-    job: BaselineJob,
-    training: TrainConfig,
-    out: Path,
-    callbacks: list[Callback],
-    resume: Path | None,
-    mt_a_dir: Path,
-) -> dict[str, dict[str, float]]:
-    """A fusion over the MT-A adapters of `fusion.targets.<task>`, on MT-A's base model (both
-    in `mt_a_dir`), with its fusion-weights heatmap."""
-    tokenized = prepare_task(config, job.task)
-    sources = config.fusion.targets[job.task]
-    run = train_fusion_run(
-        tokenized,
-        str(mt_a_dir / "model"),
-        [mt_a_dir / "adapters" / t for t in sources],
-        training,
-        out,
-        fusion_config=FusionConfig.preset(config.fusion.preset),
-        metrics=config.tasks[job.task].metrics,
-        callbacks=callbacks,
-        resume_from=resume,
-    )
-    _, dev = task_batches(tokenized, training)
-    write_fusion_weights(run.model, job.task, list(sources), dev, out)
-    return {job.task: dict(run.dev_metrics)}
-
-
 def _log_task_run(
     uri: str,
     experiment_id: str,
@@ -332,6 +242,8 @@ def submit_baselines(
     if not jobs:
         return {}
     resources = {"num_cpus": config.resources.cpu, "num_gpus": config.resources.gpu}
+    if config.resources.distributed:  # the job waits on its Ray Train workers
+        resources = {"num_cpus": 0, "num_gpus": 0}
     remote = relayed_remote(run_baseline_job, **resources, max_retries=2, retry_exceptions=False)
     say(f"baselines: {len(jobs)} jobs ({', '.join(config.baselines.systems)})")
     refs: dict[Any, BaselineJob] = {}

@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -26,7 +25,7 @@ from adapterfleet._locks import exclusive_lock
 from adapterfleet.adapters import HEAD_WEIGHTS, load_encoder
 from adapterfleet.config import PipelineConfig
 from adapterfleet.console import Say
-from adapterfleet.fusion import FUSION_WEIGHTS, FusionConfig, write_fusion_weights
+from adapterfleet.fusion import FUSION_WEIGHTS
 from adapterfleet.orchestration.fusion_plan import (
     FusionPlan,
     lineage_key,
@@ -34,11 +33,11 @@ from adapterfleet.orchestration.fusion_plan import (
     plan_fusion,
     seed_configs,
 )
+from adapterfleet.orchestration.fusion_training import FusionTraining
 from adapterfleet.orchestration.local import prepare_task
 from adapterfleet.registry import (
     TAG_SEED,
     TAG_TRIAL_ID,
-    MlflowRunLogger,
     ModelVersionInfo,
     adapter_model_name,
     fusion_model_name,
@@ -50,15 +49,11 @@ from adapterfleet.registry import (
 from adapterfleet.registry import descriptions as notes
 from adapterfleet.registry.tags import BEST_ALIAS, TAG_LINEAGE, TAG_LINEAGE_KEY
 from adapterfleet.training import (
-    Callback,
-    EpochLog,
-    EpochRecorder,
     JobWorkdir,
     end_quietly,
-    resume_job,
 )
 from adapterfleet.training.metrics import metric_direction, signed
-from adapterfleet.training.modes import RunResult, task_batches, train_fusion_run
+from adapterfleet.training.modes import RunResult
 
 
 @dataclass(frozen=True)
@@ -191,35 +186,25 @@ def _train_and_register(
     and `tags`.
     `gated`: the job waited for the adapters, so the delays since their registration are
     logged."""
-    target, training = plan.target, config.fusion.training
+    target = plan.target
     logger = open_plan_run(config, plan, uri, experiment_id)
     if tags:
         logger.set_tags(tags)
     workdir = JobWorkdir(work)
     try:
         dirs = _pull_adapters(config, plan, uri, work / "adapters")
-        tokenized = prepare_task(config, target)
-        start = resume_job(workdir, logger)
-        if start is not None:
-            say(f"fusion {target}: resuming after epoch {start[0]}")
         registered_at = max(v.created_ms for v in plan.versions.values()) / 1000.0
         start_delay = time.time() - registered_at
-        label = f"fusion {target} ({plan.trial_id})"
-        callbacks: list[Callback] = [
-            EpochRecorder(workdir, logger),
-            EpochLog(say, training.max_epochs, label),
-        ]
         if gated:
             after = f"{start_delay:.1f}s after the last adapter"
             say(f"fusion {target}: training over {plan.lineage} ({after})")
             logger.log_metrics({"training_start_delay_s": start_delay})
-            callbacks.append(_FirstStepDelay(logger, registered_at))
         else:
             say(f"fusion {target}: training over {plan.lineage}")
-        run = _train_fusion(config, plan, tokenized, dirs, workdir, callbacks, start)
-        _, dev = task_batches(tokenized, training)
-        sources = list(config.fusion.targets[target])
-        write_fusion_weights(run.model, target, sources, dev, workdir.run_dir)
+        fusion = FusionTraining(
+            config, plan, dirs, work, logger, say, registered_at if gated else None
+        )
+        run = fusion.on_workers() if config.resources.distributed else fusion()
         logger.log_metrics({f"best_dev_{k}": v for k, v in run.dev_metrics.items()})
         logger.log_artifacts(workdir.run_dir, "")
         version = _register(config, plan, uri, logger.run_id, run, alias, tags)
@@ -240,17 +225,6 @@ def registered_text(outcome: FusionOutcome, metric: str) -> str:
     return f"registered {outcome.version.name} v{outcome.version.version} ({shown}{before})"
 
 
-class _FirstStepDelay(Callback):
-    """Logs how long after the last adapter's registration the first step came
-    (`first_step_delay_s`)."""
-
-    def __init__(self, logger: MlflowRunLogger, registered_at: float) -> None:
-        self.logger, self.registered_at = logger, registered_at
-
-    def on_train_start(self) -> None:
-        self.logger.log_metrics({"first_step_delay_s": time.time() - self.registered_at})
-
-
 def _pull_adapters(config: PipelineConfig, plan: FusionPlan, uri: str, folder: Path) -> list[Path]:
     """The plan's adapter versions, pulled into `folder/<task>` in the config's order."""
     return [
@@ -262,31 +236,6 @@ def _pull_adapters(config: PipelineConfig, plan: FusionPlan, uri: str, folder: P
         )
         for t in config.fusion.targets[plan.target]
     ]
-
-
-def _train_fusion(
-    config: PipelineConfig,
-    plan: FusionPlan,
-    tokenized: Any,
-    dirs: list[Path],
-    workdir: JobWorkdir,
-    callbacks: list[Callback],
-    start: tuple[int, Path] | None,
-) -> RunResult:
-    """Train the fusion over the pulled adapters into the work folder's run directory."""
-    sources = config.fusion.targets[plan.target]
-    return train_fusion_run(
-        tokenized,
-        config.base,
-        dirs,
-        config.fusion.training,
-        workdir.run_dir,
-        fusion_config=FusionConfig.preset(config.fusion.preset),
-        adapter_sha256=[plan.versions[t].sha256 for t in sources],
-        metrics=config.tasks[plan.target].metrics,
-        callbacks=callbacks,
-        resume_from=start[1] if start is not None else None,
-    )
 
 
 def _register(

@@ -79,6 +79,9 @@ class PipelineSummary:
 
 
 def _fusion_remote(config: PipelineConfig, reserve: bool = True) -> Any:
+    """The fusion job as a Ray task; with `resources.workers` it only waits on its Ray Train
+    workers, so it reserves no CPU or GPU of its own."""
+    reserve = reserve and not config.resources.distributed
     options = {
         "num_cpus": config.resources.cpu if reserve else 0,
         "num_gpus": config.resources.gpu if reserve else 0,

@@ -91,6 +91,14 @@ class DataParallel:
         dist.all_reduce(total)
         return total
 
+    def share(self, value: Any) -> Any:
+        """Rank 0's `value` (picklable) on every rank."""
+        if not self.active:
+            return value
+        box = [value]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
     def gather(self, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
         """Every rank's `tensors` (on the CPU), rank 0's first, on every rank."""
         if not self.active:

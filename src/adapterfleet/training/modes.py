@@ -233,8 +233,10 @@ def train_fusion_run(
     metrics: Sequence[str] = ("accuracy",),
     callbacks: Sequence[Callback] = (),
     resume_from: str | Path | None = None,
+    device: torch.device | None = None,
 ) -> RunResult:
-    """Train a fusion for `tokenized.name` over the saved adapters in `adapter_dirs`."""
+    """Train a fusion for `tokenized.name` over the saved adapters in `adapter_dirs`. `device`
+    overrides the config's; data-parallel only rank 0 writes the run directory."""
     seed_everything(config.seed)  # the new fusion layers and head: one init per seed
     model = new_model(base_model)
     hashes = list(adapter_sha256 or [None] * len(adapter_dirs))
@@ -258,8 +260,12 @@ def train_fusion_run(
         callbacks=callbacks,
         resume_from=resume_from,
         metric_names=metric_names(metrics, config),
+        device=device,
     )
     out = Path(out_dir)
+    trained = sum(p.numel() for p in trainable)
+    if not DataParallel.current().is_main:
+        return RunResult("fusion", target, out, result, trained, {}, model)
     save_fusion(model, target, out / "fusion")
     save_head(model, target, out / "head")
     lineage = {
@@ -267,11 +273,18 @@ def train_fusion_run(
         "adapter_dirs": [str(Path(d).resolve()) for d in adapter_dirs],
         "adapter_sha256": [sha256_file(Path(d) / ADAPTER_WEIGHTS) for d in adapter_dirs],
     }
-    run = RunResult(
-        "fusion", target, out, result, sum(p.numel() for p in trainable), lineage, model
-    )
+    run = RunResult("fusion", target, out, result, trained, lineage, model)
     write_run_file(run, base_model, config)
     return run
+
+
+def read_run_file(out_dir: Path) -> RunResult:
+    """The `RunResult` (without the model) of a run directory written by `write_run_file`."""
+    data = json.loads((Path(out_dir) / RUN_FILE).read_text())
+    return RunResult(
+        data["mode"], data["task"], Path(out_dir), FitResult(**data["fit"]),
+        data["trainable_parameters"], data["lineage"],
+    )  # fmt: skip
 
 
 def write_run_file(

@@ -29,6 +29,7 @@ from adapterfleet.adapters.io import ADAPTER_WEIGHTS
 from adapterfleet.data import TokenizedTask
 from adapterfleet.training.callbacks import Callback
 from adapterfleet.training.config import TrainConfig
+from adapterfleet.training.distributed import DataParallel
 from adapterfleet.training.evaluation import evaluate
 from adapterfleet.training.loop import fit
 from adapterfleet.training.modes import (
@@ -82,8 +83,10 @@ def train_mt_a(
     metrics: dict[str, Sequence[str]] | None = None,
     callbacks: Sequence[Callback] = (),
     resume_from: str | Path | None = None,
+    device: torch.device | None = None,
 ) -> RunResult:
-    """Train MT-A over `tasks`; writes `adapters/<task>/`, `heads/<task>/` and `model/`.
+    """Train MT-A over `tasks`; writes `adapters/<task>/`, `heads/<task>/` and `model/` (rank 0
+    only, data-parallel; `device` overrides the config's).
 
     Model selection uses the metric over every task's dev set pooled; afterwards each task's
     own dev metrics (`metrics[task]`, default accuracy) go into `lineage["task_metrics"]`."""
@@ -110,6 +113,7 @@ def train_mt_a(
         config,
         callbacks=callbacks,
         resume_from=resume_from,
+        device=device,
     )
     task_metrics = {
         name: evaluate(
@@ -119,18 +123,29 @@ def train_mt_a(
         )
         for name in tasks
     }
-    out = Path(out_dir)
-    hashes = {}
-    for name in tasks:
+    trainable = sum(p.numel() for p in model.parameters())
+    run = RunResult("mt-a", ",".join(tasks), Path(out_dir), result, trainable, {})
+    if DataParallel.current().is_main:
+        _save(model, run, base_model, config, task_metrics)
+    return run
+
+
+def _save(
+    model: nn.Module,
+    run: RunResult,
+    base_model: str | BaseModelSpec | nn.Module,
+    config: TrainConfig,
+    task_metrics: dict[str, dict[str, float]],
+) -> None:
+    """Write MT-A's adapters, heads, encoder and run.json into `run.out_dir`."""
+    out, hashes = run.out_dir, {}
+    for name in task_metrics:
         save_adapter(model, name, out / "adapters" / name)
         save_head(model, name, out / "heads" / name)
         hashes[name] = sha256_file(out / "adapters" / name / ADAPTER_WEIGHTS)
     save_base_model(model, out / "model")
-    trainable = sum(p.numel() for p in model.parameters())
-    lineage = {"adapter_sha256": hashes, "task_metrics": task_metrics}
-    run = RunResult("mt-a", ",".join(tasks), out, result, trainable, lineage)
+    run.lineage.update(adapter_sha256=hashes, task_metrics=task_metrics)
     write_run_file(run, base_model, config)
-    return run
 
 
 def _refuse_regression(tasks: dict[str, TokenizedTask]) -> None:

@@ -45,9 +45,9 @@ def make_trainable(ctx: SweepContext, resources: dict[str, float]) -> Any:
 
     def adapter_trial(config: dict[str, Any]) -> None:
         if ctx.config.resources.distributed:
-            from adapterfleet.tuning.workers import run_on_workers
+            from adapterfleet.tuning.workers import run_trial_on_workers
 
-            run_on_workers(config, ctx)
+            run_trial_on_workers(config, ctx)
         else:
             run_trial(config, ctx)
 

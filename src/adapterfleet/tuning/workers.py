@@ -19,7 +19,7 @@ once, in the one MLflow run of the trial.
 
 from __future__ import annotations
 
-import json
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -27,10 +27,10 @@ from typing import Any
 import ray.train
 import ray.train.torch
 import torch
-import torch.distributed as dist
 from ray.tune.integration.ray_train import TuneReportCallback
 
 from adapterfleet.adapters import AdapterConfig, load_tokenizer
+from adapterfleet.config import Resources
 from adapterfleet.data import load_task, tokenize_task
 from adapterfleet.registry import MlflowRunLogger
 from adapterfleet.training import EpochRecorder, EpochReport, JobWorkdir
@@ -38,7 +38,7 @@ from adapterfleet.training.callbacks import Callback
 from adapterfleet.training.distributed import DataParallel
 from adapterfleet.training.lifecycle import epoch_metrics
 from adapterfleet.training.metrics import signed
-from adapterfleet.training.modes import RUN_FILE, train_single
+from adapterfleet.training.modes import read_run_file, train_single
 from adapterfleet.tuning.spec import RAY_DIR, SweepContext, TrialParams
 from adapterfleet.tuning.trial import (
     EpochReporter,
@@ -56,7 +56,7 @@ TRAIN_DIR = "train"  # <storage>/ray/train/<sweep name>/<trial id>/: Ray Train's
 WORKER_GROUP_RESTARTS = 2
 
 
-def run_on_workers(config: dict[str, Any], ctx: SweepContext) -> None:
+def run_trial_on_workers(config: dict[str, Any], ctx: SweepContext) -> None:
     """The Tune trial of a grid point trained by `resources.workers` workers."""
     params = TrialParams.from_config(config)
     workdir = JobWorkdir(ctx.trial_dir(params.trial_id))
@@ -64,27 +64,47 @@ def run_on_workers(config: dict[str, Any], ctx: SweepContext) -> None:
     logger = open_run(ctx, params, train)
     try:
         build_trainer(ctx, params, config, logger).fit()
-        summary = json.loads((workdir.run_dir / RUN_FILE).read_text())
-        fitted = summary["fit"]
-        final = finish_run(workdir, logger, params, summary["dev_metrics"], fitted["best_epoch"])
+        fitted = read_run_file(workdir.run_dir).fit
+        final = finish_run(workdir, logger, params, fitted.best_metrics, fitted.best_epoch)
     except BaseException as error:
         end_failed(logger, error)
         raise
-    report_final(logger, final, signed(train.metric, fitted["best_metric"]))
+    report_final(logger, final, signed(train.metric, fitted.best_metric))
 
 
 def build_trainer(
     ctx: SweepContext, params: TrialParams, config: dict[str, Any], logger: MlflowRunLogger
 ) -> ray.train.torch.TorchTrainer:
-    """The trial's Ray Train run: a stable name (a restarted driver continues it), the
-    workers' resources, their backend, Tune's callback."""
-    resources = ctx.config.resources
+    """The trial's Ray Train run: a stable name (a restarted driver continues it), Tune's
+    callback."""
+    return workers_trainer(
+        worker_loop,
+        {"trial": config, "ctx": ctx, "run": logger},
+        ctx.config.resources,
+        name=params.trial_id,
+        storage=ctx.storage / RAY_DIR / TRAIN_DIR / ctx.sweep_name,
+        callbacks=[TuneReportCallback()],
+    )
+
+
+def workers_trainer(
+    loop: Callable[[dict[str, Any]], None],
+    loop_config: dict[str, Any],
+    resources: Resources,
+    *,
+    name: str,
+    storage: Path,
+    callbacks: Sequence[Any] = (),
+) -> ray.train.torch.TorchTrainer:
+    """A Ray Train run of `loop(loop_config)` on `resources.workers` workers of `resources`
+    each, in the process group of `resources.torch_backend`; Ray Train restarts the worker group
+    `WORKER_GROUP_RESTARTS` times and keeps two checkpoints under `storage / name`."""
     per_worker = {"CPU": resources.cpu}
     if resources.gpu > 0:
         per_worker["GPU"] = resources.gpu
     return ray.train.torch.TorchTrainer(
-        worker_loop,
-        train_loop_config={"trial": config, "ctx": ctx, "run": logger},
+        loop,
+        train_loop_config=loop_config,
         torch_config=ray.train.torch.TorchConfig(backend=resources.torch_backend),
         scaling_config=ray.train.ScalingConfig(
             num_workers=resources.workers,
@@ -92,13 +112,33 @@ def build_trainer(
             resources_per_worker=per_worker,
         ),
         run_config=ray.train.RunConfig(
-            name=params.trial_id,
-            storage_path=str(ctx.storage / RAY_DIR / TRAIN_DIR / ctx.sweep_name),
-            callbacks=[TuneReportCallback()],
+            name=name,
+            storage_path=str(storage),
+            callbacks=list(callbacks),
             failure_config=ray.train.FailureConfig(max_failures=WORKER_GROUP_RESTARTS),
             checkpoint_config=ray.train.CheckpointConfig(num_to_keep=2),
         ),
     )
+
+
+def worker_device() -> torch.device:
+    """The device Ray Train gave this worker (its GPU, or the CPU)."""
+    return ray.train.torch.get_device()
+
+
+def fit_on_workers(
+    job: Callable[..., Any], resources: Resources, *, name: str, storage: Path
+) -> None:
+    """`job(device=...)` (picklable) on each of `resources.workers` Ray Train workers: a
+    fusion's or a baseline's training, whose fit loop then trains data-parallel. Its files and
+    metrics are rank 0's; a restarted worker group calls `job` again, which resumes."""
+    workers_trainer(_call_job, {"job": job, "cpu": resources.cpu}, resources, name=name,
+                    storage=storage).fit()  # fmt: skip
+
+
+def _call_job(loop_config: dict[str, Any]) -> None:
+    torch.set_num_threads(max(1, int(loop_config["cpu"])))
+    loop_config["job"](device=worker_device())
 
 
 class _ReportOnly(Callback):
@@ -128,7 +168,7 @@ def worker_loop(loop_config: dict[str, Any]) -> None:
     if group.is_main:
         callbacks = [EpochRecorder(workdir, logger, hook)]
         start = resume_point(workdir, logger, ray.train.get_checkpoint())
-    start_folder = shared_by_rank0(str(start[1]) if start is not None else None)
+    start_folder = group.share(start[1] if start is not None else None)
     with logger.system_metrics() if group.is_main else nullcontext():
         train_single(
             "st-a",
@@ -140,13 +180,5 @@ def worker_loop(loop_config: dict[str, Any]) -> None:
             metrics=spec.metrics,
             callbacks=callbacks,
             resume_from=start_folder,
-            device=ray.train.torch.get_device(),
+            device=worker_device(),
         )
-
-
-def shared_by_rank0(value: str | None) -> Path | None:
-    """Rank 0's `value` on every rank (the checkpoint folder all ranks resume from)."""
-    box = [value]
-    if dist.is_available() and dist.is_initialized():
-        dist.broadcast_object_list(box, src=0)
-    return None if box[0] is None else Path(box[0])

@@ -1,10 +1,11 @@
 """Mean against first-token pooling on the packaged MiniLM: ST-A and head-only on RTE and MRPC.
 
-    python scripts/compare_pooling.py --out runs/pooling [--seeds 0 1 2] [--epochs 3] [--jobs 2]
+    python scripts/compare_pooling.py --out runs/pooling [--tasks mrpc rte] [--modes st-a head]
+        [--seeds 0 1 2] [--epochs 3] [--jobs 2]
 
 Runs `adapterfleet train -c configs/glue.yaml` once per task × mode × pooling × seed (one CPU
 thread each, `--jobs` at a time), skips runs whose run.json exists (so it resumes), and prints a
-Markdown table of the dev accuracy (mean ± std over the seeds) with the commands it ran.
+Markdown table of the dev accuracy (mean ± std over the seeds), one row per task × mode asked for.
 """
 
 from __future__ import annotations
@@ -44,9 +45,9 @@ def run(cmd: list[str]) -> None:
         subprocess.run(cmd, cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT, check=True)
 
 
-def table(out: Path, seeds: list[int]) -> str:
+def table(out: Path, tasks: list[str], modes: list[str], seeds: list[int]) -> str:
     lines = ["| task | mode | cls | mean |", "|---|---|---|---|"]
-    for task, mode in itertools.product(("rte", "mrpc"), MODES):
+    for task, mode in itertools.product(tasks, modes):
         cells = []
         for pooling in ("cls", "mean"):
             scores = []
@@ -68,18 +69,21 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--tasks", nargs="+", default=["mrpc", "rte"])
+    parser.add_argument("--modes", nargs="+", choices=list(MODES), default=list(MODES))
     args = parser.parse_args()
     out = args.out.resolve()
+    # Each task, mode and seed once (a repeated one would run twice into one folder).
+    tasks, modes, seeds = (list(dict.fromkeys(v)) for v in (args.tasks, args.modes, args.seeds))
     runs = [
         command(out, task, mode, pooling, seed, args.epochs)
-        for task in args.tasks
-        for mode in MODES
-        for seed in args.seeds
+        for task in tasks
+        for mode in modes
+        for seed in seeds
         for pooling in ("cls", "mean")
     ]
     with ThreadPoolExecutor(args.jobs) as pool:
         list(pool.map(run, runs))
-    print(table(out, args.seeds))
+    print(table(out, tasks, modes, seeds))
 
 
 if __name__ == "__main__":

@@ -110,23 +110,32 @@ def read_figures(uri: str, name: str, slots: int) -> dict[str, Any]:
     }
 
 
+def run_pipeline(config: Path, folder: Path, cpus: int) -> tuple[float, str | None]:
+    """`adapterfleet run CONFIG --num-cpus CPUS` in a fresh process, its output in
+    `folder/pipeline.log`: (wall seconds, None), or (wall seconds, the error's last lines)."""
+    command = [
+        str(Path(sys.executable).parent / "adapterfleet"), "run", str(config),
+        "--num-cpus", str(cpus),
+    ]  # fmt: skip
+    env = dict(os.environ, TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1")
+    start = time.time()
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+    wall = time.time() - start
+    (folder / "pipeline.log").write_text(done.stdout + done.stderr)
+    if done.returncode == 0:
+        return wall, None
+    tail = (done.stdout + done.stderr).strip().splitlines()[-8:]
+    return wall, f"exit {done.returncode}: " + " | ".join(tail)
+
+
 def run(tasks: int, configs: int, examples: int, cpus: int, keep: Path | None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="af-orch-") as tmp:
         folder = keep or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
         config = write_config(folder, tasks, configs, examples)
-        command = [
-            str(Path(sys.executable).parent / "adapterfleet"), "run", str(config),
-            "--num-cpus", str(cpus),
-        ]  # fmt: skip
-        env = dict(os.environ, TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1")
-        start = time.time()
-        done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
-        wall = time.time() - start
-        (folder / "pipeline.log").write_text(done.stdout + done.stderr)
-        if done.returncode != 0:
-            tail = (done.stdout + done.stderr).strip().splitlines()[-8:]
-            return {"error": f"exit {done.returncode}: " + " | ".join(tail), "wall_s": wall}
+        wall, error = run_pipeline(config, folder, cpus)
+        if error is not None:
+            return {"error": error, "wall_s": wall}
         figures = read_figures(f"sqlite:///{folder / 'mlflow.db'}", "bench-orchestration", cpus)
         return {"tasks": tasks, "configs": configs, "examples": examples,
                 "pipeline_wall_s": round(wall, 1), **figures}  # fmt: skip

@@ -20,16 +20,13 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from benchmarks.orchestration import write_config
+from benchmarks.orchestration import run_pipeline, write_config
 
 ROOT = Path(__file__).resolve().parent.parent
 NAME = "bench-orchestration"  # the experiment write_config names
@@ -103,18 +100,9 @@ def sweep(examples: int, epochs: int, cpus: int, workers: int, keep: Path | None
         folder = (keep / f"workers-{workers}") if keep else Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
         config = sweep_config(folder, examples, epochs, workers)
-        command = [
-            str(Path(sys.executable).parent / "adapterfleet"), "run", str(config),
-            "--num-cpus", str(cpus),
-        ]  # fmt: skip
-        env = dict(os.environ, TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1")
-        start = time.time()
-        done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
-        wall = time.time() - start
-        (folder / "pipeline.log").write_text(done.stdout + done.stderr)
-        if done.returncode != 0:
-            tail = (done.stdout + done.stderr).strip().splitlines()[-8:]
-            return {"error": f"exit {done.returncode}: " + " | ".join(tail), "wall_s": wall}
+        wall, error = run_pipeline(config, folder, cpus)
+        if error is not None:
+            return {"error": error, "wall_s": wall}
         return {"workers": workers, "command_wall_s": round(wall, 1), **read_trials(folder)}
 
 

@@ -7,6 +7,8 @@ import os
 import random
 import shutil
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -146,6 +148,20 @@ def write_config(root: Path, document: dict[str, Any]) -> Path:
     path = root / "pipeline.yaml"
     path.write_text(yaml.safe_dump(document))
     return path
+
+
+def run_pipeline_cli(path: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`adapterfleet run PATH --num-cpus 2 ARGS` through this venv's console script, as a user
+    runs it (its own local Ray), with the test's import path."""
+    command = Path(sys.executable).with_name("adapterfleet")
+    return subprocess.run(
+        [str(command), "run", str(path), "--num-cpus", "2", *args],
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 def copy_model(source: Path, target: Path) -> Path:

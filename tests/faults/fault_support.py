@@ -4,12 +4,14 @@ an `mlflow server` that can be stopped and started again on the same port and st
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,8 @@ from cluster_support import registry_conftest
 from tuning_support import config_document, write_tasks
 
 STOP_DEADLINE_S = 30.0
+FIRST_CHECKPOINT_DEADLINE_S = 300.0
+ACTOR_DEADLINE_S = 60.0
 
 
 def sweep_document(
@@ -61,6 +65,51 @@ def wait_for(what: str, predicate: Any, timeout_s: float, poll_s: float = 0.05) 
             return value
         time.sleep(poll_s)
     raise AssertionError(f"timed out after {timeout_s:g}s waiting for {what}")
+
+
+def tune_reported_epochs(storage: Path) -> list[int]:
+    """The `epoch` of every per-epoch result Tune recorded for the (only) trial, in order."""
+    results = sorted(storage.glob("ray/*/*/result.json"))
+    assert len(results) == 1, results
+    rows = [json.loads(line) for line in results[0].read_text().splitlines() if line.strip()]
+    return [int(row["epoch"]) for row in rows if "epoch" in row and not row.get("final")]
+
+
+def actor_pids(class_name: str) -> list[int]:
+    """PIDs of the alive Ray actors of `class_name` (Tune runs a function trainable as
+    `ImplicitFunc`, Ray Train its workers as `RayTrainWorker`).
+
+    Read from the GCS actor table: `ray.util.state.list_actors` needs the dashboard, which the
+    shared `ray_local` fixture does not start."""
+    from ray._private.state import actors
+
+    table = actors(actor_state_name="ALIVE").values()
+    return [int(a["Pid"]) for a in table if a["ActorClassName"] == class_name and a["Pid"]]
+
+
+class ActorKiller(threading.Thread):
+    """Once the first epoch checkpoint exists under `storage`, SIGKILLs the last of the
+    `count` alive actors of `class_name` (a trial's actor, or one of its Ray Train workers)."""
+
+    def __init__(self, storage: Path, class_name: str, count: int = 1) -> None:
+        super().__init__(daemon=True)
+        self.storage, self.class_name, self.count = storage, class_name, count
+        self.killed_pid: int | None = None
+        self.epoch_at_kill: int | None = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            first = lambda: checkpoint_epochs(self.storage)  # noqa: E731
+            wait_for("a first epoch checkpoint", first, FIRST_CHECKPOINT_DEADLINE_S)
+            actors = lambda: actor_pids(self.class_name)  # noqa: E731
+            pids = wait_for(f"{self.class_name} actors", actors, ACTOR_DEADLINE_S, 0.2)
+            assert len(pids) == self.count, f"expected {self.count} {self.class_name}, got {pids}"
+            self.epoch_at_kill = max(checkpoint_epochs(self.storage).values())
+            os.kill(pids[-1], signal.SIGKILL)
+            self.killed_pid = pids[-1]
+        except BaseException as error:  # noqa: BLE001 - re-raised by the test
+            self.error = error
 
 
 class RestartableMlflowServer:

@@ -4,14 +4,10 @@ as if nothing happened: one run for the trial, every epoch logged once, one regi
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import threading
 from pathlib import Path
 
 import pytest
-from fault_support import checkpoint_epochs, sweep_document, wait_for
+from fault_support import ActorKiller, sweep_document, tune_reported_epochs
 from tuning_support import metric_steps, runs_of, version_numbers
 
 from adapterfleet.config import parse_config
@@ -19,53 +15,6 @@ from adapterfleet.orchestration.sweep import run_adapter_stage
 
 pytestmark = pytest.mark.integration
 EPOCHS = 6
-FIRST_CHECKPOINT_DEADLINE_S = 300.0
-ACTOR_DEADLINE_S = 60.0
-
-
-def trial_actor_pids() -> list[int]:
-    """PIDs of the alive trial actors (Tune runs a function trainable as `ImplicitFunc`).
-
-    Read from the GCS actor table: `ray.util.state.list_actors` needs the dashboard, which the
-    shared `ray_local` fixture does not start."""
-    from ray._private.state import actors
-
-    table = actors(actor_state_name="ALIVE").values()
-    return [int(a["Pid"]) for a in table if a["ActorClassName"] == "ImplicitFunc" and a["Pid"]]
-
-
-class TrialKiller(threading.Thread):
-    """Once the first epoch checkpoint exists, SIGKILLs the trial's worker process."""
-
-    def __init__(self, storage: Path) -> None:
-        super().__init__(daemon=True)
-        self.storage = storage
-        self.killed_pid: int | None = None
-        self.epoch_at_kill: int | None = None
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            wait_for(
-                "a first epoch checkpoint",
-                lambda: checkpoint_epochs(self.storage),
-                FIRST_CHECKPOINT_DEADLINE_S,
-            )
-            pids = wait_for("the trial's actor", trial_actor_pids, ACTOR_DEADLINE_S, 0.2)
-            assert len(pids) == 1, f"expected one trial actor, found {pids}"
-            self.epoch_at_kill = max(checkpoint_epochs(self.storage).values())
-            os.kill(pids[0], signal.SIGKILL)
-            self.killed_pid = pids[0]
-        except BaseException as error:  # noqa: BLE001 - re-raised by the test
-            self.error = error
-
-
-def tune_reported_epochs(storage: Path) -> list[int]:
-    """The `epoch` of every per-epoch result Tune recorded for the (only) trial, in order."""
-    results = sorted(storage.glob("ray/*/*/result.json"))
-    assert len(results) == 1, results
-    rows = [json.loads(line) for line in results[0].read_text().splitlines() if line.strip()]
-    return [int(row["epoch"]) for row in rows if "epoch" in row and not row.get("final")]
 
 
 def test_a_killed_trial_worker_resumes_after_its_last_finished_epoch(
@@ -75,7 +24,7 @@ def test_a_killed_trial_worker_resumes_after_its_last_finished_epoch(
     document = sweep_document(tmp_path, tiny_model, epochs=EPOCHS, train_examples=3000)
     config = parse_config(document, tmp_path)
     storage = tmp_path / "runs"
-    killer = TrialKiller(storage)
+    killer = ActorKiller(storage, "ImplicitFunc")
     killer.start()
     lines: list[str] = []
     registered = run_adapter_stage(config, max_failures=2, progress=lines.append)

@@ -5,14 +5,10 @@ logged once, one registered version."""
 
 from __future__ import annotations
 
-import os
-import signal
-import threading
 from pathlib import Path
 
 import pytest
-from fault_support import checkpoint_epochs, sweep_document, wait_for
-from test_fault_trial_worker_killed import tune_reported_epochs
+from fault_support import ActorKiller, sweep_document, tune_reported_epochs
 from tuning_support import metric_steps, runs_of, version_numbers
 
 from adapterfleet.config import parse_config
@@ -20,38 +16,6 @@ from adapterfleet.orchestration.sweep import run_adapter_stage
 
 pytestmark = pytest.mark.integration
 EPOCHS = 5
-DEADLINE_S = 300.0
-
-
-def train_worker_pids() -> list[int]:
-    """PIDs of the alive Ray Train workers (actors of class `RayTrainWorker`), from the GCS."""
-    from ray._private.state import actors
-
-    table = actors(actor_state_name="ALIVE").values()
-    return [int(a["Pid"]) for a in table if a["ActorClassName"] == "RayTrainWorker" and a["Pid"]]
-
-
-class WorkerKiller(threading.Thread):
-    """Once the first epoch checkpoint exists, SIGKILLs one of the trial's two workers."""
-
-    def __init__(self, storage: Path) -> None:
-        super().__init__(daemon=True)
-        self.storage = storage
-        self.killed_pid: int | None = None
-        self.epoch_at_kill: int | None = None
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            first = lambda: checkpoint_epochs(self.storage)  # noqa: E731
-            wait_for("a first epoch checkpoint", first, DEADLINE_S)
-            pids = wait_for("two train workers", train_worker_pids, 60.0, 0.2)
-            assert len(pids) == 2, f"expected two train workers, found {pids}"
-            self.epoch_at_kill = max(checkpoint_epochs(self.storage).values())
-            os.kill(pids[-1], signal.SIGKILL)
-            self.killed_pid = pids[-1]
-        except BaseException as error:  # noqa: BLE001 - re-raised by the test
-            self.error = error
 
 
 def test_a_killed_worker_of_a_two_worker_trial_resumes_after_its_last_epoch(
@@ -61,7 +25,7 @@ def test_a_killed_worker_of_a_two_worker_trial_resumes_after_its_last_epoch(
     document["resources"] = {"cpu": 1, "workers": 2}
     config = parse_config(document, tmp_path)
     storage = tmp_path / "runs"
-    killer = WorkerKiller(storage)
+    killer = ActorKiller(storage, "RayTrainWorker", count=2)
     killer.start()
     lines: list[str] = []
     registered = run_adapter_stage(config, max_failures=2, progress=lines.append)

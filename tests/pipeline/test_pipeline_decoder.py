@@ -4,13 +4,10 @@ registry gate, fusion) works unchanged."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from tuning_support import config_document, make_tiny_decoder, write_config
+from tuning_support import config_document, make_tiny_decoder, run_pipeline_cli, write_config
 
 from adapterfleet.adapters import load_tokenizer
 from adapterfleet.config import load_config
@@ -33,15 +30,7 @@ def test_run_trains_registers_and_fuses_on_a_tiny_llama(tmp_path, decoder):
     document["fusion"] = {"targets": {"fruit": "all"}, "training": {"max_epochs": 2}}
     document["adapters"]["task_training"] = {"fruit": {"max_epochs": 4}}
     path = write_config(tmp_path, document)
-    command = Path(sys.executable).with_name("adapterfleet")
-    result = subprocess.run(
-        [str(command), "run", str(path), "--num-cpus", "2"],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    result = run_pipeline_cli(path, tmp_path)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-3000:]
     assert "registered tinysweep.fusion.fruit v1" in output

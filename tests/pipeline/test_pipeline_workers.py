@@ -4,13 +4,8 @@ fusion starts and registers, the baselines log their results, as with one worker
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
-from tuning_support import config_document, runs_of, write_config
+from tuning_support import config_document, run_pipeline_cli, runs_of, write_config
 
 from adapterfleet.config import load_config
 
@@ -30,15 +25,7 @@ def test_run_with_two_workers_registers_the_adapters_fuses_and_trains_baselines(
         "training": {"max_epochs": 1, "batch_size": 16, "learning_rate": 0.01},
     }
     path = write_config(tmp_path, document)
-    command = Path(sys.executable).with_name("adapterfleet")
-    result = subprocess.run(
-        [str(command), "run", str(path), "--num-cpus", "2"],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    result = run_pipeline_cli(path, tmp_path)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-3000:]
     for task in ("fruit", "water"):

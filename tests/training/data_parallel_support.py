@@ -9,9 +9,26 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 from safetensors.torch import save_file
+from torch import nn
 
 from adapterfleet.training import TrainConfig, fit
 from adapterfleet.training.distributed import DataParallel
+
+
+class FrozenBaseClassifier(nn.Module):
+    """A frozen random projection (the "base") under a trainable LayerNorm and linear head."""
+
+    def __init__(self, dim: int = 8, hidden: int = 32) -> None:
+        super().__init__()
+        self.encoder = nn.Linear(dim, hidden).requires_grad_(False)
+        self.norm = nn.LayerNorm(hidden)
+        self.head = nn.Linear(hidden, 2)
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.head(self.norm(torch.tanh(self.encoder(batch["x"]))))
+
+    def trainable(self) -> list[nn.Parameter]:
+        return [*self.norm.parameters(), *self.head.parameters()]
 
 
 def tiny_problem(dim: int = 8, n: int = 61) -> tuple[list[dict[str, torch.Tensor]], list]:
@@ -27,10 +44,8 @@ def tiny_problem(dim: int = 8, n: int = 61) -> tuple[list[dict[str, torch.Tensor
 def train_once(out: Path) -> None:
     """`fit` the tiny classifier (with an extra loss and gradient accumulation) and write its
     trained tensors and history (rank 0 only)."""
-    from conftest import TinyClassifier
-
     torch.manual_seed(0)
-    model = TinyClassifier()
+    model = FrozenBaseClassifier()
     train, dev = tiny_problem()
     config = TrainConfig(
         learning_rate=0.05, max_epochs=3, device="cpu", grad_accum_steps=2, warmup_ratio=0.2

@@ -60,10 +60,8 @@ class BaselineTraining:
                 EpochLog(self.say, self.training.max_epochs, label),
             ]
         resume = group.share(start[1] if start is not None else None)
-        return _train(
-            self.config, job, self.training, self.work.run_dir, callbacks, resume, self.mt_a,
-            device,
-        )  # fmt: skip
+        out = self.work.run_dir
+        return _train(self.config, job, self.training, out, callbacks, resume, self.mt_a, device)
 
 
 def _train(

@@ -1,11 +1,11 @@
 """Trials of several workers: a Ray Train `TorchTrainer` inside the Tune trial.
 
 Train V2's documented pattern for Train inside Tune: the Tune trial runs a small driver
-(`run_on_workers`) that opens the trial's MLflow run, starts K data-parallel workers (DDP: gloo
-on CPU, NCCL on GPU) and waits for them. Each worker runs `worker_loop`, the same steps as a
-one-process trial (`tuning/trial.py`) through the same fit loop, which trains data-parallel inside
-the process group Ray Train sets up (`training/distributed.py`): the global batch stays the
-config's `batch_size`, each rank takes its rows of every length-grouped batch.
+(`run_trial_on_workers`) that opens the trial's MLflow run, starts K data-parallel workers (DDP:
+gloo on CPU, NCCL on GPU) and waits for them. Each worker runs `worker_loop`, the same steps as a
+one-process trial (`tuning/trial.py`) through the same fit loop, which trains data-parallel
+inside the process group Ray Train sets up (`training/distributed.py`): the global batch stays
+the config's `batch_size`, each rank takes its rows of every length-grouped batch.
 
 Rank 0 alone logs to MLflow, writes the checkpoints into the trial's folder and the adapter; every
 rank reports each epoch to Ray Train (`ray.train.report`, rank 0 with the checkpoint), and
@@ -14,7 +14,8 @@ registration read them as from any trial. A killed worker: Ray Train restarts th
 (`FailureConfig`), and every rank continues after the newest finished epoch (Train's checkpoint
 or the trial folder's, whichever is newer). A restarted driver (Tune's retry, or a resumed
 sweep) finds Train's run by its stable name and continues it the same way; its epochs are logged
-once, in the one MLflow run of the trial.
+once, in the one MLflow run of the trial. `fit_on_workers` runs a fusion's or a baseline's
+training the same way.
 """
 
 from __future__ import annotations
@@ -132,8 +133,8 @@ def fit_on_workers(
     """`job(device=...)` (picklable) on each of `resources.workers` Ray Train workers: a
     fusion's or a baseline's training, whose fit loop then trains data-parallel. Its files and
     metrics are rank 0's; a restarted worker group calls `job` again, which resumes."""
-    workers_trainer(_call_job, {"job": job, "cpu": resources.cpu}, resources, name=name,
-                    storage=storage).fit()  # fmt: skip
+    loop_config = {"job": job, "cpu": resources.cpu}
+    workers_trainer(_call_job, loop_config, resources, name=name, storage=storage).fit()
 
 
 def _call_job(loop_config: dict[str, Any]) -> None:

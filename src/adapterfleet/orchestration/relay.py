@@ -40,12 +40,15 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class WorkerSay:
     """The `Say` of a job that runs as a Ray task: its lines go to the worker's stdout, marked
-    with the job, for the driver's `WorkerRelay`."""
+    with the job, for the driver's `WorkerRelay`. Written to the stream, not through `print`:
+    Ray Train's workers patch `print` to log each line and also echo it, which the driver would
+    show twice."""
 
     job: str
 
     def __call__(self, line: str) -> None:
-        print(f"{MARK}{self.job}{SEP}{line}", flush=True)
+        sys.stdout.write(f"{MARK}{self.job}{SEP}{line}\n")
+        sys.stdout.flush()
 
 
 def run_relayed(function: Callable[..., T], say: WorkerSay, *args: Any, **kwargs: Any) -> T:

@@ -267,3 +267,24 @@ def test_folded_inference_equals_the_training_form_and_follows_weight_changes(pr
     slow, weights = reference_fusion(layer, q, adapters)
     assert _rel_err(refolded, slow) < 1e-5 and _rel_err(captured[0], weights) < 1e-5
     assert _rel_err(refolded, folded) > 1e-2  # the change did reach the output
+
+
+@pytest.mark.parametrize("preset", ["dynamic", "static"])
+def test_training_folds_large_batches_with_the_same_outputs_and_gradients(preset):
+    adapters = [a.double() for a in _adapters([24, 12, 12])]  # float64: rounding out of sight
+    adapters[1].non_linearity = "gelu"
+    layer = _layer(3, FusionConfig.preset(preset)).double()
+    stacked = layer._stack(adapters)
+    small, large = torch.randn(2, 5, D).double(), torch.randn(4, 30, D).double()
+    assert not layer.folds(small, stacked) and layer.folds(large, stacked)  # 2 (M + N) = 102
+    for q in (small, large):
+        q.requires_grad_(True)
+        grad_out = torch.randn(*q.shape[:-1], D).double()
+        results = []
+        for form in (layer, reference_fusion):
+            out = layer(q, adapters) if form is layer else reference_fusion(layer, q, adapters)[0]
+            params = [p for n, p in layer.named_parameters() if n != "key.bias"]  # cancels
+            results.append((out, *torch.autograd.grad((out * grad_out).sum(), [q, *params])))
+        for fast, slow in zip(*results, strict=True):
+            assert _rel_err(fast.detach(), slow.detach()) < 1e-12
+    assert layer._folded is None  # training never caches: the weights change every step

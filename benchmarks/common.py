@@ -6,6 +6,7 @@ reference's venv alike (neither side imports the other's library).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -27,6 +28,47 @@ def rss_mb() -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def place(spec: dict, model, batch: dict) -> tuple[Any, dict]:
+    """Model and batch on the spec's `device` (default cpu)."""
+    import torch
+
+    device = torch.device(spec.get("device", "cpu"))
+    return model.to(device), {k: v.to(device) for k, v in batch.items()}
+
+
+def autocast(spec: dict) -> contextlib.AbstractContextManager:
+    """`torch.autocast` in the spec's `autocast` dtype (bf16, fp16) on its device, or nothing."""
+    import torch
+
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(spec.get("autocast") or "")
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(torch.device(spec.get("device", "cpu")).type, dtype=dtype)
+
+
+def synced(spec: dict, step: Callable[[], Any]) -> Callable[[], None]:
+    """`step`, then a wait for the GPU, so that wall-clock timings hold the device's work."""
+    import torch
+
+    if torch.device(spec.get("device", "cpu")).type != "cuda":
+        return step
+
+    def synced_step() -> None:
+        step()
+        torch.cuda.synchronize()
+
+    return synced_step
+
+
+def gpu_peak_mb(spec: dict) -> float | None:
+    """Peak GPU memory torch allocated in this process, MiB; None off the GPU."""
+    import torch
+
+    if torch.device(spec.get("device", "cpu")).type != "cuda":
+        return None
+    return torch.cuda.max_memory_allocated() / 2**20
 
 
 def random_batch(seed: int, batch: int, seq: int, vocab: int, num_labels: int = 2) -> dict:

@@ -6,16 +6,20 @@ On a machine without a CUDA device it says so and why, and exits 0: nothing to c
 On one with a GPU it runs, in order, each step timed and reported even when an earlier one failed:
 
     cuda-tests   the test suite's CUDA tests (`pytest -m cuda`), none of them skipped
+    versus       the fusion step (N=16, BERT-base shape, bf16) ours against the reference on the
+                 same GPU, and the floor: `benchmarks/gpu_versus.py`
     pipeline     `adapterfleet demo` (the demo config, tiny budget) with half a GPU per trial:
                  sweep, registry gate, fusion on the GPU
     predict      `adapterfleet predict` with the fusion the pipeline registered, on the GPU
     packing      aggregate ST-A training throughput of 1, 2 and 4 trials sharing one GPU
-                 (`gpu: 1, 0.5, 0.25`) on a BERT-base-shaped model, bf16 autocast
+                 (`gpu: 1, 0.5, 0.25`) on a BERT-base-shaped model, bf16 autocast; in plain
+                 processes where Ray is not installed
     ddp          with two GPUs or more: the demo's sweep as trials of two workers (NCCL), one
                  GPU each, against one worker
 
 It prints a Markdown report (device name, each step's outcome and figures) and writes it with a
-JSON copy under --out; paste the report into benchmarks/RESULTS.md with the date.
+JSON copy under --out; paste the report into benchmarks/RESULTS.md with the date. The steps that
+need Ray and MLflow (pipeline, predict, ddp) say so and are skipped where those are not installed.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ SHAPE_BERT_BASE = {
 }
 PACKINGS = (1, 2, 4)  # trials sharing one GPU: gpu 1, 0.5, 0.25 each
 STEP_TIMEOUT_S = 1200
+NEEDS_THE_STACK = ("pipeline", "predict", "ddp")  # Ray and MLflow; the others run on torch alone
 
 
 def device_summary() -> dict[str, Any] | None:
@@ -80,8 +85,18 @@ def checked(result: subprocess.CompletedProcess, what: str) -> str:
     return output
 
 
+def cuda_test_files() -> list[str]:
+    """The test files with CUDA tests: collecting only these needs neither Ray nor MLflow."""
+    marker = "pytest.mark." + "cuda"
+    return sorted(
+        str(path.relative_to(ROOT))
+        for path in (ROOT / "tests").rglob("test_*.py")
+        if marker in path.read_text()
+    )
+
+
 def cuda_tests(out: Path, steps: int) -> dict[str, Any]:
-    command = [sys.executable, "-m", "pytest", "-m", "cuda", "-q", "-rs", "tests"]
+    command = [sys.executable, "-m", "pytest", "-m", "cuda", "-q", "-rs", *cuda_test_files()]
     result = subprocess.run(
         command, cwd=ROOT, capture_output=True, text=True, timeout=STEP_TIMEOUT_S
     )
@@ -194,18 +209,55 @@ def packing_throughput(
     return {"trials": concurrency, "examples_per_s": round(examples / span, 1), "span_s": span}
 
 
-def packing(out: Path, steps: int) -> dict[str, Any]:
-    import ray
+def packing_in_processes(concurrency: int, steps: int) -> dict[str, float]:
+    """`packing_throughput` without Ray: `concurrency` plain processes on the one GPU, as Ray
+    starts fractional-GPU trials (same CUDA_VISIBLE_DEVICES, no memory partition)."""
+    code = (
+        "import json, sys; from benchmarks.gpu_check import SHAPE_BERT_BASE, train_steps; "
+        f"print(json.dumps(train_steps(SHAPE_BERT_BASE, {steps}, 32, 128, 'cuda')))"
+    )
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+        for _ in range(concurrency)
+    ]
+    outputs = [proc.communicate(timeout=STEP_TIMEOUT_S)[0] for proc in procs]
+    runs = [json.loads(output.splitlines()[-1]) for output in outputs]
+    span = max(r["end"] for r in runs) - min(r["start"] for r in runs)
+    examples = sum(r["examples"] for r in runs)
+    return {"trials": concurrency, "examples_per_s": round(examples / span, 1), "span_s": span}
 
-    ray.init(address="local", include_dashboard=False, log_to_driver=False)
-    try:
-        rows = [packing_throughput(SHAPE_BERT_BASE, k, steps, 32, 128, True) for k in PACKINGS]
-    finally:
-        ray.shutdown()
+
+def packing(out: Path, steps: int) -> dict[str, Any]:
+    if missing("ray"):
+        placed = "plain processes (Ray is not installed here)"
+        rows = [packing_in_processes(k, steps) for k in PACKINGS]
+    else:
+        import ray
+
+        placed = "Ray tasks with gpu 1/k"
+        ray.init(address="local", include_dashboard=False, log_to_driver=False)
+        try:
+            rows = [packing_throughput(SHAPE_BERT_BASE, k, steps, 32, 128, True) for k in PACKINGS]
+        finally:
+            ray.shutdown()
     alone = rows[0]["examples_per_s"]
     for row in rows:
         row["vs_one_trial"] = round(row["examples_per_s"] / alone, 2)
-    return {"shape": "bert-base, batch 32 x 128, bf16 autocast", "rows": rows}
+    return {"shape": "bert-base, batch 32 x 128, bf16 autocast", "placed": placed, "rows": rows}
+
+
+def versus(out: Path, steps: int) -> dict[str, Any]:
+    from benchmarks import gpu_versus
+
+    result = gpu_versus.measure(out / "versus", reps=max(steps, 10))
+    return {"table": gpu_versus.table(result).splitlines(), "ratios": result["ratios"]}
+
+
+def missing(*modules: str) -> list[str]:
+    """Those of `modules` that cannot be imported here."""
+    import importlib.util
+
+    return [name for name in modules if importlib.util.find_spec(name) is None]
 
 
 def ddp(out: Path, steps: int) -> dict[str, Any]:
@@ -230,6 +282,7 @@ def ddp(out: Path, steps: int) -> dict[str, Any]:
 
 STEPS: dict[str, Callable[[Path, int], dict[str, Any]]] = {
     "cuda-tests": cuda_tests,
+    "versus": versus,
     "pipeline": pipeline,
     "predict": predict,
     "packing": packing,
@@ -264,8 +317,12 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.only:
         print(f"gpu-check: {name} ...", flush=True)
         start = time.perf_counter()
+        absent = missing("ray", "mlflow") if name in NEEDS_THE_STACK else []
         try:
-            results[name] = {"ok": True, **STEPS[name](args.out, args.steps)}
+            if absent:
+                results[name] = {"ok": True, "skipped": f"{', '.join(absent)} not installed"}
+            else:
+                results[name] = {"ok": True, **STEPS[name](args.out, args.steps)}
         except Exception as error:  # noqa: BLE001 - every step is reported
             results[name] = {"ok": False, "error": str(error)[-1500:]}
         results[name]["seconds"] = round(time.perf_counter() - start, 1)

@@ -56,6 +56,12 @@ def _with_adapters(spec: dict):
     from adapterfleet.fusion import FusionConfig, add_fusion, train_fusion
 
     model = _model(spec)
+    if spec["kind"] == "base_train":  # the floor: the frozen base's forward and backward alone
+        model.encoder_model.requires_grad_(False)
+        model.encoder_model.get_input_embeddings().register_forward_hook(
+            lambda module, args, output: output.requires_grad_()
+        )
+        return model, list(model.add_head("head", HeadConfig(num_labels=2)).parameters())
     names = adapter_names(spec["n"])
     for name in names:
         add_adapter(model, name, AdapterConfig("pfeiffer", spec.get("reduction_factor", 16)))
@@ -76,12 +82,13 @@ def synthetic(spec: dict) -> dict:
     model, params = _with_adapters(spec)
     vocab = int(model.config.vocab_size)
     batch = common.random_batch(spec["seed"], spec["batch"], spec["seq"], vocab)
-    fusion = spec["kind"] != "single_train"
+    model, batch = common.place(spec, model, batch)
+    fusion = spec["kind"] in ("fusion_train", "fusion_infer")
     if spec["kind"] == "fusion_infer":
         model.eval()
 
         def step() -> None:
-            with torch.inference_mode():
+            with torch.inference_mode(), common.autocast(spec):
                 model(batch)
     else:
         model.train()
@@ -89,7 +96,9 @@ def synthetic(spec: dict) -> dict:
 
         def step() -> None:
             optimizer.zero_grad(set_to_none=True)
-            loss = F.cross_entropy(model(batch), batch["labels"])
+            with common.autocast(spec):
+                logits = model(batch)
+            loss = F.cross_entropy(logits.float(), batch["labels"])
             if fusion:
                 loss = loss + fusion_regularization_loss(model, FUSION_NAME)
             loss.backward()
@@ -97,10 +106,13 @@ def synthetic(spec: dict) -> dict:
 
     setup_s = time.perf_counter() - start
     rss_setup = common.rss_mb()
-    times, cpu_times = common.time_steps(step, spec["warmup"], spec.get("reps"), spec["budget_s"])
+    times, cpu_times = common.time_steps(
+        common.synced(spec, step), spec["warmup"], spec.get("reps"), spec["budget_s"]
+    )
     return {
         "times": times,
         "cpu_times": cpu_times,
+        "gpu_peak_mb": common.gpu_peak_mb(spec),
         "setup_s": setup_s,
         "rss_after_setup_mb": rss_setup,
         "trainable_params": sum(p.numel() for p in params) if spec["kind"] != "fusion_infer" else 0,

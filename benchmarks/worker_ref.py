@@ -34,15 +34,27 @@ def _model(base_dir: str):
     return BertAdapterModel.from_pretrained(base_dir, local_files_only=True)
 
 
-def _batch_kwargs(batch: dict) -> dict:
-    return {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
+def _llm_model(spec: dict):
+    """A decoder base (the Llama shape of `benchmarks/llm_memory.py`) in the spec's
+    `base_dtype`, through the reference's AutoAdapterModel; what it adds stays float32."""
+    from adapters import AutoAdapterModel
+
+    dtype = getattr(torch, spec["base_dtype"])
+    return AutoAdapterModel.from_pretrained(spec["base_dir"], dtype=dtype, local_files_only=True)
+
+
+def _batch_kwargs(batch: dict, model=None) -> dict:  # noqa: ANN001 - a reference model
+    keys = ["input_ids", "attention_mask"]
+    if model is None or model.config.model_type == "bert":
+        keys.append("token_type_ids")
+    return {k: batch[k] for k in keys}
 
 
 def _with_adapters(spec: dict):
     from adapters import SeqBnConfig
     from adapters.composition import Fuse
 
-    model = _model(spec["base_dir"])
+    model = _llm_model(spec) if "base_dtype" in spec else _model(spec["base_dir"])
     names = adapter_names(spec["n"])
     for name in names:
         model.add_adapter(
@@ -67,13 +79,14 @@ def synthetic(spec: dict) -> dict:
     start = time.perf_counter()
     model, params = _with_adapters(spec)
     batch = common.random_batch(spec["seed"], spec["batch"], spec["seq"], model.config.vocab_size)
-    kwargs = _batch_kwargs(batch)
+    model, batch = common.place(spec, model, batch)
+    kwargs = _batch_kwargs(batch, model)
     fusion = spec["kind"] != "single_train"
     if spec["kind"] == "fusion_infer":
         model.eval()
 
         def step() -> None:
-            with torch.inference_mode():
+            with torch.inference_mode(), common.autocast(spec):
                 model(**kwargs)
     else:
         model.train()
@@ -81,7 +94,9 @@ def synthetic(spec: dict) -> dict:
 
         def step() -> None:
             optimizer.zero_grad(set_to_none=True)
-            loss = F.cross_entropy(model(**kwargs).logits, batch["labels"])
+            with common.autocast(spec):
+                logits = model(**kwargs).logits
+            loss = F.cross_entropy(logits.float(), batch["labels"])
             if fusion:  # as AdapterTrainer does: the V regulariser is part of the step
                 loss = loss + model.base_model.get_fusion_regularization_loss()
             loss.backward()
@@ -89,10 +104,13 @@ def synthetic(spec: dict) -> dict:
 
     setup_s = time.perf_counter() - start
     rss_setup = common.rss_mb()
-    times, cpu_times = common.time_steps(step, spec["warmup"], spec.get("reps"), spec["budget_s"])
+    times, cpu_times = common.time_steps(
+        common.synced(spec, step), spec["warmup"], spec.get("reps"), spec["budget_s"]
+    )
     return {
         "times": times,
         "cpu_times": cpu_times,
+        "gpu_peak_mb": common.gpu_peak_mb(spec),
         "setup_s": setup_s,
         "rss_after_setup_mb": rss_setup,
         "trainable_params": sum(p.numel() for p in params) if spec["kind"] != "fusion_infer" else 0,

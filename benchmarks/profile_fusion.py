@@ -33,13 +33,14 @@ ROOT = Path(__file__).resolve().parent.parent
 def step_of(spec: dict) -> Any:
     """The benchmark's step for `spec` (kind base_train or fusion_train), placed and synced."""
     from adapterfleet.fusion import fusion_regularization_loss
+    from adapterfleet.training import build_optimizer
 
     torch.manual_seed(0)
     model, params = _with_adapters(spec)
     batch = common.random_batch(0, spec["batch"], spec["seq"], int(model.config.vocab_size))
     model, batch = common.place(spec, model, batch)
     model.train()
-    optimizer = torch.optim.AdamW(params, lr=1e-4)
+    optimizer = build_optimizer(params, 1e-4, weight_decay=0.01)  # the project's: fused on a GPU
     fusion = spec["kind"] == "fusion_train"
 
     def step() -> None:

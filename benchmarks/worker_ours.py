@@ -76,6 +76,7 @@ def _with_adapters(spec: dict):
 
 def synthetic(spec: dict) -> dict:
     from adapterfleet.fusion import fusion_regularization_loss
+    from adapterfleet.training import build_optimizer
 
     torch.manual_seed(spec["seed"])
     start = time.perf_counter()
@@ -92,7 +93,7 @@ def synthetic(spec: dict) -> dict:
                 model(batch)
     else:
         model.train()
-        optimizer = torch.optim.AdamW(params, lr=spec["lr"])
+        optimizer = build_optimizer(params, spec["lr"], weight_decay=0.01)  # fused on a GPU
 
         def step() -> None:
             optimizer.zero_grad(set_to_none=True)

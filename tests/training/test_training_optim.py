@@ -50,3 +50,19 @@ def test_weight_decay_applies_to_matrices_only():
         id(norm.bias): 0.0,
     }
     assert sum(len(g["params"]) for g in optimizer.param_groups) == 4
+
+
+def test_adamw_is_fused_on_a_gpu_only():
+    cpu = build_optimizer([torch.nn.Parameter(torch.ones(2, 2))], 1e-3, weight_decay=0.1)
+    assert not cpu.defaults["fused"]
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_adamw_on_a_gpu_is_fused_and_steps():
+    param = torch.nn.Parameter(torch.ones(4, 4, device="cuda"))
+    optimizer = build_optimizer([param], 1e-2, weight_decay=0.0)
+    assert optimizer.defaults["fused"] is True
+    param.grad = torch.ones_like(param)
+    optimizer.step()
+    assert torch.allclose(param, torch.full_like(param, 1 - 1e-2), atol=1e-5)

@@ -111,7 +111,7 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, nargs="+", default=[4, 16, 32])
     parser.add_argument("--batch", type=int, default=4)
@@ -123,6 +123,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=WORK / "llm-versus")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
     result = measure(args)
     (args.out / f"llm-versus-{args.device}.json").write_text(json.dumps(result, indent=1))
     print(markdown(result))

@@ -131,6 +131,30 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def measure(
+    shape: str = "bert-base", n: int = 16, batch: int = 8, seq: int = 128, steps: int = 3,
+    device: str = "cpu", out: Path = ROOT / ".bench" / "profile",
+) -> dict[str, Any]:  # fmt: skip
+    """The floor and the fusion step profiled; writes OUT/profile-<device>.json."""
+    out.mkdir(parents=True, exist_ok=True)
+    base = make_base(shape, out)
+    spec = {"base_dir": str(base), "batch": batch, "seq": seq, "device": device,
+            "autocast": "bf16" if device == "cuda" else None}  # fmt: skip
+    floor = profile({**spec, "kind": "base_train", "n": 1}, steps)
+    fusion = profile({**spec, "kind": "fusion_train", "n": n}, steps)
+    result = {
+        "device": device,
+        "shape": shape,
+        "n": n,
+        "batch": [batch, seq],
+        "floor_ms": sum(r["ms"] for r in floor.values()),
+        "fusion_ms": sum(r["ms"] for r in fusion.values()),
+        "above_floor": above_floor(floor, fusion),
+    }
+    (out / f"profile-{device}.json").write_text(json.dumps(result, indent=1))
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=16)
@@ -141,24 +165,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--out", type=Path, default=ROOT / ".bench" / "profile")
     args = parser.parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
     if args.device == "cpu":
         common.set_threads(2)
-    base = make_base(args.shape, args.out)
-    spec = {"base_dir": str(base), "batch": args.batch, "seq": args.seq, "device": args.device,
-            "autocast": "bf16" if args.device == "cuda" else None}  # fmt: skip
-    floor = profile({**spec, "kind": "base_train", "n": 1}, args.steps)
-    fusion = profile({**spec, "kind": "fusion_train", "n": args.n}, args.steps)
-    result = {
-        "device": args.device,
-        "shape": args.shape,
-        "n": args.n,
-        "batch": [args.batch, args.seq],
-        "floor_ms": sum(r["ms"] for r in floor.values()),
-        "fusion_ms": sum(r["ms"] for r in fusion.values()),
-        "above_floor": above_floor(floor, fusion),
-    }
-    (args.out / f"profile-{args.device}.json").write_text(json.dumps(result, indent=1))
+    result = measure(args.shape, args.n, args.batch, args.seq, args.steps, args.device, args.out)
     print(markdown(result))
     return 0
 

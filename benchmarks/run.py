@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks import refenv
+from benchmarks import refenv, scripted
 
 ROOT = Path(__file__).resolve().parent.parent
 HERE = ROOT / "benchmarks"
@@ -61,7 +61,8 @@ TRAIN_BATCH = {"bert-base": 8, "minilm": 32}
 class Bench:
     name: str
     title: str
-    kind: str  # fusion_train, single_train, fusion_infer, check, real, orchestration, llm_memory
+    kind: str  # fusion_train, single_train, fusion_infer, check, real, orchestration, llm_memory,
+    # or one of scripted.KINDS
     spec: dict[str, Any]
     quick: bool = False  # part of --quick
     optional: bool = False  # skipped when the run has already used OPTIONAL_AFTER_S
@@ -138,6 +139,16 @@ def suite(quick: bool) -> list[Bench]:
             optional=True,  # ~20 min: in a full run only with --only llm-memory
         )
     )
+    benches += [  # measured by their own scripts (benchmarks/scripted.py); each a few minutes
+        Bench("fusion-profile", "the N=16 fusion step against the frozen base, by operator, "
+              "BERT-base shape, 8×128", "fusion_profile",
+              {"n": 16, "batch": 8, "seq": 128, "steps": 3}, optional=True),
+        Bench("llm-versus", "fusion on a Llama shape (bf16 base), N = 4, 16, 32, 4×128",
+              "llm_versus", {"n": [4, 16, 32], "batch": 4, "seq": 128}, optional=True),
+        Bench("packing", "sequence packing against length-grouped batches, ST-A, real RTE and "
+              "MRPC", "packing", {"tasks": ["rte", "mrpc"], "examples": 320, "epochs": 2},
+              optional=True),
+    ]  # fmt: skip
     return benches
 
 
@@ -236,6 +247,10 @@ def run_bench(bench: Bench, index: int, pythons: dict[str, str], args, folder: P
     if bench.kind == "llm_memory":
         run_llm_memory(bench, args)
         return
+    if bench.kind in scripted.KINDS:  # ours only, or both sides inside the script
+        print("  measuring ...", flush=True)
+        bench.results[OURS] = scripted.KINDS[bench.kind](bench.spec, args)
+        return
     if bench.kind == "orchestration":  # ours only: the reference has no orchestration
         from benchmarks import orchestration
 
@@ -323,7 +338,7 @@ def _rows(benches: list[Bench]) -> tuple[list[dict], list[dict], list[dict]]:
     timed, real, checks = [], [], []
     for bench in benches:
         ours, ref = bench.results.get(OURS, {}), bench.results.get(REF, {})
-        if bench.kind in ("orchestration", "llm_memory"):
+        if bench.kind in ("orchestration", "llm_memory", *scripted.KINDS):
             continue  # its own section
         if bench.kind == "check":
             checks.append(
@@ -478,11 +493,20 @@ def write_report(benches: list[Bench], meta: dict, md_path: Path, json_path: Pat
 
 
 def _fresh_blocks(benches: list[Bench]) -> dict[str, str]:
-    """Blocks this run measured anew, by marker name: the big-base block of llm_memory.py."""
+    """Blocks this run measured anew, by marker name: the big-base block of llm_memory.py and
+    the tables of the scripted configurations."""
     from benchmarks import llm_memory
 
-    found = [b.results[OURS] for b in benches if "rows" in b.results.get(OURS, {})]
-    return {"llm-memory": llm_memory.markdown(found[-1]).strip()} if found else {}
+    found = [b.results[OURS] for b in benches
+             if b.kind == "llm_memory" and "rows" in b.results.get(OURS, {})]  # fmt: skip
+    fresh = {"llm-memory": llm_memory.markdown(found[-1]).strip()} if found else {}
+    for bench in benches:
+        result = bench.results.get(OURS, {})
+        if bench.kind in scripted.KINDS and result and "error" not in result:
+            name = f"{bench.name}-table"
+            table = scripted.block(bench.kind, result)
+            fresh[name] = f"<!-- {name}:begin -->\n{table}\n<!-- {name}:end -->"
+    return fresh
 
 
 def _kept_blocks(md_path: Path, fresh: dict[str, str] | None = None) -> str:

@@ -73,3 +73,53 @@ def test_llm_versus_runs_both_sides_on_a_tiny_llama_and_reports_the_growth(tmp_p
         assert row[OURS]["trainable_params"] == row[REF]["trainable_params"]
     assert set(result["growth_mib_per_adapter"]) == {OURS, REF}
     assert "| 4 |" in llm_versus.markdown(result)
+
+
+def test_a_scripted_configuration_rewrites_its_table_in_place(tmp_path):
+    from benchmarks.run import Bench, _fresh_blocks, _kept_blocks, suite
+
+    names = {b.name: b for b in suite(quick=False)}
+    assert all(names[n].optional for n in ("fusion-profile", "llm-versus", "packing"))
+    bench = Bench("fusion-profile", "t", "fusion_profile", {})
+    bench.results[OURS] = {"device": "cpu", "floor_ms": 2.0, "fusion_ms": 3.0, "above_floor": []}
+    report = tmp_path / "RESULTS.md"
+    table = "<!-- fusion-profile-table:begin -->\nold\n<!-- fusion-profile-table:end -->\n"
+    report.write_text("<!-- notes:begin -->\nkept\n<!-- notes:end -->\n\n" + table)
+    kept = _kept_blocks(report, _fresh_blocks([bench]))
+    assert "kept" in kept and "old" not in kept
+    assert kept.index("notes:end") < kept.index("(1.50× the floor)") < kept.index("table:end")
+
+
+class _Split:
+    """The fields of a TokenizedSplit that packing reads, from real MiniLM tokenisation."""
+
+    def __init__(self, pairs: list[tuple[str, str]]) -> None:
+        from adapterfleet.adapters import load_tokenizer
+
+        encoded = load_tokenizer("minilm-l6")([a for a, _ in pairs], [b for _, b in pairs])
+        self.input_ids = encoded["input_ids"]
+        self.token_type_ids = encoded["token_type_ids"]
+        self.lengths = [len(ids) for ids in self.input_ids]
+        self.labels = [i % 2 for i in range(len(pairs))]
+
+    def __getitem__(self, i: int) -> dict:
+        return {"input_ids": self.input_ids[i], "token_type_ids": self.token_type_ids[i],
+                "label": self.labels[i], "length": self.lengths[i]}  # fmt: skip
+
+
+def test_packing_keeps_examples_apart_and_gives_the_logits_of_each_alone():
+    from benchmarks import packing
+
+    assert packing.pack([100, 60, 50, 30, 20], capacity=128) == [[0, 4], [1, 2], [3]]
+    words = ["the", "cat", "sat", "on", "a", "mat", "while", "it", "rained", "over", "the", "town"]
+    pairs = [(" ".join(words[: 3 + i % 9]), " ".join(words[i % 9 :])) for i in range(16)]
+    split = _Split(pairs)
+    rows = packing.pack(split.lengths)
+    assert len(rows) < len(pairs)  # several examples share a row
+    batch = packing.collate_packed(split, rows, pad_id=0)
+    first, second = batch["starts"][0], batch["starts"][1]
+    assert batch["rows"][0] == batch["rows"][1] and second == first + split.lengths[rows[0][0]]
+    mask = batch["attention_mask"][0, 0]
+    assert mask[first, first] and not mask[first, second] and not mask[second, first]
+    assert batch["position_ids"][0, second] == 0  # positions restart per example
+    assert packing.exactness(split, pad_id=0) < 1e-5

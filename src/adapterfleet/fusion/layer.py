@@ -86,7 +86,7 @@ class Folded:
     the adapters' down projection (one product of width 2M + N), and rebuilt when any weight of
     the layer or its adapters changes. In training it is built in every forward, with gradients
     to Q, K and V; the down projection stays apart so that no gradient is formed for the frozen
-    adapters. It pays when a batch has more tokens than M + N (`FusionLayer.folds`).
+    adapters. It pays when a batch has well over M + N tokens (`FusionLayer.folds`).
     """
 
     def __init__(self, layer: FusionLayer, stacked: Stacked, joined: bool) -> None:

@@ -87,7 +87,7 @@ def checked(result: subprocess.CompletedProcess, what: str) -> str:
 
 def cuda_test_files() -> list[str]:
     """The test files with CUDA tests: collecting only these needs neither Ray nor MLflow."""
-    marker = "pytest.mark." + "cuda"
+    marker = "pytest.mark.cuda"
     return sorted(
         str(path.relative_to(ROOT))
         for path in (ROOT / "tests").rglob("test_*.py")

@@ -2,6 +2,7 @@
 
     python -m benchmarks.llm_versus [--n 4 16 32] [--batch 4] [--seq 128] [--reps 2]
                                     [--device cpu|cuda] [--shape llama|tiny] [--out DIR]
+                                    [--sides ours reference]
 
 The base is the random Llama shape of `benchmarks/llm_memory.py` (hidden 2048, 8 layers, GQA with
 16 query and 4 key/value heads), saved in bfloat16 and loaded in bfloat16 by both sides; what
@@ -47,12 +48,14 @@ def peak_mib(result: dict[str, Any], device: str) -> float:
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
-    pythons = {OURS: sys.executable, REF: reference_python()}
+    pythons = {OURS: sys.executable, REF: reference_python() if REF in args.sides else ""}
     base = make_llama_base(SHAPES[args.shape], WORK / f"base-llama-{args.shape}")
     rows = []
     for index, n in enumerate(args.n):
         row: dict[str, Any] = {"n": n, "load": _load()}
-        for side in (OURS, REF) if index % 2 == 0 else (REF, OURS):
+        for side in [
+            s for s in ((OURS, REF) if index % 2 == 0 else (REF, OURS)) if s in args.sides
+        ]:
             spec = spec_for(n, base, args, side)
             result = run_worker(pythons[side], side, spec, args.out / f"n{n}", args.threads)
             if "error" in result:
@@ -121,6 +124,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--shape", choices=list(SHAPES), default="llama")
     parser.add_argument("--out", type=Path, default=WORK / "llm-versus")
+    parser.add_argument("--sides", nargs="+", choices=[OURS, REF], default=[OURS, REF])
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     return args

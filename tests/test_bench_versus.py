@@ -63,7 +63,15 @@ def test_the_profile_names_what_the_fusion_step_spends_above_the_floor():
 )
 def test_llm_versus_runs_both_sides_on_a_tiny_llama_and_reports_the_growth(tmp_path):
     args = llm_versus.argparse.Namespace(
-        n=[2, 4], batch=2, seq=16, reps=1, threads=1, device="cpu", shape="tiny", out=tmp_path
+        n=[2, 4],
+        batch=2,
+        seq=16,
+        reps=1,
+        threads=1,
+        device="cpu",
+        shape="tiny",
+        out=tmp_path,
+        sides=[OURS, REF],
     )
     result = llm_versus.measure(args)
     for row in result["rows"]:

@@ -20,42 +20,11 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-import torch
-from torch.nn import functional as F
-
 from benchmarks import common
 from benchmarks.run import SHAPES, make_base
-from benchmarks.worker_ours import _with_adapters
+from benchmarks.worker_ours import step_of
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def step_of(spec: dict) -> Any:
-    """The benchmark's step for `spec` (kind base_train or fusion_train), placed and synced."""
-    from adapterfleet.fusion import fusion_regularization_loss
-    from adapterfleet.training import build_optimizer
-
-    torch.manual_seed(0)
-    model, params = _with_adapters(spec)
-    batch = common.random_batch(0, spec["batch"], spec["seq"], int(model.config.vocab_size))
-    model, batch = common.place(spec, model, batch)
-    model.train()
-    optimizer = build_optimizer(params, 1e-4, weight_decay=0.01)  # the project's: fused on a GPU
-    fusion = spec["kind"] == "fusion_train"
-
-    def step() -> None:
-        optimizer.zero_grad(set_to_none=True)
-        with common.autocast(spec):
-            logits = model(batch)
-        loss = F.cross_entropy(logits.float(), batch["labels"])
-        if fusion:
-            from benchmarks.names import FUSION_NAME
-
-            loss = loss + fusion_regularization_loss(model, FUSION_NAME)
-        loss.backward()
-        optimizer.step()
-
-    return common.synced(spec, step)
 
 
 def profile(spec: dict, steps: int) -> dict[str, dict[str, float]]:
@@ -63,7 +32,7 @@ def profile(spec: dict, steps: int) -> dict[str, dict[str, float]]:
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
 
-    step = step_of(spec)
+    step = common.synced(spec, step_of({"seed": 0, "lr": 1e-4, **spec})[0])
     for _ in range(2):
         step()
     cuda = spec["device"] == "cuda"

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch.nn import functional as F
@@ -74,12 +76,14 @@ def _with_adapters(spec: dict):
     return model, train_fusion(model, FUSION_NAME)
 
 
-def synthetic(spec: dict) -> dict:
+def step_of(spec: dict) -> tuple[Callable[[], None], Any, list]:
+    """The configuration's model on its device and one step of it, unsynced: a training step
+    (forward, cross-entropy, the V regulariser for a fusion, backward, the project's AdamW) or a
+    forward under inference mode. Returns (step, model, trainable parameters)."""
     from adapterfleet.fusion import fusion_regularization_loss
     from adapterfleet.training import build_optimizer
 
     torch.manual_seed(spec["seed"])
-    start = time.perf_counter()
     model, params = _with_adapters(spec)
     vocab = int(model.config.vocab_size)
     batch = common.random_batch(spec["seed"], spec["batch"], spec["seq"], vocab)
@@ -91,20 +95,27 @@ def synthetic(spec: dict) -> dict:
         def step() -> None:
             with torch.inference_mode(), common.autocast(spec):
                 model(batch)
-    else:
-        model.train()
-        optimizer = build_optimizer(params, spec["lr"], weight_decay=0.01)  # fused on a GPU
 
-        def step() -> None:
-            optimizer.zero_grad(set_to_none=True)
-            with common.autocast(spec):
-                logits = model(batch)
-            loss = F.cross_entropy(logits.float(), batch["labels"])
-            if fusion:
-                loss = loss + fusion_regularization_loss(model, FUSION_NAME)
-            loss.backward()
-            optimizer.step()
+        return step, model, params
+    model.train()
+    optimizer = build_optimizer(params, spec["lr"], weight_decay=0.01)  # fused on a GPU
 
+    def train_step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        with common.autocast(spec):
+            logits = model(batch)
+        loss = F.cross_entropy(logits.float(), batch["labels"])
+        if fusion:
+            loss = loss + fusion_regularization_loss(model, FUSION_NAME)
+        loss.backward()
+        optimizer.step()
+
+    return train_step, model, params
+
+
+def synthetic(spec: dict) -> dict:
+    start = time.perf_counter()
+    step, model, params = step_of(spec)
     setup_s = time.perf_counter() - start
     rss_setup = common.rss_mb()
     times, cpu_times = common.time_steps(

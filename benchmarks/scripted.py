@@ -8,6 +8,7 @@ result is kept under the `ours` side and its table written to RESULTS.md between
 from __future__ import annotations
 
 import argparse
+import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -37,20 +38,15 @@ def packing(spec: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     return module.measure(spec["tasks"], spec["examples"], spec["epochs"])
 
 
-def _markdown(kind: str) -> Callable[[dict[str, Any]], str]:
-    from benchmarks import llm_versus, packing, profile_fusion
-
-    return {"fusion_profile": profile_fusion.markdown, "llm_versus": llm_versus.markdown,
-            "packing": packing.markdown}[kind]  # fmt: skip
-
-
 KINDS: dict[str, Callable[[dict[str, Any], argparse.Namespace], dict[str, Any]]] = {
     "fusion_profile": fusion_profile,
     "llm_versus": llm_versus,
     "packing": packing,
 }
+MODULES = {"fusion_profile": "profile_fusion", "llm_versus": "llm_versus", "packing": "packing"}
 
 
 def block(kind: str, result: dict[str, Any]) -> str:
-    """The table a scripted configuration writes into RESULTS.md."""
-    return _markdown(kind)(result).strip()
+    """The table a scripted configuration writes into RESULTS.md: its script's `markdown`."""
+    module = importlib.import_module(f"benchmarks.{MODULES[kind]}")
+    return module.markdown(result).strip()

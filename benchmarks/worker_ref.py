@@ -90,7 +90,9 @@ def synthetic(spec: dict) -> dict:
                 model(**kwargs)
     else:
         model.train()
-        optimizer = torch.optim.AdamW(params, lr=spec["lr"])
+        # fused on a GPU, as the Trainer's default `adamw_torch_fused` (torch >= 2.8) runs it
+        fused = next(model.parameters()).is_cuda or None
+        optimizer = torch.optim.AdamW(params, lr=spec["lr"], fused=fused)
 
         def step() -> None:
             optimizer.zero_grad(set_to_none=True)

@@ -6,9 +6,10 @@
 Both steps run on the same random base (the shape of `benchmarks/run.py`) under the torch
 profiler, after warm-up: the floor (no adapters: forward, and a backward through every layer to
 the embeddings) and the fusion step of `make bench` (N adapters, fusion and head trainable, the V
-regulariser, AdamW). Prints the operators by self time for both, and what the fusion step spends
-above the floor per operator: the costs a faster fusion layer has to remove. On a GPU the step
-runs under bf16 autocast and the table is by device time.
+regulariser, AdamW). Prints where the floor's own time goes (its largest operators: what no fusion
+layer can remove, and what the reference pays too) and what the fusion step spends above the floor
+per operator: the costs a faster fusion layer has to remove. On a GPU the step runs under bf16
+autocast and the tables are by device time.
 """
 
 from __future__ import annotations
@@ -83,12 +84,35 @@ def above_floor(floor: dict, fusion: dict, top: int = 18) -> list[dict[str, Any]
     return rows[:top]
 
 
+def largest(table: dict[str, dict[str, float]], top: int = 6) -> list[dict[str, Any]]:
+    """A step's largest operators by self time, with their share of the step."""
+    total = sum(r["ms"] for r in table.values()) or 1.0
+    rows = sorted(table.items(), key=lambda item: -item[1]["ms"])[:top]
+    return [
+        {
+            "op": op,
+            "ms": round(r["ms"], 2),
+            "share": round(r["ms"] / total, 3),
+            "calls": round(r["calls"]),
+        }
+        for op, r in rows
+    ]
+
+
 def markdown(result: dict[str, Any]) -> str:
     lines = [
         f"Step: floor {result['floor_ms']:.1f} ms, fusion {result['fusion_ms']:.1f} ms "
         f"({result['fusion_ms'] / result['floor_ms']:.2f}× the floor), by profiled self "
         f"{'device' if result['device'] == 'cuda' else 'CPU'} time per step.",
         "",
+    ]
+    if result.get("floor_largest"):
+        parts = [
+            f"`{r['op']}` {r['ms']} ms ({100 * r['share']:.0f} %, {r['calls']} calls)"
+            for r in result["floor_largest"]
+        ]
+        lines += ["The floor's own largest operators: " + "; ".join(parts) + ".", ""]
+    lines += [
         "| operator | floor ms | fusion ms | above the floor ms | calls floor → fusion |",
         "|---|---|---|---|---|",
     ]
@@ -119,6 +143,7 @@ def measure(
         "floor_ms": sum(r["ms"] for r in floor.values()),
         "fusion_ms": sum(r["ms"] for r in fusion.values()),
         "above_floor": above_floor(floor, fusion),
+        "floor_largest": largest(floor),
     }
     (out / f"profile-{device}.json").write_text(json.dumps(result, indent=1))
     return result

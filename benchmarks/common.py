@@ -7,6 +7,9 @@ reference's venv alike (neither side imports the other's library).
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
+import functools
 import json
 import sys
 import time
@@ -28,6 +31,24 @@ def rss_mb() -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+@functools.cache
+def _libc_trim() -> Callable[[int], int] | None:
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):  # no glibc (musl, macOS): nothing to call
+        return None
+
+
+def malloc_trim() -> bool:
+    """Give the heap's free pages back to the system (glibc's `malloc_trim(0)`); False where the
+    C library has no such call."""
+    trim = _libc_trim()
+    if trim is None:
+        return False
+    trim(0)
+    return True
 
 
 def place(spec: dict, model, batch: dict) -> tuple[Any, dict]:

@@ -2,7 +2,7 @@
 
     python -m benchmarks.llm_versus [--n 4 16 32] [--batch 4] [--seq 128] [--reps 2]
                                     [--device cpu|cuda] [--shape llama|tiny] [--out DIR]
-                                    [--sides ours reference]
+                                    [--sides ours reference] [--malloc-trim]
 
 The base is the random Llama shape of `benchmarks/llm_memory.py` (hidden 2048, 8 layers, GQA with
 16 query and 4 key/value heads), saved in bfloat16 and loaded in bfloat16 by both sides; what
@@ -12,7 +12,9 @@ does; the reference through `AutoAdapterModel` (`LlamaAdapterModel`), its step u
 as the Trainer's `bf16=True` runs it (its float32 adapters cannot take bfloat16 hidden states
 otherwise). Each N × side is a fresh process (`benchmarks/run.py`'s workers): on the CPU the
 figure is the whole process's peak RSS, on a GPU the peak GPU memory torch allocated. The growth
-per adapter is the slope of the peak from the smallest to the largest N.
+per adapter is the slope of the peak from the smallest to the largest N. `--malloc-trim` (ours
+alone) gives the heap's free pages back once per step, to see what of the CPU peak is the
+allocator's (`benchmarks/malloc_trim.py` measures what that costs a step).
 
 Writes DIR/llm-versus-<device>.json and prints the Markdown table for benchmarks/RESULTS.md.
 """
@@ -40,6 +42,8 @@ def spec_for(n: int, base: Path, args: argparse.Namespace, side: str) -> dict[st
             "device": args.device}  # fmt: skip
     if side == REF:
         spec["autocast"] = "bf16"
+    elif args.malloc_trim:
+        spec["malloc_trim"] = True
     return spec
 
 
@@ -125,7 +129,14 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--shape", choices=list(SHAPES), default="llama")
     parser.add_argument("--out", type=Path, default=WORK / "llm-versus")
     parser.add_argument("--sides", nargs="+", choices=[OURS, REF], default=[OURS, REF])
+    parser.add_argument(
+        "--malloc-trim", action="store_true",
+        help="ours calls glibc's malloc_trim(0) between backward and the optimizer step "
+        "(with --sides ours: the reference's worker has no such call)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    if args.malloc_trim and REF in args.sides:
+        parser.error("--malloc-trim measures ours alone: add --sides ours")
     args.out.mkdir(parents=True, exist_ok=True)
     return args
 

@@ -108,6 +108,8 @@ def step_of(spec: dict) -> tuple[Callable[[], None], Any, list]:
         if fusion:
             loss = loss + fusion_regularization_loss(model, FUSION_NAME)
         loss.backward()
+        if spec.get("malloc_trim"):  # read at each call: benchmarks/malloc_trim.py toggles it
+            common.malloc_trim()
         optimizer.step()
 
     return train_step, model, params

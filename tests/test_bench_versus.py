@@ -7,6 +7,8 @@ and against the floor; `benchmarks/llm_versus.py` runs both implementations on a
 
 from __future__ import annotations
 
+import platform
+
 import pytest
 
 from benchmarks import gpu_versus, llm_versus, profile_fusion, refenv
@@ -53,8 +55,13 @@ def test_the_profile_names_what_the_fusion_step_spends_above_the_floor():
         4,
         10,
     )
-    result = {"device": "cpu", "floor_ms": 11.0, "fusion_ms": 17.5, "above_floor": rows}
-    assert "(1.59× the floor)" in profile_fusion.markdown(result)
+    floor_largest = profile_fusion.largest(floor, top=1)
+    assert floor_largest == [{"op": "aten::mm", "ms": 10.0, "share": 0.909, "calls": 4}]
+    result = {"device": "cpu", "floor_ms": 11.0, "fusion_ms": 17.5, "above_floor": rows,
+              "floor_largest": floor_largest}  # fmt: skip
+    text = profile_fusion.markdown(result)
+    assert "(1.59× the floor)" in text
+    assert "The floor's own largest operators: `aten::mm` 10.0 ms (91 %, 4 calls)." in text
 
 
 @pytest.mark.skipif(
@@ -72,6 +79,7 @@ def test_llm_versus_runs_both_sides_on_a_tiny_llama_and_reports_the_growth(tmp_p
         shape="tiny",
         out=tmp_path,
         sides=[OURS, REF],
+        malloc_trim=False,
     )
     result = llm_versus.measure(args)
     for row in result["rows"]:
@@ -81,6 +89,32 @@ def test_llm_versus_runs_both_sides_on_a_tiny_llama_and_reports_the_growth(tmp_p
         assert row[OURS]["trainable_params"] == row[REF]["trainable_params"]
     assert set(result["growth_mib_per_adapter"]) == {OURS, REF}
     assert "| 4 |" in llm_versus.markdown(result)
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="malloc_trim is glibc's")
+def test_malloc_trim_gives_the_heaps_free_pages_back():
+    from benchmarks import common
+
+    blocks = [bytearray(64 * 1024) for _ in range(1600)]  # 100 MiB under the mmap threshold
+    top = blocks.pop()  # kept: the freed blocks below it cannot shrink the heap by themselves
+    del blocks
+    held = common.rss_mb()
+    assert common.malloc_trim()
+    assert held - common.rss_mb() > 50, "the freed 100 MiB stayed resident"
+    del top
+
+
+def test_the_malloc_trim_benchmark_times_the_same_step_with_and_without_the_call(tmp_path):
+    from benchmarks import malloc_trim
+
+    result = malloc_trim.measure(
+        steps=2, out=tmp_path, cases=[("minilm", "single_train", 1, 2)], seq=16
+    )
+    (row,) = result["rows"]
+    assert row["plain_s"] > 0 and row["trim_s"] > 0
+    assert row["ratio"] == pytest.approx(row["trim_s"] / row["plain_s"])
+    assert "| single_train N=1 minilm | 2×16 |" in malloc_trim.markdown(result)
+    assert (tmp_path / "malloc-trim.json").exists()
 
 
 def test_a_scripted_configuration_rewrites_its_table_in_place(tmp_path):

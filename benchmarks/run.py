@@ -130,6 +130,15 @@ def suite(quick: bool) -> list[Bench]:
     )
     benches.append(infer["bert-base"])  # last: run only if time allows
     benches.append(
+        Bench(  # the batch of the GPU figures, where the training step folds (FusionLayer.folds)
+            "fusion-train-b32-bert-base-n16",
+            "fusion training step, N=16, bert-base shape, 32×128",
+            "fusion_train",
+            {"shape": "bert-base", "n": 16, "batch": 32, "seq": 128, "lr": 5e-5},
+            optional=True,
+        )
+    )
+    benches.append(
         Bench(
             "llm-memory",
             "big bases: ST-A and fusion (N=4) steps on a Llama shape, fp32/bf16 base, "

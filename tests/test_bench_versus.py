@@ -104,12 +104,18 @@ def test_malloc_trim_gives_the_heaps_free_pages_back():
     del top
 
 
-def test_the_malloc_trim_benchmark_times_the_same_step_with_and_without_the_call(tmp_path):
-    from benchmarks import malloc_trim
+def test_the_malloc_trim_benchmark_times_the_same_step_with_and_without_the_call(
+    tmp_path, monkeypatch
+):
+    from benchmarks import common, malloc_trim
 
+    calls = []
+    real = common.malloc_trim
+    monkeypatch.setattr(common, "malloc_trim", lambda: calls.append(1) or real())
     result = malloc_trim.measure(
         steps=2, out=tmp_path, cases=[("minilm", "single_train", 1, 2)], seq=16
     )
+    assert len(calls) == 2 + 1  # two of the four timed steps, and the check of the C library
     (row,) = result["rows"]
     assert row["plain_s"] > 0 and row["trim_s"] > 0
     assert row["ratio"] == pytest.approx(row["trim_s"] / row["plain_s"])

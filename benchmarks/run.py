@@ -659,10 +659,14 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(real_skipped)
         benches = [b for b in benches if b.kind != "real"]
-    if args.list or not benches:
+    if not benches:
+        print(f"no configuration matches --only {args.only!r}; --list names them", file=sys.stderr)
+        return 1
+    if args.list:
+        width = max((len(bench.name) for bench in benches), default=0)
         for bench in benches:
-            print(f"{bench.name:28s} {bench.title}")
-        return 0 if benches or args.list else 1
+            print(f"{bench.name:{width}s}  {bench.title}")
+        return 0
 
     partial = args.quick or bool(args.only)
     md_path = WORK / "RESULTS-partial.md" if partial else HERE / "RESULTS.md"

@@ -171,3 +171,12 @@ def test_packing_keeps_examples_apart_and_gives_the_logits_of_each_alone():
     assert mask[first, first] and not mask[first, second] and not mask[second, first]
     assert batch["position_ids"][0, second] == 0  # positions restart per example
     assert packing.exactness(split, pad_id=0) < 1e-5
+
+
+def test_the_bench_lists_its_configurations_and_refuses_an_unknown_only(capsys):
+    from benchmarks import run
+
+    assert run.main(["--only", "nothing-such"]) == 1
+    assert "no configuration matches --only 'nothing-such'" in capsys.readouterr().err
+    assert run.main(["--list", "--only", "b32"]) == 0
+    assert capsys.readouterr().out.startswith("fusion-train-b32-bert-base-n16  fusion training")

@@ -76,6 +76,16 @@ def test_collate_pads_to_the_longest_in_the_batch() -> None:
     assert set(plain) == {"input_ids", "attention_mask", "labels"}
 
 
+def test_collate_pads_to_a_multiple_but_not_past_the_longest_row_of_the_split() -> None:
+    rows = [{"input_ids": [1] * n, "label": 0} for n in (3, 9)]
+    assert PadCollator(0, multiple_of=8)(rows)["input_ids"].shape == (2, 16)
+    assert PadCollator(0, multiple_of=8, at_most=12)(rows)["input_ids"].shape == (2, 12)
+    assert PadCollator(0, multiple_of=8, at_most=12)(rows[:1])["input_ids"].shape == (1, 8)
+    rounded = PadCollator(0, multiple_of=8)(rows)
+    assert rounded["attention_mask"].sum(1).tolist() == [3, 9]
+    assert rounded["input_ids"][1, 9:].tolist() == [0] * 7
+
+
 def test_collate_multiple_choice_gives_b_c_t() -> None:
     rows = [
         {"input_ids": [[1, 2], [1, 2, 3], [1]], "label": 2},
@@ -111,6 +121,11 @@ def test_make_dataloader_on_a_tokenized_task(tmp_path: Path, write_config, token
     evaluation = list(make_dataloader(split, 8, shuffle=False, seed=0, pad_token_id=0))
     widths = [b["input_ids"].shape[1] for b in evaluation]
     assert widths == sorted(widths, reverse=True)
+    for_a_gpu = make_dataloader(split, 8, shuffle=False, seed=0, pad_token_id=0,
+                                pad_to_multiple_of=8)  # fmt: skip
+    rounded = {b["input_ids"].shape[1] for b in for_a_gpu}
+    assert all(w % 8 == 0 or w == max(split.lengths) for w in rounded)
+    assert len(rounded) < len(set(widths))
 
 
 @needs_glue

@@ -10,6 +10,7 @@ from adapterfleet.training.runtime import (
     autocast_dtype,
     count_batches,
     logits_of,
+    pad_multiple,
     resolve_device,
     to_device,
     use_bf16,
@@ -90,3 +91,22 @@ def test_fit_on_cuda_with_bf16_autocast(make_model, task):
     assert model.head.weight.dtype == torch.float32  # autocast, not a cast of the weights
     assert result.best_metric > 0.9
     assert evaluate(model, task["dev"], ["accuracy"], bf16=True)["accuracy"] == result.best_metric
+
+
+@pytest.mark.parametrize("pooling", ["cls", "mean"])
+def test_batches_for_a_gpu_pad_to_a_multiple_of_8_with_the_same_logits(pooling):
+    from helpers import tiny_encoder
+
+    from adapterfleet.adapters import AdapterConfig, AdapterModel, HeadConfig, add_adapter
+    from adapterfleet.data import PadCollator
+
+    assert pad_multiple(torch.device("cuda")) == 8 and pad_multiple(torch.device("cpu")) == 1
+    model = AdapterModel(tiny_encoder())
+    add_adapter(model, "task", AdapterConfig("pfeiffer", 4))
+    model.add_head("task", HeadConfig(num_labels=3, pooling=pooling))
+    model.eval()
+    rows = [{"input_ids": [1, *range(5, 5 + n), 2], "label": 0} for n in (3, 10)]
+    plain, rounded = PadCollator(0)(rows), PadCollator(0, multiple_of=8)(rows)
+    assert plain["input_ids"].shape[1] == 12 and rounded["input_ids"].shape[1] == 16
+    with torch.no_grad():
+        assert torch.allclose(model(plain), model(rounded), atol=1e-5)

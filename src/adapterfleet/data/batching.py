@@ -78,21 +78,30 @@ class LengthGroupedBatchSampler(Sampler[list[int]]):
 
 
 class PadCollator:
-    """Pads a list of rows to the longest sequence in the batch.
+    """Pads a list of rows to the longest sequence in the batch (rounded up to `multiple_of`).
 
     Gives ``input_ids``, ``attention_mask``, ``token_type_ids`` (when rows have them) and
     ``labels`` (long class indices; float32 numbers for a regression task); shapes (B, T), or
     (B, C, T) for multiple choice rows.
     """
 
-    def __init__(self, pad_token_id: int) -> None:
+    def __init__(self, pad_token_id: int, multiple_of: int = 1, at_most: int | None = None) -> None:
         self.pad_token_id = pad_token_id
+        self.multiple_of = multiple_of
+        self.at_most = at_most
+
+    def width(self, longest: int) -> int:
+        """The padded width of a batch whose longest row is `longest`: rounded up to
+        `multiple_of`, but never past `at_most` (the longest row of the split: the positions a
+        base accepts) unless the batch itself is longer."""
+        rounded = -(-longest // self.multiple_of) * self.multiple_of
+        return max(longest, min(rounded, self.at_most)) if self.at_most else rounded
 
     def __call__(self, rows: Sequence[dict[str, Any]]) -> dict[str, torch.Tensor]:
         multiple_choice = bool(rows[0]["input_ids"]) and isinstance(rows[0]["input_ids"][0], list)
         seqs = [r["input_ids"] if multiple_choice else [r["input_ids"]] for r in rows]
         n_choices = len(seqs[0])
-        width = max(len(s) for group in seqs for s in group)
+        width = self.width(max(len(s) for group in seqs for s in group))
         shape = (len(rows), n_choices, width)
         ids = np.full(shape, self.pad_token_id, dtype=np.int64)
         mask = np.zeros(shape, dtype=np.int64)
@@ -130,9 +139,11 @@ def make_dataloader(
     sort_eval_by_length: bool = True,
     drop_last: bool = False,
     pin_memory: bool = False,
+    pad_to_multiple_of: int = 1,
 ) -> DataLoader:
     """A DataLoader over a `TokenizedSplit`: length-grouped batches (shuffled with seed+epoch
-    when ``shuffle``, else longest first), padded per batch, num_workers 0; in pinned memory
+    when ``shuffle``, else longest first), padded per batch (to a multiple of
+    ``pad_to_multiple_of``, within the split's longest row), num_workers 0; in pinned memory
     when ``pin_memory`` (batches bound for a GPU then copy without blocking)."""
     sampler = LengthGroupedBatchSampler(
         tokenized_split.lengths,
@@ -146,7 +157,9 @@ def make_dataloader(
     return DataLoader(
         tokenized_split,
         batch_sampler=sampler,
-        collate_fn=PadCollator(pad_token_id),
+        collate_fn=PadCollator(
+            pad_token_id, pad_to_multiple_of, max(tokenized_split.lengths, default=None)
+        ),
         num_workers=0,
         pin_memory=pin_memory,
     )

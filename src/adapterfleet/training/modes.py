@@ -51,6 +51,7 @@ from adapterfleet.training.callbacks import Callback, FitResult
 from adapterfleet.training.config import TrainConfig
 from adapterfleet.training.distributed import DataParallel
 from adapterfleet.training.loop import LossFn, default_loss, fit
+from adapterfleet.training.runtime import pad_multiple
 from adapterfleet.training.state import seed_everything
 
 # The single-task adapter rows of Table 1 and the architecture each trains.
@@ -107,17 +108,17 @@ def head_loss(head: HeadConfig) -> LossFn | None:
 
 
 def task_batches(tokenized: TokenizedTask, config: TrainConfig) -> tuple[Any, Any]:
-    """(epoch -> length-grouped shuffled train batches, sorted dev batches), in pinned memory
-    when they go to a GPU."""
+    """(epoch -> length-grouped shuffled train batches, sorted dev batches); when they go to a
+    GPU, in pinned memory and padded to a multiple of 8 (`pad_multiple`)."""
     pad, seed = tokenized.pad_token_id, config.seed
     pin = config.device != "cpu" and torch.cuda.is_available()
+    multiple = pad_multiple(torch.device("cuda" if pin else "cpu"))
+    gpu = {"pin_memory": pin, "pad_to_multiple_of": multiple}
 
     def train(epoch: int) -> Any:
-        return make_dataloader(
-            tokenized.train, config.batch_size, True, seed, pad, epoch, pin_memory=pin
-        )
+        return make_dataloader(tokenized.train, config.batch_size, True, seed, pad, epoch, **gpu)
 
-    dev = make_dataloader(tokenized.dev, config.eval_batch_size, False, seed, pad, pin_memory=pin)
+    dev = make_dataloader(tokenized.dev, config.eval_batch_size, False, seed, pad, **gpu)
     return train, dev
 
 

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import torch
 
 from adapterfleet.data.batching import LengthGroupedBatchSampler, PadCollator
-from adapterfleet.training.runtime import logits_of, progress, to_device
+from adapterfleet.training.runtime import logits_of, pad_multiple, progress, to_device
 
 
 class TokenizedRows(Protocol):
@@ -46,7 +46,7 @@ def predict_batches(
     """
     device = device or _model_device(model)
     sampler = LengthGroupedBatchSampler(rows.lengths, batch_size, shuffle=False)
-    collate = PadCollator(pad_token_id)
+    collate = PadCollator(pad_token_id, pad_multiple(device), max(rows.lengths, default=None))
     was_training = model.training
     model.eval()
     try:

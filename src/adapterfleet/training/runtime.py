@@ -22,6 +22,14 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def pad_multiple(device: torch.device) -> int:
+    """What batches bound for `device` pad their width to a multiple of: 8 on a CUDA device,
+    where each new batch shape costs the attention a cuDNN plan of its own (0.2-0.5 s on an
+    H200), so RTE's 54 widths at 32 examples made a first epoch of 27.7 s where 14 widths make
+    4.5 s (benchmarks/RESULTS.md, "GPU check"); 1 elsewhere, where padding is only more work."""
+    return 8 if device.type == "cuda" else 1
+
+
 # The half-precision autocast dtypes a TrainConfig.precision names.
 HALF_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 

@@ -8,8 +8,10 @@ and against the floor; `benchmarks/llm_versus.py` runs both implementations on a
 from __future__ import annotations
 
 import platform
+from pathlib import Path
 
 import pytest
+import torch
 
 from benchmarks import gpu_versus, llm_versus, profile_fusion, refenv
 from benchmarks.gpu_check import cuda_test_files, missing
@@ -18,8 +20,8 @@ from benchmarks.run import OURS, REF
 
 def test_the_cuda_tests_are_collected_from_the_files_that_have_them():
     files = cuda_test_files()
-    assert "tests/training/test_training_runtime.py" in files
-    assert "tests/test_bench_versus.py" not in files
+    assert {"tests/training/test_training_runtime.py", "tests/test_bench_versus.py"} <= set(files)
+    assert "tests/test_layering.py" not in files
     assert missing("json", "surely_no_such_module") == ["surely_no_such_module"]
 
 
@@ -180,3 +182,46 @@ def test_the_bench_lists_its_configurations_and_refuses_an_unknown_only(capsys):
     assert "no configuration matches --only 'nothing-such'" in capsys.readouterr().err
     assert run.main(["--list", "--only", "b32"]) == 0
     assert capsys.readouterr().out.startswith("fusion-train-b32-bert-base-n16  fusion training")
+
+
+def _varlen_split() -> object:
+    """16 examples of random token ids, 6 to 40 long (no tokenizer: a GPU machine may lack the
+    packaged MiniLM), as the TokenizedSplit that packing reads."""
+    from adapterfleet.data.cache import TokenizedSplit
+
+    generator = torch.Generator().manual_seed(0)
+    lengths = [6 + (7 * i) % 35 for i in range(16)]
+    ids = [[101, *torch.randint(1000, 30000, (n - 2,), generator=generator).tolist(), 102]
+           for n in lengths]  # fmt: skip
+    return TokenizedSplit(task="t", split="train", path=Path("."), key="", from_cache=False,
+                          input_ids=ids, token_type_ids=[[0] * n for n in lengths],
+                          labels=[i % 2 for i in range(16)], lengths=lengths)  # fmt: skip
+
+
+def test_varlen_runs_a_batch_as_one_row_with_attention_within_each_example():
+    from benchmarks import packing, varlen
+
+    split = _varlen_split()
+    batch = varlen.collate_varlen(split, [0, 3, 5])
+    lengths = [split.lengths[i] for i in (0, 3, 5)]
+    assert batch["cu"].tolist() == [0, lengths[0], lengths[0] + lengths[1], sum(lengths)]
+    assert batch["cu"].dtype == torch.int32 and batch["input_ids"].shape == (1, sum(lengths))
+    assert batch["position_ids"][0, lengths[0]] == 0 and batch["longest"] == max(lengths)
+    assert packing.exactness(split, pad_id=0, variant="varlen", shape="minilm") < 1e-5  # SDPA/span
+    assert varlen.why_not("cpu") == "varlen_attn runs on CUDA devices only, not on cpu"
+    assert packing.variants("cpu") == ("padded", "packed")
+    model, params = packing.st_a_model(0, "minilm", attention_dropout=0.0)
+    varlen.use_varlen(model.encoder_model)
+    logits = varlen.varlen_logits(model, batch)
+    torch.nn.functional.cross_entropy(logits, batch["labels"]).backward()
+    assert logits.shape == (3, 2) and all(p.grad is not None for p in params)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_varlen_flash_attention_gives_the_logits_of_each_example_alone_on_a_gpu():
+    from benchmarks import packing, varlen
+
+    assert varlen.why_not("cuda") is None
+    # bf16 autocast on both sides: the relative difference is bf16's
+    assert packing.exactness(_varlen_split(), 0, "varlen", shape="minilm", device="cuda") < 3e-2

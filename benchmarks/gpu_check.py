@@ -11,6 +11,13 @@ On one with a GPU it runs, in order, each step timed and reported even when an e
     pipeline     `adapterfleet demo` (the demo config, tiny budget) with half a GPU per trial:
                  sweep, registry gate, fusion on the GPU
     predict      `adapterfleet predict` with the fusion the pipeline registered, on the GPU
+    seq-packing  sequence packing on the GPU (`benchmarks/packing.py --device cuda`): length-
+                 grouped padding, packed rows with a block-diagonal mask, and variable-length
+                 FlashAttention without padding, on real RTE and MRPC token ids, at 32 and 256
+                 examples per step, on MiniLM and BERT-base shapes
+    widths       what each new padded batch width costs a GPU run (`benchmarks/gpu_widths.py`):
+                 two epochs of ST-A on RTE, padded as is, without cuDNN attention, and to a
+                 multiple of 8, each in a fresh process
     packing      aggregate ST-A training throughput of 1, 2 and 4 trials sharing one GPU
                  (`gpu: 1, 0.5, 0.25`) on a BERT-base-shaped model, bf16 autocast; in plain
                  processes where Ray is not installed
@@ -20,6 +27,10 @@ On one with a GPU it runs, in order, each step timed and reported even when an e
 It prints a Markdown report (device name, each step's outcome and figures) and writes it with a
 JSON copy under --out; paste the report into benchmarks/RESULTS.md with the date. The steps that
 need Ray and MLflow (pipeline, predict, ddp) say so and are skipped where those are not installed.
+On a machine without the packaged MiniLM, `--base-model DIR` gives the pipeline another base (a
+saved encoder with its tokenizer), and seq-packing uses random weights of the same shapes; without
+../shared/data/glue, `--tokens FILE` gives it the token ids that `python -m benchmarks.packing
+--save-tokens FILE --examples 2490` wrote.
 """
 
 from __future__ import annotations
@@ -27,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -69,9 +81,18 @@ def why_no_gpu() -> str:
     return f"torch {torch.__version__} ({build}) sees no CUDA device"
 
 
+def console_script() -> str:
+    """The `adapterfleet` of this venv (no activated venv needed), else the one on PATH."""
+    beside = Path(sys.executable).with_name("adapterfleet")
+    found = str(beside) if beside.is_file() else shutil.which("adapterfleet")
+    if found is None:
+        raise RuntimeError(f"no adapterfleet console script beside {sys.executable} or on PATH")
+    return found
+
+
 def adapterfleet(*args: str, timeout: float = STEP_TIMEOUT_S) -> subprocess.CompletedProcess:
-    """The console script of this venv, from the repository root (no activated venv needed)."""
-    command = [str(Path(sys.executable).with_name("adapterfleet")), *args]
+    """The console script, run from the repository root."""
+    command = [console_script(), *args]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "MLFLOW_DISABLE_TELEMETRY": "true"}
     return subprocess.run(
         command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
@@ -106,10 +127,14 @@ def cuda_tests(out: Path, steps: int) -> dict[str, Any]:
     return {"summary": tail[0] if tail else ""}
 
 
+BASE_MODEL: list[str] = []  # ["-o", "base_model=DIR"] when --base-model is given
+
+
 def demo_args(storage: Path, *extra: str) -> list[str]:
     return [
         "demo", "-c", "configs/demo.yaml", "-o", "budget=tiny", "-o", f"storage={storage}",
-        "-o", "adapters.training.device=cuda", "-o", "fusion.training.device=cuda", *extra,
+        "-o", "adapters.training.device=cuda", "-o", "fusion.training.device=cuda",
+        *BASE_MODEL, *extra,
     ]  # fmt: skip
 
 
@@ -125,16 +150,19 @@ def pipeline(out: Path, steps: int) -> dict[str, Any]:
     return {"wall_s": round(time.perf_counter() - start, 1), "summary": table}
 
 
+DELIVERY_DEV = "demo-data/delivery_dev.*"  # the demo target's dev split, as the demo writes it
+
+
 def predict(out: Path, steps: int) -> dict[str, Any]:
     storage = out / "demo"
-    inputs = sorted(storage.glob("demo-data/demo_delivery*dev*"))
+    inputs = sorted(storage.glob(DELIVERY_DEV))
     if not inputs:
-        raise RuntimeError(f"no demo_delivery dev file under {storage}: run the pipeline step")
+        raise RuntimeError(f"no {DELIVERY_DEV} under {storage}: run the pipeline step")
     start = time.perf_counter()
     checked(
         adapterfleet(
             "predict", "demo_delivery", "-c", "configs/demo.yaml", "-o", "budget=tiny",
-            "-o", f"storage={storage}", "-o", "fusion.training.device=cuda",
+            "-o", f"storage={storage}", "-o", "fusion.training.device=cuda", *BASE_MODEL,
             "--input", str(inputs[0]), "--out", str(out / "predictions.jsonl"),
         ),
         "adapterfleet predict on the GPU",
@@ -246,6 +274,35 @@ def packing(out: Path, steps: int) -> dict[str, Any]:
     return {"shape": "bert-base, batch 32 x 128, bf16 autocast", "placed": placed, "rows": rows}
 
 
+SEQ_PACKING = (("minilm", 32), ("minilm", 256), ("bert-base", 32), ("bert-base", 256))
+TOKENS: list[Path] = []  # the --tokens file, when given
+
+
+def seq_packing(out: Path, steps: int) -> dict[str, Any]:
+    from benchmarks import packing as module
+
+    tokens = TOKENS[0] if TOKENS else None
+    if tokens is None and not module.GLUE.is_dir():
+        raise RuntimeError(f"{module.GLUE} is absent: give --tokens (see the module docstring)")
+    tables = {}
+    for shape, batch in SEQ_PACKING:
+        result = module.measure(["rte", "mrpc"], 2490, 2, device="cuda", shape=shape,
+                                batch=batch, tokens=tokens)  # fmt: skip
+        (out / f"seq-packing-{shape}-{batch}.json").write_text(json.dumps(result, indent=1))
+        tables[f"{shape}, {batch} examples per step"] = module.markdown(result).splitlines()
+    return {"tables": tables}
+
+
+def widths(out: Path, steps: int) -> dict[str, Any]:
+    from benchmarks import gpu_widths, packing
+
+    tokens = TOKENS[0] if TOKENS else None
+    if tokens is None and not packing.GLUE.is_dir():
+        raise RuntimeError(f"{packing.GLUE} is absent: give --tokens (see the module docstring)")
+    rows = gpu_widths.measure(tokens)
+    return {"rows": rows, "table": gpu_widths.markdown(rows).splitlines()}
+
+
 def versus(out: Path, steps: int) -> dict[str, Any]:
     from benchmarks import gpu_versus
 
@@ -285,9 +342,17 @@ STEPS: dict[str, Callable[[Path, int], dict[str, Any]]] = {
     "versus": versus,
     "pipeline": pipeline,
     "predict": predict,
+    "seq-packing": seq_packing,
+    "widths": widths,
     "packing": packing,
     "ddp": ddp,
 }
+
+
+def use_inputs(base_model: Path | None, tokens: Path | None) -> None:
+    """The pipeline's base model and seq-packing's token ids, where given (else MiniLM, GLUE)."""
+    BASE_MODEL[:] = ["-o", f"base_model={base_model.resolve()}"] if base_model else []
+    TOKENS[:] = [tokens.resolve()] if tokens else []
 
 
 def report(device: dict[str, Any], results: dict[str, Any]) -> str:
@@ -307,7 +372,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / ".bench" / "gpu-check")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--only", nargs="+", choices=list(STEPS), default=list(STEPS))
+    parser.add_argument("--base-model", type=Path, help="the pipeline's base instead of MiniLM")
+    parser.add_argument("--tokens", type=Path, help="seq-packing's token ids without GLUE")
     args = parser.parse_args(argv)
+    use_inputs(args.base_model, args.tokens)
     device = device_summary()
     if device is None:
         print(f"gpu-check: skipped, nothing ran: {why_no_gpu()}; run it on a CUDA machine")

@@ -45,3 +45,45 @@ def test_packing_runs_trials_side_by_side_and_sums_their_examples(ray_local):
     assert (one["trials"], two["trials"]) == (1, 2)
     assert one["examples_per_s"] > 0 and two["examples_per_s"] > 0
     assert two["span_s"] > 0
+
+
+def test_the_predict_step_finds_the_dev_file_the_demo_writes(tmp_path):
+    from adapterfleet.data.demo import generate_demo_suite
+    from benchmarks.gpu_check import DELIVERY_DEV
+
+    generate_demo_suite(tmp_path / "demo-data")
+    found = sorted(tmp_path.glob(DELIVERY_DEV))
+    assert [path.name for path in found] == ["delivery_dev.json"]
+
+
+def test_the_console_script_is_this_venvs_and_the_base_model_reaches_the_demo(tmp_path):
+    from benchmarks import gpu_check
+
+    assert gpu_check.console_script() == str(Path(sys.executable).with_name("adapterfleet"))
+    gpu_check.use_inputs(tmp_path, None)
+    try:
+        assert f"base_model={tmp_path.resolve()}" in gpu_check.demo_args(tmp_path / "s")
+    finally:
+        gpu_check.use_inputs(None, None)
+    assert not any(arg.startswith("base_model=") for arg in gpu_check.demo_args(tmp_path))
+
+
+def test_gpu_widths_times_two_passes_over_the_same_batches_and_counts_their_widths(tmp_path):
+    import json
+
+    from benchmarks import gpu_widths
+
+    lengths = [5 + (i * 7) % 40 for i in range(64)]
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps({"rte": {
+        "input_ids": [[101, *[1000 + i] * (n - 2), 102] for i, n in enumerate(lengths)],
+        "token_type_ids": [[0] * n for n in lengths],
+        "labels": [i % 2 for i in range(64)], "lengths": lengths,
+    }}))  # fmt: skip
+    plain = gpu_widths.two_epochs("minilm", 1, True, tokens, device="cpu", limit=2)
+    rounded = gpu_widths.two_epochs("minilm", 8, True, tokens, device="cpu", limit=2)
+    assert plain["batches"] == rounded["batches"] == 2
+    assert plain["first_epoch_s"] > 0 and plain["second_epoch_s"] > 0
+    assert 1 <= rounded["widths"] <= plain["widths"] <= 2
+    table = gpu_widths.markdown([plain, rounded])
+    assert "| minilm | the longest row | on |" in table and "| a multiple of 8 |" in table

@@ -28,9 +28,9 @@ It prints a Markdown report (device name, each step's outcome and figures) and w
 JSON copy under --out; paste the report into benchmarks/RESULTS.md with the date. The steps that
 need Ray and MLflow (pipeline, predict, ddp) say so and are skipped where those are not installed.
 On a machine without the packaged MiniLM, `--base-model DIR` gives the pipeline another base (a
-saved encoder with its tokenizer), and seq-packing uses random weights of the same shapes; without
-../shared/data/glue, `--tokens FILE` gives it the token ids that `python -m benchmarks.packing
---save-tokens FILE --examples 2490` wrote.
+saved encoder with its tokenizer; seq-packing and widths time random weights of MiniLM's and
+BERT-base's shapes anyway); without ../shared/data/glue, `--tokens FILE` gives those two the
+token ids that `python -m benchmarks.packing --save-tokens FILE --examples 2490` wrote.
 """
 
 from __future__ import annotations
@@ -278,12 +278,19 @@ SEQ_PACKING = (("minilm", 32), ("minilm", 256), ("bert-base", 32), ("bert-base",
 TOKENS: list[Path] = []  # the --tokens file, when given
 
 
+def rte_tokens() -> Path | None:
+    """The --tokens file, or None where ../shared/data/glue gives RTE and MRPC itself."""
+    from benchmarks import packing
+
+    if not TOKENS and not packing.GLUE.is_dir():
+        raise RuntimeError(f"{packing.GLUE} is absent: give --tokens (see the module docstring)")
+    return TOKENS[0] if TOKENS else None
+
+
 def seq_packing(out: Path, steps: int) -> dict[str, Any]:
     from benchmarks import packing as module
 
-    tokens = TOKENS[0] if TOKENS else None
-    if tokens is None and not module.GLUE.is_dir():
-        raise RuntimeError(f"{module.GLUE} is absent: give --tokens (see the module docstring)")
+    tokens = rte_tokens()
     tables = {}
     for shape, batch in SEQ_PACKING:
         result = module.measure(["rte", "mrpc"], 2490, 2, device="cuda", shape=shape,
@@ -294,12 +301,9 @@ def seq_packing(out: Path, steps: int) -> dict[str, Any]:
 
 
 def widths(out: Path, steps: int) -> dict[str, Any]:
-    from benchmarks import gpu_widths, packing
+    from benchmarks import gpu_widths
 
-    tokens = TOKENS[0] if TOKENS else None
-    if tokens is None and not packing.GLUE.is_dir():
-        raise RuntimeError(f"{packing.GLUE} is absent: give --tokens (see the module docstring)")
-    rows = gpu_widths.measure(tokens)
+    rows = gpu_widths.measure(rte_tokens())
     return {"rows": rows, "table": gpu_widths.markdown(rows).splitlines()}
 
 

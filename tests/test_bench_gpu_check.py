@@ -60,9 +60,10 @@ def test_the_console_script_is_this_venvs_and_the_base_model_reaches_the_demo(tm
     from benchmarks import gpu_check
 
     assert gpu_check.console_script() == str(Path(sys.executable).with_name("adapterfleet"))
-    gpu_check.use_inputs(tmp_path, None)
+    gpu_check.use_inputs(tmp_path, tmp_path / "tokens.json")
     try:
         assert f"base_model={tmp_path.resolve()}" in gpu_check.demo_args(tmp_path / "s")
+        assert gpu_check.rte_tokens() == (tmp_path / "tokens.json").resolve()
     finally:
         gpu_check.use_inputs(None, None)
     assert not any(arg.startswith("base_model=") for arg in gpu_check.demo_args(tmp_path))

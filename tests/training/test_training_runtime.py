@@ -110,3 +110,33 @@ def test_batches_for_a_gpu_pad_to_a_multiple_of_8_with_the_same_logits(pooling):
     assert plain["input_ids"].shape[1] == 12 and rounded["input_ids"].shape[1] == 16
     with torch.no_grad():
         assert torch.allclose(model(plain), model(rounded), atol=1e-5)
+
+
+def _numbers_task() -> object:
+    from pathlib import Path
+
+    from adapterfleet.data.cache import TokenizedSplit, TokenizedTask
+
+    lengths = [3 + (5 * i) % 30 for i in range(64)]
+    ids = [[1, *range(5, 5 + n - 1)] for n in lengths]
+    labels = [i % 2 for i in range(64)]
+    split = TokenizedSplit("t", "train", Path("t"), "", False, ids, None, labels, lengths)
+    return TokenizedTask("t", ("a", "b"), False, 32, 0, split, split)
+
+
+NEEDS_CUDA = [pytest.mark.cuda, pytest.mark.skipif(not CUDA, reason="needs a CUDA device")]
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=NEEDS_CUDA)])
+def test_task_batches_pad_to_a_multiple_of_8_only_when_bound_for_a_gpu(device):
+    from adapterfleet.training.modes import task_batches
+
+    tokenized = _numbers_task()
+    train, dev = task_batches(tokenized, TrainConfig(device=device, batch_size=8))
+    for batch in [*train(0), *dev]:
+        width, longest = batch["input_ids"].shape[1], int(batch["attention_mask"].sum(1).max())
+        if device == "cuda":
+            assert width % 8 == 0 or width == max(tokenized.train.lengths)
+            assert batch["input_ids"].is_pinned()
+        else:
+            assert width == longest

@@ -173,7 +173,10 @@ def exactness(split: Any, pad_id: int, variant: str = "packed", shape: str | Non
 
 
 def on(batch: dict[str, Any], device: str) -> dict[str, Any]:
-    return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+    """`batch` with its tensors on `device` (training's own `to_device`)."""
+    from adapterfleet.training.runtime import to_device
+
+    return to_device(batch, torch.device(device))
 
 
 def autocast_on(device: str) -> Any:

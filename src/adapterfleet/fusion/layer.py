@@ -32,6 +32,9 @@ class Stacked:
         self.up_b = torch.stack([a.adapter_up.bias for a in adapters], 1)  # (d, N)
         self.activations = [a.non_linearity for a in adapters]
         self.uniform = len(set(self.widths)) == 1 and len(set(self.activations)) == 1
+        # widths as a tensor on the weights' device, made once: no copy per call (a CUDA graph
+        # capture cannot hold one)
+        self.repeats = torch.tensor(self.widths, device=self.down_w.device)
 
     def share_storage(self, adapters: Sequence[Bottleneck]) -> None:
         """Point the frozen adapters' parameters at their slices of the stacked tensors, so the
@@ -65,8 +68,7 @@ class Stacked:
         """Repeat each adapter's weight over its slice: (..., N) → (..., M)."""
         if self.uniform:
             return s.repeat_interleave(self.widths[0], dim=-1)
-        widths = torch.tensor(self.widths, device=s.device)
-        return s.repeat_interleave(widths, dim=-1)
+        return s.repeat_interleave(self.repeats, dim=-1, output_size=sum(self.widths))
 
 
 def _signature(modules: Sequence[nn.Module]) -> tuple:

@@ -236,6 +236,27 @@ CASES = {
         (),
         r"adapters.scheduler: asha cannot stop a trial of resources.workers: 2",
     ),
+    "CUDA graphs with workers": (
+        lambda doc: (
+            doc.update(resources={"cpu": 1, "workers": 2}),
+            doc["adapters"]["training"].update(cuda_graphs=True, device="cuda"),
+        ),
+        (),
+        r"adapters.training.cuda_graphs: true captures one process's training step, and "
+        r"resources.workers: 2 trains each trial data-parallel; use cuda_graphs: false",
+    ),
+    "CUDA graphs with no GPU for the trials": (
+        lambda doc: doc["adapters"]["training"].update(cuda_graphs=True, device="auto"),
+        (),
+        r"adapters.training.cuda_graphs: true, but resources.gpu is 0, so Ray gives no trial a "
+        r"GPU; set resources.gpu \(e.g. 1, or 0.25 to share one\) or cuda_graphs: false",
+    ),
+    "CUDA graphs on a CPU": (
+        lambda doc: doc["adapters"]["training"].update(cuda_graphs=True),  # device: cpu
+        (),
+        r"adapters.training.*cuda_graphs needs a CUDA device and no fp16 loss scaling, got "
+        r"device: cpu; set cuda_graphs: false",
+    ),
     # issue #20: a model family adapterfleet cannot place adapters in
     "a family with no layout": (
         _unknown_family,

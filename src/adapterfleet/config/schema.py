@@ -180,12 +180,29 @@ def parse_config(document: Mapping[str, Any], base_dir: Path) -> PipelineConfig:
 
 def check_workers(adapters: AdapterStage, resources: Resources) -> None:
     """ASHA stops a trial between epochs through Tune's function trainable, which a trial of
-    several workers (a Ray Train run) does not hear: that pair is refused."""
-    if resources.distributed and adapters.scheduler == "asha":
+    several workers (a Ray Train run) does not hear; CUDA graphs capture one process's step.
+    Either with several workers is refused."""
+    if not resources.distributed:
+        return
+    if adapters.scheduler == "asha":
         raise ConfigError(
             f"adapters.scheduler: asha cannot stop a trial of resources.workers: "
             f"{resources.workers} (a Ray Train run); use scheduler: fifo with workers, or "
             "workers: 1 with asha"
+        )
+    graphed = [
+        where
+        for where, training in [
+            ("adapters.training", adapters.training),
+            *((f"adapters.task_training.{t}", c) for t, c in adapters.task_training.items()),
+        ]
+        if training.cuda_graphs
+    ]
+    if graphed:
+        raise ConfigError(
+            f"{graphed[0]}.cuda_graphs: true captures one process's training step, and "
+            f"resources.workers: {resources.workers} trains each trial data-parallel; use "
+            "cuda_graphs: false with workers, or workers: 1 with cuda_graphs"
         )
 
 

@@ -93,24 +93,29 @@ def trainings(config: PipelineConfig) -> dict[str, TrainConfig]:
 
 
 def check_devices(config: PipelineConfig, *, local: bool) -> None:
-    """`device: cuda` needs a GPU: on this machine for a local run; for the pipeline's trials,
-    `resources.gpu` (Ray gives a trial no GPU otherwise; whether a node has one is checked
-    with the other resources)."""
+    """`device: cuda` (and `cuda_graphs: true`) needs a GPU: on this machine for a local run;
+    for the pipeline's trials, `resources.gpu` (Ray gives a trial no GPU otherwise; whether a
+    node has one is checked with the other resources)."""
     for where, training in trainings(config).items():
-        if training.device != "cuda":
+        if training.device == "cuda":
+            setting, here, on_ray = f"{where}.device: cuda", "device: auto or cpu", "device: auto"
+        elif training.cuda_graphs:
+            setting, here = f"{where}.cuda_graphs: true", "cuda_graphs: false"
+            on_ray = here
+        else:
             continue
         if local:
             import torch
 
             if not torch.cuda.is_available():
                 raise ConfigError(
-                    f"{where}.device: cuda, but this machine has no CUDA GPU that torch "
-                    f"{torch.__version__} can use; set device: auto or cpu"
+                    f"{setting}, but this machine has no CUDA GPU that torch "
+                    f"{torch.__version__} can use; set {here}"
                 )
         elif config.resources.gpu <= 0:
             raise ConfigError(
-                f"{where}.device: cuda, but resources.gpu is 0, so Ray gives no trial a GPU; "
-                "set resources.gpu (e.g. 1, or 0.25 to share one) or device: auto"
+                f"{setting}, but resources.gpu is 0, so Ray gives no trial a GPU; "
+                f"set resources.gpu (e.g. 1, or 0.25 to share one) or {on_ray}"
             )
 
 

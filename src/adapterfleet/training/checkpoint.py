@@ -34,7 +34,7 @@ OPTIMIZER_FILE = "optimizer.safetensors"
 RNG_FILE = "rng.safetensors"
 FORMAT_VERSION = 1
 # Fields that may differ between the run that wrote a checkpoint and the one resuming it.
-RESUMABLE_CHANGES = frozenset({"progress", "device", "precision"})
+RESUMABLE_CHANGES = frozenset({"progress", "device", "precision", "cuda_graphs"})
 
 
 @dataclass

@@ -12,7 +12,7 @@ from adapterfleet.training.metrics import higher_is_better as higher_is_better  
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 DEVICES = ("auto", "cpu", "cuda")
-LATER_FIELDS = {"min_epochs": 1}  # field -> its default; see TrainConfig.hash_dict
+LATER_FIELDS = {"min_epochs": 1, "cuda_graphs": False}  # field -> its default; see hash_dict
 MAX_SEED = 2**32 - 1  # what every seeded generator (random, torch, numpy) accepts
 
 
@@ -38,6 +38,7 @@ class TrainConfig:
     max_grad_norm: float | None = 1.0
     precision: str = "auto"
     device: str = "auto"
+    cuda_graphs: bool = False  # replay each batch shape's step as a CUDA graph (training/graphs)
     progress: bool = False
 
     def __post_init__(self) -> None:
@@ -61,8 +62,17 @@ class TrainConfig:
             _positive_float("max_grad_norm", self.max_grad_norm, suffix=" or None (no clipping)")
         _choice("precision", self.precision, PRECISIONS)
         _choice("device", self.device, DEVICES)
-        if not isinstance(self.progress, bool):
-            raise ValueError(f"TrainConfig.progress must be true or false, got {self.progress!r}")
+        for name in ("cuda_graphs", "progress"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(
+                    f"TrainConfig.{name} must be true or false, got {getattr(self, name)!r}"
+                )
+        if self.cuda_graphs and (self.device == "cpu" or self.precision == "fp16"):
+            field = "device: cpu" if self.device == "cpu" else "precision: fp16"
+            raise ValueError(
+                f"TrainConfig.cuda_graphs needs a CUDA device and no fp16 loss scaling, got "
+                f"{field}; set cuda_graphs: false, or device: cuda with precision bf16/fp32/auto"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of every field."""

@@ -16,6 +16,7 @@ from adapterfleet.training.checkpoint import TrainingParts, load_checkpoint, sav
 from adapterfleet.training.config import TrainConfig
 from adapterfleet.training.distributed import DataParallel
 from adapterfleet.training.evaluation import evaluate
+from adapterfleet.training.graphs import StepGraphs
 from adapterfleet.training.metrics import (
     CLASS_METRIC_NAMES,
     check_metric_names,
@@ -118,10 +119,14 @@ class _FitRun:
     best: list[torch.Tensor] | None = None
     saving_epoch: int | None = None  # the epoch whose callbacks are running
     scaler: torch.amp.GradScaler | None = None  # fp16 only: the loss scale
+    graphs: StepGraphs | None = None  # config.cuda_graphs: steps replayed as CUDA graphs
 
     def __post_init__(self) -> None:
         if self.dtype == torch.float16:
             self.scaler = torch.amp.GradScaler(self.device.type)
+        if self.config.cuda_graphs:
+            check_graphable(self.device, self.dtype, self.group)
+            self.graphs = StepGraphs(self._step_on_device, self.parts.params)
 
     @property
     def config(self) -> TrainConfig:
@@ -172,7 +177,7 @@ class _FitRun:
 
     def _train_epoch(self, epoch: int) -> tuple[float, int]:
         self.model.train()
-        self.parts.optimizer.zero_grad(set_to_none=True)
+        self.parts.optimizer.zero_grad(set_to_none=self.graphs is None)
         loss_sum, batches, examples, pending = torch.zeros((), device=self.device), 0, 0, 0
         show = self.config.progress and sys.stderr.isatty()
         for batch in progress(self.epoch_batches(epoch), f"epoch {epoch}", show):
@@ -193,7 +198,12 @@ class _FitRun:
         """The loss of this rank's rows, weighted by their share of the global batch (the
         shares of all ranks add up to the global batch's mean)."""
         batch = to_device(batch, self.device)
-        with autocast(self.device, self.dtype):
+        if self.graphs is not None:  # never data-parallel (check_graphable): share is 1
+            return self.graphs(batch)
+        return self._step_on_device(batch, share)
+
+    def _step_on_device(self, batch: dict, share: float = 1.0) -> torch.Tensor:
+        with autocast(self.device, self.dtype, cache=self.graphs is None):
             loss = self.loss_fn(logits_of(self.model(batch)), batch["labels"])
         if self.extra_loss is not None:
             loss = loss + self.extra_loss()
@@ -221,7 +231,7 @@ class _FitRun:
         else:
             optimizer.step()
         self.parts.scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
+        optimizer.zero_grad(set_to_none=self.graphs is None)  # a graph adds into its gradients
         self.state.global_step += 1
 
     def _record_epoch(self, epoch: int, loss: float, dev: dict, examples: int, seconds: float):
@@ -279,6 +289,22 @@ class _FitRun:
             train_seconds=state.train_seconds,
             examples_per_second=state.examples_seen / max(state.train_seconds, 1e-9),
         )
+
+
+def check_graphable(device: torch.device, dtype: torch.dtype | None, group: DataParallel) -> None:
+    """`cuda_graphs` needs one CUDA device, no fp16 loss scaling and no data-parallel ranks."""
+    reason = None
+    if device.type != "cuda":
+        reason = f"training runs on {device.type}; set device: cuda (or cuda_graphs: false)"
+    elif dtype == torch.float16:
+        reason = (
+            "precision resolved to fp16, whose loss scaling a graph cannot hold; "
+            "set precision: bf16 or fp32"
+        )
+    elif group.active:
+        reason = "the trial trains on several workers; set resources.workers: 1"
+    if reason is not None:
+        raise ValueError(f"TrainConfig.cuda_graphs: {reason}")
 
 
 def default_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

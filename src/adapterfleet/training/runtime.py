@@ -56,12 +56,14 @@ def use_bf16(precision: str, device: torch.device) -> bool:
     return autocast_dtype(precision, device) == torch.bfloat16
 
 
-def autocast(device: torch.device, dtype: torch.dtype | None) -> contextlib.AbstractContextManager:
+def autocast(
+    device: torch.device, dtype: torch.dtype | None, cache: bool = True
+) -> contextlib.AbstractContextManager:
     """Autocast to `dtype` when one is given (weights and gradients stay float32), otherwise
-    a no-op."""
+    a no-op. `cache=False` casts the weights at every use (what a CUDA graph capture needs)."""
     if dtype is None:
         return contextlib.nullcontext()
-    return torch.autocast(device_type=device.type, dtype=dtype)
+    return torch.autocast(device_type=device.type, dtype=dtype, cache_enabled=cache)
 
 
 def to_device(batch: Batch, device: torch.device) -> dict[str, Any]:

@@ -1,0 +1,247 @@
+"""Training steps as CUDA graphs (`TrainConfig.cuda_graphs`): refused where they cannot run; on a
+GPU, the replayed steps train what eager steps train."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from helpers import ALL_FAMILIES
+
+from adapterfleet.training import TrainConfig, fit
+from adapterfleet.training.graphs import shape_key
+
+CUDA = torch.cuda.is_available()
+
+
+def test_cuda_graphs_is_refused_where_it_cannot_run(make_model, task):
+    with pytest.raises(ValueError, match="cuda_graphs must be true or false, got 'yes'"):
+        TrainConfig(cuda_graphs="yes")
+    with pytest.raises(ValueError, match="needs a CUDA device .*got device: cpu; set cuda_graphs"):
+        TrainConfig(cuda_graphs=True, device="cpu")
+    with pytest.raises(ValueError, match="got precision: fp16"):
+        TrainConfig(cuda_graphs=True, precision="fp16")
+    assert "cuda_graphs" not in TrainConfig().hash_dict()  # hashes of earlier sweeps stand
+    assert TrainConfig(cuda_graphs=True).hash_dict()["cuda_graphs"] is True
+    if not CUDA:  # device auto resolves to the CPU here
+        model = make_model()
+        config = TrainConfig(max_epochs=1, cuda_graphs=True)
+        with pytest.raises(ValueError, match="cuda_graphs: training runs on cpu; set device"):
+            fit(model, model.trainable(), task["train"], task["dev"], config)
+
+
+def test_a_captured_step_is_keyed_by_every_shape_dtype_and_plain_value():
+    ids = torch.zeros(4, 16, dtype=torch.long)
+    key = shape_key({"input_ids": ids, "labels": torch.zeros(4, dtype=torch.long)})
+    assert key == shape_key({"labels": torch.ones(4, dtype=torch.long), "input_ids": ids + 1})
+    assert key != shape_key({"input_ids": ids[:, :8], "labels": torch.zeros(4, dtype=torch.long)})
+    assert key != shape_key({"input_ids": ids, "labels": torch.zeros(4)})
+    assert shape_key({"task": "a", "x": ids}) != shape_key({"task": "b", "x": ids})
+
+
+def _fusion_model(seed: int):
+    from helpers import tiny_encoder
+
+    from adapterfleet.adapters import AdapterConfig, AdapterModel, HeadConfig, add_adapter
+    from adapterfleet.fusion import FusionConfig, add_fusion, train_fusion
+
+    encoder = tiny_encoder(seed=0, hidden_dropout_prob=0, attention_probs_dropout_prob=0)
+    model = AdapterModel(encoder)  # no dropout: the same numbers on both sides
+    names = ["a", "b", "c"]
+    torch.manual_seed(seed)
+    for index, name in enumerate(names):  # widths 8, 8, 4: the stacked form's general case
+        add_adapter(model, name, AdapterConfig("pfeiffer", 8 if index == 2 else 4))
+    add_fusion(model, "f", names, FusionConfig())
+    model.add_head("f", HeadConfig(num_labels=2))
+    return model, train_fusion(model, "f")
+
+
+def _batches(widths_and_rows: list[tuple[int, int]], seed: int = 0) -> list[dict]:
+    gen = torch.Generator().manual_seed(seed)
+    batches = []
+    for width, rows in widths_and_rows:
+        ids = torch.randint(5, 90, (rows, width), generator=gen)
+        mask = torch.ones(rows, width, dtype=torch.long)
+        mask[0, width // 2 :] = 0  # padding in one row
+        labels = torch.randint(0, 2, (rows,), generator=gen)
+        batches.append({"input_ids": ids, "attention_mask": mask, "labels": labels})
+    return batches
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
+def test_replayed_fusion_steps_give_the_eager_steps_losses_and_gradients():
+    """Shapes that fold and that do not (16 and 256 tokens), repeated: each shape is captured
+    once, replayed after, and every step's loss and gradients match an eager twin's."""
+    from torch.nn import functional as F
+
+    from adapterfleet.training.graphs import StepGraphs
+
+    cuda = torch.device("cuda")
+    models = [_fusion_model(seed=1) for _ in range(2)]
+    for model, _ in models:
+        model.to(cuda).train()
+        for module in model.modules():
+            if isinstance(module, torch.nn.Dropout):
+                module.p = 0.0  # the fusion's own dropout
+
+    def step_of(model):
+        def step(batch):
+            logits = model(batch)
+            loss = F.cross_entropy(logits, batch["labels"])
+            loss.backward()
+            return loss.detach()
+
+        return step
+
+    (eager_model, eager_params), (model, params) = models
+    graphs = StepGraphs(step_of(model), params)
+    shapes = [(16, 1), (32, 8), (16, 1), (32, 8), (32, 8)]
+    for batch in _batches(shapes):
+        batch = {k: v.to(cuda) for k, v in batch.items()}
+        for p in [*eager_params, *params]:
+            if p.grad is not None:
+                p.grad.zero_()
+        expected = step_of(eager_model)(batch)
+        loss = graphs(batch)
+        torch.testing.assert_close(loss, expected, rtol=1e-5, atol=1e-6)
+        for mine, theirs in zip(params, eager_params, strict=True):
+            if theirs.grad is None:
+                assert mine.grad is None or not mine.grad.any()
+            else:
+                torch.testing.assert_close(mine.grad, theirs.grad, rtol=1e-4, atol=1e-6)
+    assert graphs.disabled is None
+    assert len(graphs.graphs) == 2 and graphs.replays == 3
+
+
+class _Syncing(torch.nn.Module):
+    """A model whose forward asks the GPU for a number: no graph can hold that."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 2)
+
+    def forward(self, batch):
+        x = batch["x"]
+        return self.linear(x) * (2.0 if x.sum().item() > 0 else 1.0)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
+def test_a_step_no_graph_can_hold_goes_on_eagerly_with_its_gradients():
+    from torch.nn import functional as F
+
+    from adapterfleet.training.graphs import StepGraphs
+
+    model = _Syncing().cuda()
+    params = list(model.parameters())
+
+    def step(batch):
+        loss = F.cross_entropy(model(batch), batch["labels"])
+        loss.backward()
+        return loss.detach()
+
+    batch = {"x": torch.ones(3, 4), "labels": torch.zeros(3, dtype=torch.long)}
+    batch = {k: v.cuda() for k, v in batch.items()}
+    graphs = StepGraphs(step, params)
+    with pytest.warns(RuntimeWarning, match="cuda_graphs: the step for batch shape .* could not"):
+        first = graphs(batch)
+    grads = [p.grad.clone() for p in params]
+    assert graphs.disabled is not None and not graphs.graphs
+    model.zero_grad()
+    torch.testing.assert_close(graphs(batch), first)  # eager from now on
+    for param, grad in zip(params, grads, strict=True):
+        torch.testing.assert_close(param.grad, grad)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
+def test_fit_with_cuda_graphs_learns_what_eager_fit_learns(make_model, task):
+    """The loop's side: gradients zeroed in place, accumulation over two batches, clipping,
+    the last short batch (256 = 10 × 24 + 16) its own shape; bf16 autocast as a GPU run trains."""
+
+    def train(epoch: int) -> list[dict]:
+        order = torch.randperm(256, generator=torch.Generator().manual_seed(100 + epoch))
+        x, y = task["x_train"][order], task["y_train"][order]
+        return [{"x": x[i : i + 24], "labels": y[i : i + 24]} for i in range(0, 256, 24)]
+
+    results = {}
+    for graphed in (False, True):
+        model = make_model()
+        config = TrainConfig(
+            learning_rate=0.05, max_epochs=4, device="cuda", precision="bf16",
+            grad_accum_steps=2, cuda_graphs=graphed,
+        )  # fmt: skip
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = fit(model, model.trainable(), train, task["dev"], config)
+        assert not [w for w in caught if "cuda_graphs" in str(w.message)]  # every shape captured
+        results[graphed] = (result, [p.detach().cpu() for p in model.trainable()])
+    (eager, eager_params), (graphed, graphed_params) = results[False], results[True]
+    assert graphed.best_metric > 0.9
+    for h_eager, h_graphed in zip(eager.history, graphed.history, strict=True):
+        assert h_graphed["train_loss"] == pytest.approx(h_eager["train_loss"], rel=1e-3)
+    for mine, theirs in zip(graphed_params, eager_params, strict=True):
+        torch.testing.assert_close(mine, theirs, rtol=1e-3, atol=1e-4)
+
+
+def _family_model(family: str):
+    from helpers import DECODERS, tiny_encoder
+
+    from adapterfleet.adapters import (
+        AdapterConfig,
+        AdapterModel,
+        HeadConfig,
+        add_adapter,
+        train_adapter,
+    )
+
+    model = AdapterModel(tiny_encoder(family))
+    add_adapter(model, "task", AdapterConfig("pfeiffer", 4))
+    model.add_head(
+        "task", HeadConfig(num_labels=2, pooling="last" if family in DECODERS else "cls")
+    )
+    return model, train_adapter(model, "task")
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
+@pytest.mark.parametrize("family", ALL_FAMILIES)
+def test_every_family_trains_the_same_through_cuda_graphs(family):
+    """ST-A on each family: replayed steps give the eager twin's losses and gradients, or, where
+    a family's forward cannot be captured, the run says why and goes on eagerly, still equal.
+    Eval mode on both sides: no dropout, the same numbers."""
+    from torch.nn import functional as F
+
+    from adapterfleet.training.graphs import StepGraphs
+
+    twins = [_family_model(family) for _ in range(2)]
+    for model, _ in twins:
+        model.cuda().eval()
+
+    def step_of(model):
+        def step(batch):
+            loss = F.cross_entropy(model(batch), batch["labels"])
+            loss.backward()
+            return loss.detach()
+
+        return step
+
+    (eager_model, eager_params), (model, params) = twins
+    graphs = StepGraphs(step_of(model), params)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for batch in _batches([(16, 4), (24, 4), (16, 4), (24, 4)]):
+            batch = {k: v.cuda() for k, v in batch.items()}
+            for p in [*eager_params, *params]:
+                if p.grad is not None:
+                    p.grad.zero_()
+            expected = step_of(eager_model)(batch)
+            torch.testing.assert_close(graphs(batch), expected, rtol=1e-5, atol=1e-6)
+            for mine, theirs in zip(params, eager_params, strict=True):
+                torch.testing.assert_close(mine.grad, theirs.grad, rtol=1e-4, atol=1e-6)
+    if graphs.disabled is None:
+        assert graphs.replays == 2
+    else:
+        assert any("could not be captured" in str(w.message) for w in caught)

@@ -59,14 +59,16 @@ def place(spec: dict, model, batch: dict) -> tuple[Any, dict]:
     return model.to(device), {k: v.to(device) for k, v in batch.items()}
 
 
-def autocast(spec: dict) -> contextlib.AbstractContextManager:
-    """`torch.autocast` in the spec's `autocast` dtype (bf16, fp16) on its device, or nothing."""
+def autocast(spec: dict, cache: bool = True) -> contextlib.AbstractContextManager:
+    """`torch.autocast` in the spec's `autocast` dtype (bf16, fp16) on its device, or nothing;
+    `cache=False` casts weights at every use (a CUDA graph capture needs that)."""
     import torch
 
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(spec.get("autocast") or "")
     if dtype is None:
         return contextlib.nullcontext()
-    return torch.autocast(torch.device(spec.get("device", "cpu")).type, dtype=dtype)
+    device = torch.device(spec.get("device", "cpu")).type
+    return torch.autocast(device, dtype=dtype, cache_enabled=cache)
 
 
 def synced(spec: dict, step: Callable[[], Any]) -> Callable[[], None]:

@@ -35,7 +35,15 @@ CONFIGS: dict[str, tuple[str, str, dict[str, Any], tuple[str, ...]]] = {
     "fusion-train-n16": ("fusion training step, N=16", "fusion_train", {"n": 16, "lr": 5e-5},
                          (OURS, REF)),
     "fusion-infer-n16": ("fusion inference, N=16", "fusion_infer", {"n": 16}, (OURS, REF)),
+    # ours with training.cuda_graphs: true; speed-ups against the reference's eager row above
+    "floor-graphs": ("the floor, replayed as CUDA graphs", "base_train",
+                     {"n": 1, "lr": 1e-4, "cuda_graphs": True}, (OURS,)),
+    "single-train-graphs": ("ST-A step, cuda_graphs: true", "single_train",
+                            {"n": 1, "lr": 1e-4, "cuda_graphs": True}, (OURS,)),
+    "fusion-train-n16-graphs": ("fusion training step, N=16, cuda_graphs: true", "fusion_train",
+                                {"n": 16, "lr": 5e-5, "cuda_graphs": True}, (OURS,)),
 }  # fmt: skip
+GRAPHS = "-graphs"  # a configuration's twin with cuda_graphs, measured on our side only
 
 
 def reference_python() -> str:
@@ -78,6 +86,8 @@ def ratios(rows: dict[str, Any]) -> dict[str, float]:
     found: dict[str, float] = {}
     for name, row in rows.items():
         ours, ref = row.get(OURS, {}), row.get(REF, {})
+        if name.endswith(GRAPHS):  # against the reference's eager step of the same configuration
+            ref = rows.get(name.removesuffix(GRAPHS), {}).get(REF, {})
         if "ms" in ours and "ms" in ref:
             found[f"{name} speed-up"] = round(ref["ms"] / ours["ms"], 2)
             found[f"{name} memory ratio"] = round(ref["gpu_peak_mib"] / ours["gpu_peak_mib"], 2)
@@ -86,6 +96,12 @@ def ratios(rows: dict[str, Any]) -> dict[str, float]:
         for side in (OURS, REF):
             if floor and _ms(rows, name, side):
                 found[f"{name} {side} / floor"] = round(_ms(rows, name, side) / floor, 2)
+    graphed_floor, graphed = (
+        _ms(rows, "floor" + GRAPHS, OURS),
+        _ms(rows, "fusion-train-n16" + GRAPHS, OURS),
+    )
+    if graphed_floor and graphed:
+        found[f"fusion-train-n16{GRAPHS} / floor{GRAPHS}"] = round(graphed / graphed_floor, 2)
     return found
 
 

@@ -99,15 +99,32 @@ def step_of(spec: dict) -> tuple[Callable[[], None], Any, list]:
         return step, model, params
     model.train()
     optimizer = build_optimizer(params, spec["lr"], weight_decay=0.01)  # fused on a GPU
+    graphed = bool(spec.get("cuda_graphs"))  # as `fit` with training.cuda_graphs: true
 
-    def train_step() -> None:
-        optimizer.zero_grad(set_to_none=True)
-        with common.autocast(spec):
+    def forward_backward(batch: dict) -> torch.Tensor:
+        with common.autocast(spec, cache=not graphed):
             logits = model(batch)
         loss = F.cross_entropy(logits.float(), batch["labels"])
         if fusion:
             loss = loss + fusion_regularization_loss(model, FUSION_NAME)
         loss.backward()
+        return loss.detach()
+
+    if graphed:
+        from adapterfleet.training.graphs import StepGraphs
+
+        graphs = StepGraphs(forward_backward, params)
+
+        def graphed_step() -> None:
+            graphs(batch)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=False)  # the graph adds into these gradients
+
+        return graphed_step, model, params
+
+    def train_step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        forward_backward(batch)
         if spec.get("malloc_trim"):  # read at each call: benchmarks/malloc_trim.py toggles it
             common.malloc_trim()
         optimizer.step()

@@ -35,8 +35,13 @@ def test_gpu_versus_ratios_put_both_sides_against_each_other_and_the_floor():
         },
         "fusion-infer-n16": {"title": "infer", OURS: {"ms": 5.0, "gpu_peak_mib": 80},
                              REF: {"error": "exit 1: boom"}},
+        "floor-graphs": {"title": "floor, graphs", OURS: {"ms": 4.0, "gpu_peak_mib": 100}},
+        "fusion-train-n16-graphs": {"title": "fusion, graphs", OURS: {"ms": 8.0,
+                                                                      "gpu_peak_mib": 250}},
     }  # fmt: skip
     ratios = gpu_versus.ratios(rows)
+    assert ratios["fusion-train-n16-graphs speed-up"] == 6.25  # against the reference's eager
+    assert ratios["fusion-train-n16-graphs / floor-graphs"] == 2.0
     assert ratios["fusion-train-n16 speed-up"] == 2.5
     assert ratios["fusion-train-n16 memory ratio"] == 2.5
     assert ratios["fusion-train-n16 ours / floor"] == 2.0

@@ -14,14 +14,14 @@ the project's AdamW, fused on a GPU), both under bf16 autocast:
 - **device ms**, kernels per step: by the profiler;
 - **syncs**: the points inside a step where the host waited for the device
   (`torch.cuda.set_sync_debug_mode`), each with the line of code that made it;
-- **graph ms**: the same step captured once as a CUDA graph and replayed (no launch cost at
-  all; the attention mask, all ones, left out so that no mask check syncs): what the step would
-  take if launches were free, or the reason it could not be captured;
+- **graph ms**: the whole step, optimizer included (a capturable fused AdamW), captured once as
+  one CUDA graph and replayed, the attention mask (all ones) left out so that no mask check
+  syncs; or the reason it could not be captured (on an H200 slower than the next, not pursued);
 - **cuda_graphs ms**: the step as `fit` runs it with `training.cuda_graphs: true` (forward and
   backward replayed through `adapterfleet.training.graphs.StepGraphs`, the optimizer eager).
 
-A host-bound step has enqueue ≈ wall and a small wait; `graph ms` then shows what fewer
-launches could win. Medians over `--steps` steps after 3 warm-up steps. Needs a CUDA device.
+A host-bound step has enqueue ≈ wall and a small wait; the graph rows show what fewer launches
+win. Medians over `--steps` steps after 3 warm-up steps. Needs a CUDA device.
 """
 
 from __future__ import annotations

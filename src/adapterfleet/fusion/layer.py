@@ -34,7 +34,8 @@ class Stacked:
         self.uniform = len(set(self.widths)) == 1 and len(set(self.activations)) == 1
         # widths as a tensor on the weights' device, made once: no copy per call (a CUDA graph
         # capture cannot hold one)
-        self.repeats = torch.tensor(self.widths, device=self.down_w.device)
+        widths = torch.tensor(self.widths, device=self.down_w.device)
+        self.repeats = None if self.uniform else widths
 
     def share_storage(self, adapters: Sequence[Bottleneck]) -> None:
         """Point the frozen adapters' parameters at their slices of the stacked tensors, so the

@@ -164,8 +164,13 @@ def suite(quick: bool) -> list[Bench]:
 # --------------------------------------------------------------------------- processes
 
 
-def _env(threads: int) -> dict[str, str]:
+def _env(threads: int, side: str = OURS) -> dict[str, str]:
+    """A worker's environment: no inherited PYTHONPATH (each side imports only its own
+    packages), the project's `src` on our side's path (where it is not installed, as on a lent
+    GPU machine), one thread count for every library."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    if side == OURS:
+        env["PYTHONPATH"] = str(ROOT / "src")
     env.update({var: str(threads) for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")})
     env.update(
         HF_HUB_OFFLINE="1",
@@ -188,7 +193,7 @@ def run_worker(python: str, side: str, spec: dict, folder: Path, threads: int) -
     command = [python, "-m", WORKER[side], str(spec_path), str(out_path)]
     start = time.perf_counter()
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(command, cwd=ROOT, env=_env(threads), stdout=log, stderr=log)
+        proc = subprocess.Popen(command, cwd=ROOT, env=_env(threads, side), stdout=log, stderr=log)
         timer = threading.Timer(TIMEOUT_S, proc.kill)
         timer.start()
         _, status, usage = os.wait4(proc.pid, 0)

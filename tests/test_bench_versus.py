@@ -230,3 +230,35 @@ def test_varlen_flash_attention_gives_the_logits_of_each_example_alone_on_a_gpu(
     assert varlen.why_not("cuda") is None
     # bf16 autocast on both sides: the relative difference is bf16's
     assert packing.exactness(_varlen_split(), 0, "varlen", shape="minilm", device="cuda") < 3e-2
+
+
+def test_our_worker_runs_where_the_project_is_not_installed(tmp_path: Path):
+    """On a lent GPU machine the project is a working tree, not an installed package: our
+    worker still imports it (its `src` on the worker's path), with this venv's other packages
+    seen through a `.pth` file of a bare venv."""
+    import subprocess
+    import sys
+    import sysconfig
+
+    from transformers import BertConfig, BertModel
+
+    from benchmarks.run import run_worker
+
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    python = bare / "bin" / "python"
+    purelib = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    Path(purelib, "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    probe = subprocess.run([python, "-c", "import adapterfleet"], capture_output=True, cwd=tmp_path)
+    assert probe.returncode != 0  # installed nowhere this python looks
+    config = BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=64, vocab_size=1200)  # fmt: skip
+    BertModel(config, add_pooling_layer=False).save_pretrained(tmp_path / "base")
+    spec = {"kind": "fusion_train", "base_dir": str(tmp_path / "base"), "batch": 2, "seq": 8,
+            "seed": 0, "n": 2, "lr": 1e-4, "warmup": 1, "reps": 1, "budget_s": 10}  # fmt: skip
+    result = run_worker(str(python), OURS, spec, tmp_path / "worker", threads=1)
+    assert "error" not in result, result.get("error")
+    assert len(result["times"]) == 1

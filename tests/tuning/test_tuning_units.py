@@ -84,16 +84,18 @@ def test_config_hash_follows_the_settings_that_decide_an_adapter(config) -> None
     assert task_config_hash(other, "fruit") == base
     hashes = {t: task_config_hash(config, t) for t in config.adapter_tasks}
     assert sweep_hash(hashes) != sweep_hash({**hashes, "fruit": "0" * 64})
-    # min_epochs came later: at its default it is left out, so hashes written before still match
+    # min_epochs and cuda_graphs came later: at their defaults they are left out, so hashes
+    # written before still match
     training = config.adapters.training
     assert training.hash_dict() == {
-        k: v for k, v in training.to_dict().items() if k != "min_epochs"
+        k: v for k, v in training.to_dict().items() if k not in ("min_epochs", "cuda_graphs")
     }
-    held = dataclasses.replace(training, min_epochs=5)
-    held_config = dataclasses.replace(
-        config, adapters=dataclasses.replace(config.adapters, training=held)
-    )
-    assert task_config_hash(held_config, "fruit") != base
+    for later in ({"min_epochs": 5}, {"cuda_graphs": True, "device": "cuda"}):
+        held = dataclasses.replace(training, **later)
+        held_config = dataclasses.replace(
+            config, adapters=dataclasses.replace(config.adapters, training=held)
+        )
+        assert task_config_hash(held_config, "fruit") != base
 
 
 def _outcome(task: str, rf: int, value: float, lr: float = 0.01) -> TrialOutcome:

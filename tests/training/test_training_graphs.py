@@ -3,6 +3,7 @@ GPU, the replayed steps train what eager steps train."""
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 
 import pytest
@@ -180,6 +181,9 @@ def test_fit_with_cuda_graphs_learns_what_eager_fit_learns(make_model, task):
         results[graphed] = (result, [p.detach().cpu() for p in model.trainable()])
     (eager, eager_params), (graphed, graphed_params) = results[False], results[True]
     assert graphed.best_metric > 0.9
+    # 11 steps an epoch, 2 shapes: from the second epoch on every step is a replay
+    assert [h["cuda_graph_replays"] for h in graphed.history] == [9, 11, 11, 11]
+    assert "cuda_graph_replays" not in eager.history[0]
     for h_eager, h_graphed in zip(eager.history, graphed.history, strict=True):
         assert h_graphed["train_loss"] == pytest.approx(h_eager["train_loss"], rel=1e-3)
     for mine, theirs in zip(graphed_params, eager_params, strict=True):
@@ -245,3 +249,18 @@ def test_every_family_trains_the_same_through_cuda_graphs(family):
         assert graphs.replays == 2
     else:
         assert any("could not be captured" in str(w.message) for w in caught)
+
+
+def test_an_epoch_logs_its_replayed_steps_only_with_cuda_graphs():
+    from pathlib import Path
+
+    from adapterfleet.training import EpochReport, epoch_metrics
+
+    report = EpochReport(
+        epoch=2, global_step=8, train_loss=0.5, learning_rate=1e-4, dev_metrics={"accuracy": 0.9},
+        metric="accuracy", best_metric=0.9, best_epoch=2, is_best=True, epoch_seconds=1.0,
+        elapsed_seconds=2.0, examples_per_second=10.0, _saver=lambda path: Path(path),
+    )  # fmt: skip
+    assert "cuda_graph_replays" not in epoch_metrics(report)
+    replayed = dataclasses.replace(report, cuda_graph_replays=0)  # an epoch that fell back
+    assert epoch_metrics(replayed)["cuda_graph_replays"] == 0.0

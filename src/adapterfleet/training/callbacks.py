@@ -31,6 +31,7 @@ class EpochReport:
     elapsed_seconds: float  # wall time of the whole fit so far, across resumes
     examples_per_second: float  # training throughput of this epoch
     _saver: Callable[[Path], Path] = field(repr=False, compare=False)
+    cuda_graph_replays: int | None = None  # this epoch's steps replayed (cuda_graphs), else None
 
     def save_checkpoint(self, directory: str | Path) -> Path:
         """Write a resumable checkpoint of the loop as of the end of this epoch into `directory`.

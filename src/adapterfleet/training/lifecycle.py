@@ -51,11 +51,14 @@ class EpochSink(Protocol):
 
 
 def epoch_metrics(report: EpochReport) -> dict[str, float]:
-    """What is logged per epoch (step = epoch): loss, learning rate, `dev_<metric>`."""
+    """What is logged per epoch (step = epoch): loss, learning rate, `dev_<metric>`, and with
+    `cuda_graphs` the steps replayed as CUDA graphs (0 for an epoch that fell back to eager)."""
+    replays = report.cuda_graph_replays
     return {
         "train_loss": report.train_loss,
         "learning_rate": report.learning_rate,
         **{f"dev_{k}": v for k, v in report.dev_metrics.items()},
+        **({} if replays is None else {"cuda_graph_replays": float(replays)}),
     }
 
 

@@ -159,14 +159,16 @@ class _FitRun:
 
     def _run_epoch(self, epoch: int) -> bool:
         start = time.perf_counter()
+        replays = self.graphs.replays if self.graphs is not None else 0
         train_loss, examples = self._train_epoch(epoch)
+        replays = self.graphs.replays - replays if self.graphs is not None else None
         throughput = examples / max(time.perf_counter() - start, 1e-9)
         dev = evaluate(
             self.model, self.dev_batches, self.metric_names,
             device=self.device, dtype=self.dtype, data_parallel=self.group,
         )  # fmt: skip
         seconds = time.perf_counter() - start
-        self._record_epoch(epoch, train_loss, dev, examples, seconds)
+        self._record_epoch(epoch, train_loss, dev, examples, seconds, replays)
         rng = RngState.capture()
         report = self._report(seconds, throughput, saver=lambda d: self._save(d, epoch, rng))
         self.saving_epoch = epoch
@@ -234,7 +236,9 @@ class _FitRun:
         optimizer.zero_grad(set_to_none=self.graphs is None)  # a graph adds into its gradients
         self.state.global_step += 1
 
-    def _record_epoch(self, epoch: int, loss: float, dev: dict, examples: int, seconds: float):
+    def _record_epoch(
+        self, epoch: int, loss: float, dev: dict, examples: int, seconds: float, replays: int | None
+    ):
         state = self.state
         state.epoch = epoch
         metric = self.config.metric
@@ -242,7 +246,9 @@ class _FitRun:
             self.best = [p.detach().clone() for p in self.parts.params]
         lr = self.parts.optimizer.param_groups[0]["lr"]
         dev_flat = {f"dev_{k}": v for k, v in dev.items()}
-        state.history.append({"epoch": epoch, "train_loss": loss, "learning_rate": lr, **dev_flat})
+        graphs = {} if replays is None else {"cuda_graph_replays": replays}
+        entry = {"epoch": epoch, "train_loss": loss, "learning_rate": lr, **dev_flat, **graphs}
+        state.history.append(entry)
         state.examples_seen += examples
         state.train_seconds += seconds
 
@@ -264,6 +270,7 @@ class _FitRun:
             elapsed_seconds=state.train_seconds,
             examples_per_second=throughput,
             _saver=saver,
+            cuda_graph_replays=last.get("cuda_graph_replays"),
         )
 
     def _save(self, directory: Path, epoch: int, rng: RngState) -> Path:

@@ -1,5 +1,5 @@
 """Is a GPU training step bound by the host or by the device? The floor and the fusion step, timed
-three ways.
+eagerly and replayed as CUDA graphs.
 
     python -m benchmarks.gpu_timeline [--shape bert-base] [--batch 32] [--n 16] [--steps 20]
                                       [--out .bench/timeline]
@@ -14,14 +14,11 @@ the project's AdamW, fused on a GPU), both under bf16 autocast:
 - **device ms**, kernels per step: by the profiler;
 - **syncs**: the points inside a step where the host waited for the device
   (`torch.cuda.set_sync_debug_mode`), each with the line of code that made it;
-- **graph ms**: the whole step, optimizer included (a capturable fused AdamW), captured once as
-  one CUDA graph and replayed, the attention mask (all ones) left out so that no mask check
-  syncs; or the reason it could not be captured (on an H200 slower than the next, not pursued);
 - **cuda_graphs ms**: the step as `fit` runs it with `training.cuda_graphs: true` (forward and
   backward replayed through `adapterfleet.training.graphs.StepGraphs`, the optimizer eager).
 
-A host-bound step has enqueue ≈ wall and a small wait; the graph rows show what fewer launches
-win. Medians over `--steps` steps after 3 warm-up steps. Needs a CUDA device.
+A host-bound step has enqueue ≈ wall and a small wait; `cuda_graphs ms` shows what fewer
+launches win. Medians over `--steps` steps after 3 warm-up steps. Needs a CUDA device.
 """
 
 from __future__ import annotations
@@ -42,24 +39,12 @@ from benchmarks.run import SHAPES, make_base
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _step_parts(spec: dict) -> tuple[Any, Any, list, dict]:
-    """The worker's step, its model, trainable parameters and batch (on the GPU)."""
-    from benchmarks import worker_ours
+def _step(spec: dict) -> Any:
+    """The worker's training step on the GPU (with `cuda_graphs` in the spec, as `fit` runs it
+    with `training.cuda_graphs: true`)."""
+    from benchmarks.worker_ours import step_of
 
-    captured: dict[str, Any] = {}
-    place = worker_ours.common.place
-
-    def keep(spec: dict, model, batch: dict):
-        model, batch = place(spec, model, batch)
-        captured["batch"] = batch
-        return model, batch
-
-    worker_ours.common.place = keep
-    try:
-        step, model, params = worker_ours.step_of(spec)
-    finally:
-        worker_ours.common.place = place
-    return step, model, params, captured["batch"]
+    return step_of(spec)[0]
 
 
 def split_times(step: Any, steps: int) -> dict[str, float]:
@@ -125,52 +110,10 @@ def syncs(step: Any) -> list[str]:
     return [f"{count}× {line}" for line, count in Counter(found).items()]
 
 
-def graphed(spec: dict, steps: int) -> dict[str, Any]:
-    """The step as one CUDA graph: forward, loss, backward and a capturable AdamW."""
-    import torch
-    from torch.nn import functional as F
-
-    from adapterfleet.fusion import fusion_regularization_loss
-    from benchmarks.names import FUSION_NAME
-
-    _, model, params, batch = _step_parts(spec)
-    inputs = {k: v for k, v in batch.items() if k != "attention_mask"}
-    fused = spec["kind"] == "fusion_train"
-    optimizer = torch.optim.AdamW(
-        params, lr=spec["lr"], weight_decay=0.01, fused=True, capturable=True
-    )
-
-    def body() -> torch.Tensor:
-        with torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False):
-            logits = model(inputs)
-        loss = F.cross_entropy(logits.float(), batch["labels"])
-        if fused:
-            loss = loss + fusion_regularization_loss(model, FUSION_NAME)
-        loss.backward()
-        optimizer.step()
-        return loss
-
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            optimizer.zero_grad(set_to_none=True)
-            body()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    optimizer.zero_grad(set_to_none=True)
-    try:
-        with torch.cuda.graph(graph):
-            body()
-    except Exception as error:  # noqa: BLE001 - the reason is the result
-        return {"error": f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"}
-    return split_times(graph.replay, steps)
-
-
 def product_graphs(spec: dict, steps: int) -> dict[str, Any]:
     """What `fit` does with `cuda_graphs: true` (the worker's step with `cuda_graphs`): forward
     and backward replayed through the project's `StepGraphs`, the optimizer step eager."""
-    return split_times(_step_parts({**spec, "cuda_graphs": True})[0], steps)
+    return split_times(_step({**spec, "cuda_graphs": True}), steps)
 
 
 def measure(shape: str, n: int, batch: int, steps: int, out: Path) -> dict[str, Any]:
@@ -184,13 +127,12 @@ def measure(shape: str, n: int, batch: int, steps: int, out: Path) -> dict[str, 
                               "batch": [batch, 128], "n": n}  # fmt: skip
     for name, kind in (("floor", "base_train"), ("fusion", "fusion_train")):
         spec = {**common, "kind": kind, "n": n if kind == "fusion_train" else 1}
-        step = _step_parts(spec)[0]
+        step = _step(spec)
         row = {**split_times(step, steps), **device_time(step), "syncs": syncs(step)}
-        for variant, run in (("graph", graphed), ("cuda_graphs", product_graphs)):
-            try:
-                row[variant] = run(spec, steps)
-            except Exception as error:  # noqa: BLE001 - reported, the other figures stand
-                row[variant] = {"error": f"{type(error).__name__}: {error}"[:300]}
+        try:
+            row["cuda_graphs"] = product_graphs(spec, steps)
+        except Exception as error:  # noqa: BLE001 - reported, the other figures stand
+            row["cuda_graphs"] = {"error": f"{type(error).__name__}: {error}"[:300]}
         result[name] = row
         print(name, json.dumps(row), flush=True)
         torch.cuda.empty_cache()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
 import json
 import sys
 import time
@@ -110,6 +111,8 @@ def measure(out: Path, tokens: Path | None, shape: str, epochs: int, n: int) -> 
         for kind in ("st-a", f"fusion-n{n}"):
             for graphs in (False, True):
                 key = f"{name} {kind} {'cuda_graphs' if graphs else 'eager'}"
+                gc.collect()  # the previous run's model, out of the next one's peak
+                torch.cuda.empty_cache()
                 torch.cuda.reset_peak_memory_stats()
                 rows[key] = run(kind, task, base, adapters, epochs, graphs, out / "runs" / key)
                 rows[key]["gpu_peak_mib"] = round(torch.cuda.max_memory_allocated() / 2**20)

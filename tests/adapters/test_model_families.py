@@ -147,6 +147,18 @@ def test_decoders_pool_the_last_real_token_by_default(family):
     assert default_pooling(tiny_encoder(family)) == "last"
 
 
+@pytest.mark.parametrize("family", DECODERS)
+def test_a_decoder_classifies_without_building_a_key_value_cache(family):
+    """A classifier never generates: no cache to fill (memory, and Gemma 3's cache copies from
+    the host as it starts, which a CUDA graph cannot hold)."""
+    model = AdapterModel(tiny_encoder(family))
+    model.add_head("task", HeadConfig(num_labels=2, pooling="last"))
+    outputs = []
+    model.encoder_model.register_forward_hook(lambda module, args, out: outputs.append(out))
+    model(batch())
+    assert outputs[0].past_key_values is None
+
+
 def test_pooling_finds_the_last_real_token_with_either_padding_side():
     hidden_states = torch.arange(2 * 4 * 1, dtype=torch.float).view(2, 4, 1)
     right = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1]])

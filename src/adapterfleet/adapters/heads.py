@@ -110,8 +110,8 @@ def pool(hidden: torch.Tensor, mask: torch.Tensor | None, how: str) -> torch.Ten
     return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
 
 
-def _takes_token_types(encoder: nn.Module) -> bool:
-    return "token_type_ids" in inspect.signature(encoder.forward).parameters
+def _takes(encoder: nn.Module, argument: str) -> bool:
+    return argument in inspect.signature(encoder.forward).parameters
 
 
 class AdapterModel(nn.Module):
@@ -173,8 +173,10 @@ class AdapterModel(nn.Module):
             for t in (input_ids, attention_mask, token_type_ids)
         ]
         kwargs = {"input_ids": flat[0], "attention_mask": flat[1]}
-        if flat[2] is not None and _takes_token_types(self.encoder_model):
+        if flat[2] is not None and _takes(self.encoder_model, "token_type_ids"):
             kwargs["token_type_ids"] = flat[2]
+        if _takes(self.encoder_model, "use_cache"):  # a decoder builds a key/value cache unasked
+            kwargs["use_cache"] = False
         hidden = self.encoder_model(**kwargs).last_hidden_state
         pooled = pool(hidden, flat[1], head.config.pooling)
         logits = head(pooled.to(head.layers[1].weight.dtype))

@@ -3,6 +3,7 @@ GPU, the replayed steps train what eager steps train."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import warnings
 
@@ -17,19 +18,40 @@ CUDA = torch.cuda.is_available()
 
 
 def test_cuda_graphs_is_refused_where_it_cannot_run(make_model, task):
-    with pytest.raises(ValueError, match="cuda_graphs must be true or false, got 'yes'"):
+    with pytest.raises(ValueError, match="cuda_graphs must be auto, true or false, got 'yes'"):
         TrainConfig(cuda_graphs="yes")
+    with pytest.raises(ValueError, match="cuda_graphs must be auto, true or false, got 1"):
+        TrainConfig(cuda_graphs=1)
     with pytest.raises(ValueError, match="needs a CUDA device .*got device: cpu; set cuda_graphs"):
         TrainConfig(cuda_graphs=True, device="cpu")
     with pytest.raises(ValueError, match="got precision: fp16"):
         TrainConfig(cuda_graphs=True, precision="fp16")
-    assert "cuda_graphs" not in TrainConfig().hash_dict()  # hashes of earlier sweeps stand
+    assert TrainConfig().cuda_graphs == "auto"
+    for same in ("auto", False):  # hashes of earlier sweeps (written with false) stand
+        assert "cuda_graphs" not in TrainConfig(cuda_graphs=same).hash_dict()
     assert TrainConfig(cuda_graphs=True).hash_dict()["cuda_graphs"] is True
+    # auto where steps cannot be graphs is no error: on a CPU, with fp16
+    TrainConfig(device="cpu")
+    TrainConfig(precision="fp16")
     if not CUDA:  # device auto resolves to the CPU here
         model = make_model()
         config = TrainConfig(max_epochs=1, cuda_graphs=True)
         with pytest.raises(ValueError, match="cuda_graphs: training runs on cpu; set device"):
             fit(model, model.trainable(), task["train"], task["dev"], config)
+
+
+def test_auto_trains_eagerly_where_graphs_cannot_run(make_model, task):
+    """`cuda_graphs: auto` (the default) on a CPU or with fp16: eager steps, no warning, no
+    `cuda_graph_replays` in the history (on a GPU, auto replays: the CUDA fit test below)."""
+    cases = [{"device": "cpu"}] + ([{"device": "cuda", "precision": "fp16"}] if CUDA else [])
+    for case in cases:
+        model = make_model()
+        config = TrainConfig(learning_rate=0.05, max_epochs=2, **case)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            result = fit(model, model.trainable(), task["train"], task["dev"], config)
+        assert result.best_metric > 0.9
+        assert all("cuda_graph_replays" not in h for h in result.history)
 
 
 def test_a_captured_step_is_keyed_by_every_shape_dtype_and_plain_value():
@@ -168,7 +190,7 @@ def test_fit_with_cuda_graphs_learns_what_eager_fit_learns(make_model, task):
         return [{"x": x[i : i + 24], "labels": y[i : i + 24]} for i in range(0, 256, 24)]
 
     results = {}
-    for graphed in (False, True):
+    for graphed in (False, "auto"):  # auto, the default, replays on a GPU
         model = make_model()
         config = TrainConfig(
             learning_rate=0.05, max_epochs=4, device="cuda", precision="bf16",
@@ -179,7 +201,7 @@ def test_fit_with_cuda_graphs_learns_what_eager_fit_learns(make_model, task):
             result = fit(model, model.trainable(), train, task["dev"], config)
         assert not [w for w in caught if "cuda_graphs" in str(w.message)]  # every shape captured
         results[graphed] = (result, [p.detach().cpu() for p in model.trainable()])
-    (eager, eager_params), (graphed, graphed_params) = results[False], results[True]
+    (eager, eager_params), (graphed, graphed_params) = results[False], results["auto"]
     assert graphed.best_metric > 0.9
     # 11 steps an epoch, 2 shapes: from the second epoch on every step is a replay
     assert [h["cuda_graph_replays"] for h in graphed.history] == [9, 11, 11, 11]
@@ -190,7 +212,7 @@ def test_fit_with_cuda_graphs_learns_what_eager_fit_learns(make_model, task):
         torch.testing.assert_close(mine, theirs, rtol=1e-3, atol=1e-4)
 
 
-def _family_model(family: str):
+def _family_model(family: str, checkpointing: bool = False):
     from helpers import DECODERS, tiny_encoder
 
     from adapterfleet.adapters import (
@@ -200,8 +222,15 @@ def _family_model(family: str):
         add_adapter,
         train_adapter,
     )
+    from adapterfleet.adapters.base_model import enable_checkpointing
 
-    model = AdapterModel(tiny_encoder(family))
+    encoder = tiny_encoder(family)
+    # the attention from_pretrained picks: sdpa where the family has it (not Gemma 2)
+    with contextlib.suppress(ValueError):
+        encoder.set_attn_implementation("sdpa")
+    if checkpointing:
+        enable_checkpointing(encoder)
+    model = AdapterModel(encoder)
     add_adapter(model, "task", AdapterConfig("pfeiffer", 4))
     model.add_head(
         "task", HeadConfig(num_labels=2, pooling="last" if family in DECODERS else "cls")
@@ -213,16 +242,44 @@ def _family_model(family: str):
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
 @pytest.mark.parametrize("family", ALL_FAMILIES)
 def test_every_family_trains_the_same_through_cuda_graphs(family):
-    """ST-A on each family: replayed steps give the eager twin's losses and gradients, or, where
-    a family's forward cannot be captured, the run says why and goes on eagerly, still equal.
-    Eval mode on both sides: no dropout, the same numbers."""
-    from torch.nn import functional as F
-
-    from adapterfleet.training.graphs import StepGraphs
-
+    """ST-A on each family, with the attention a loaded model has: replayed steps give the eager
+    twin's losses and gradients. Every family with sdpa attention replays; an eager-attention
+    one may instead say why it cannot be captured and go on eagerly, still equal (transformers
+    5.17's eager mask copies a number from the host; later versions do not). Eval mode on both
+    sides: no dropout, the same numbers."""
     twins = [_family_model(family) for _ in range(2)]
     for model, _ in twins:
         model.cuda().eval()
+    graphs = _replayed_like_eager(twins)
+    attention = twins[0][0].encoder_model.config._attn_implementation
+    print(f"{family} ({attention}): {graphs.disabled or 'replayed'}")
+    assert graphs.disabled is None or attention == "eager", graphs.disabled
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
+@pytest.mark.parametrize("family", ["bert", "llama"])
+def test_a_checkpointed_base_trains_the_same_through_cuda_graphs(family):
+    """Activation checkpointing (the big bases' `gradient_checkpointing: true`) recomputes each
+    layer in backward, which only runs in train mode: there, with dropout at zero on both sides,
+    the replayed steps still give the eager twin's numbers."""
+    twins = [_family_model(family, checkpointing=True) for _ in range(2)]
+    for model, _ in twins:
+        for module in model.modules():
+            if isinstance(module, torch.nn.Dropout):
+                module.p = 0.0
+        model.cuda().train()
+    graphs = _replayed_like_eager(twins)
+    print(f"{family} checkpointed: {graphs.disabled or 'replayed'}")
+    assert graphs.disabled is None, graphs.disabled
+
+
+def _replayed_like_eager(twins: list) -> object:
+    """Steps of the second twin through StepGraphs against the first's eager steps, batch by
+    batch: equal losses and gradients; two replays, or a warning that names the fallback."""
+    from torch.nn import functional as F
+
+    from adapterfleet.training.graphs import StepGraphs
 
     def step_of(model):
         def step(batch):
@@ -249,6 +306,7 @@ def test_every_family_trains_the_same_through_cuda_graphs(family):
         assert graphs.replays == 2
     else:
         assert any("could not be captured" in str(w.message) for w in caught)
+    return graphs
 
 
 def test_an_epoch_logs_its_replayed_steps_only_with_cuda_graphs():

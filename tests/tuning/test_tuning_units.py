@@ -84,12 +84,14 @@ def test_config_hash_follows_the_settings_that_decide_an_adapter(config) -> None
     assert task_config_hash(other, "fruit") == base
     hashes = {t: task_config_hash(config, t) for t in config.adapter_tasks}
     assert sweep_hash(hashes) != sweep_hash({**hashes, "fruit": "0" * 64})
-    # min_epochs and cuda_graphs came later: at their defaults they are left out, so hashes
-    # written before still match
+    # min_epochs and cuda_graphs came later: at their defaults (cuda_graphs auto, or false as
+    # before) they are left out, so hashes written before still match
     training = config.adapters.training
     assert training.hash_dict() == {
         k: v for k, v in training.to_dict().items() if k not in ("min_epochs", "cuda_graphs")
     }
+    unchanged = dataclasses.replace(training, cuda_graphs=False)
+    assert unchanged.hash_dict() == training.hash_dict()
     for later in ({"min_epochs": 5}, {"cuda_graphs": True, "device": "cuda"}):
         held = dataclasses.replace(training, **later)
         held_config = dataclasses.replace(

@@ -196,7 +196,7 @@ def check_workers(adapters: AdapterStage, resources: Resources) -> None:
             ("adapters.training", adapters.training),
             *((f"adapters.task_training.{t}", c) for t, c in adapters.task_training.items()),
         ]
-        if training.cuda_graphs
+        if training.cuda_graphs is True  # auto trains data-parallel ranks eagerly
     ]
     if graphed:
         raise ConfigError(

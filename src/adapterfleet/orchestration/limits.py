@@ -99,7 +99,7 @@ def check_devices(config: PipelineConfig, *, local: bool) -> None:
     for where, training in trainings(config).items():
         if training.device == "cuda":
             setting, here, on_ray = f"{where}.device: cuda", "device: auto or cpu", "device: auto"
-        elif training.cuda_graphs:
+        elif training.cuda_graphs is True:
             setting, here = f"{where}.cuda_graphs: true", "cuda_graphs: false"
             on_ray = here
         else:

@@ -136,7 +136,8 @@ def _load_indexed(path: Path, params: Sequence[torch.nn.Parameter]) -> list[torc
 
 def _check_config(saved: dict, config: TrainConfig) -> None:
     current = config.to_dict()
-    saved = {**LATER_FIELDS, **saved}  # written before those fields: it ran with their defaults
+    ran_with = {name: values[0] for name, values in LATER_FIELDS.items()}
+    saved = {**ran_with, **saved}  # written before those fields: it ran with their defaults
     differ = sorted(k for k in current if k not in RESUMABLE_CHANGES and saved.get(k) != current[k])
     if differ:
         raise ValueError(f"cannot resume: config differs from the checkpoint's in {differ}")

@@ -12,7 +12,9 @@ from adapterfleet.training.metrics import higher_is_better as higher_is_better  
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 DEVICES = ("auto", "cpu", "cuda")
-LATER_FIELDS = {"min_epochs": 1, "cuda_graphs": False}  # field -> its default; see hash_dict
+# field -> the values left out of hash_dict: first the one a config written before the field
+# ran with, then any later default that trains the same
+LATER_FIELDS: dict[str, tuple[Any, ...]] = {"min_epochs": (1,), "cuda_graphs": (False, "auto")}
 MAX_SEED = 2**32 - 1  # what every seeded generator (random, torch, numpy) accepts
 
 
@@ -38,7 +40,8 @@ class TrainConfig:
     max_grad_norm: float | None = 1.0
     precision: str = "auto"
     device: str = "auto"
-    cuda_graphs: bool = False  # replay each batch shape's step as a CUDA graph (training/graphs)
+    # replay each batch shape's step as a CUDA graph (training/graphs); auto: wherever it can run
+    cuda_graphs: bool | str = "auto"
     progress: bool = False
 
     def __post_init__(self) -> None:
@@ -62,12 +65,13 @@ class TrainConfig:
             _positive_float("max_grad_norm", self.max_grad_norm, suffix=" or None (no clipping)")
         _choice("precision", self.precision, PRECISIONS)
         _choice("device", self.device, DEVICES)
-        for name in ("cuda_graphs", "progress"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(
-                    f"TrainConfig.{name} must be true or false, got {getattr(self, name)!r}"
-                )
-        if self.cuda_graphs and (self.device == "cpu" or self.precision == "fp16"):
+        if not isinstance(self.progress, bool):
+            raise ValueError(f"TrainConfig.progress must be true or false, got {self.progress!r}")
+        if self.cuda_graphs != "auto" and not isinstance(self.cuda_graphs, bool):
+            raise ValueError(
+                f"TrainConfig.cuda_graphs must be auto, true or false, got {self.cuda_graphs!r}"
+            )
+        if self.cuda_graphs is True and (self.device == "cpu" or self.precision == "fp16"):
             field = "device: cpu" if self.device == "cpu" else "precision: fp16"
             raise ValueError(
                 f"TrainConfig.cuda_graphs needs a CUDA device and no fp16 loss scaling, got "
@@ -85,10 +89,11 @@ class TrainConfig:
 
     def hash_dict(self) -> dict[str, Any]:
         """`to_dict()` less the fields added after config hashes were first written, while they
-        hold their defaults: the hash of a config that does not use them stays what it was."""
+        hold their defaults (`LATER_FIELDS`): the hash of a config that does not use them stays
+        what it was."""
         values = self.to_dict()
-        for name, default in LATER_FIELDS.items():
-            if values[name] == default:
+        for name, unhashed in LATER_FIELDS.items():
+            if values[name] in unhashed:
                 del values[name]
         return values
 

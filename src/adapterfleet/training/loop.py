@@ -119,13 +119,15 @@ class _FitRun:
     best: list[torch.Tensor] | None = None
     saving_epoch: int | None = None  # the epoch whose callbacks are running
     scaler: torch.amp.GradScaler | None = None  # fp16 only: the loss scale
-    graphs: StepGraphs | None = None  # config.cuda_graphs: steps replayed as CUDA graphs
+    graphs: StepGraphs | None = None  # cuda_graphs true, or auto on a GPU: steps as CUDA graphs
 
     def __post_init__(self) -> None:
         if self.dtype == torch.float16:
             self.scaler = torch.amp.GradScaler(self.device.type)
-        if self.config.cuda_graphs:
-            check_graphable(self.device, self.dtype, self.group)
+        unable = why_not_graphed(self.device, self.dtype, self.group)
+        if self.config.cuda_graphs is True and unable:
+            raise ValueError(f"TrainConfig.cuda_graphs: {unable}")
+        if self.config.cuda_graphs is not False and not unable:  # true, or auto
             self.graphs = StepGraphs(self._step_on_device, self.parts.params)
 
     @property
@@ -200,7 +202,7 @@ class _FitRun:
         """The loss of this rank's rows, weighted by their share of the global batch (the
         shares of all ranks add up to the global batch's mean)."""
         batch = to_device(batch, self.device)
-        if self.graphs is not None:  # never data-parallel (check_graphable): share is 1
+        if self.graphs is not None:  # never data-parallel (why_not_graphed): share is 1
             return self.graphs(batch)
         return self._step_on_device(batch, share)
 
@@ -298,20 +300,21 @@ class _FitRun:
         )
 
 
-def check_graphable(device: torch.device, dtype: torch.dtype | None, group: DataParallel) -> None:
-    """`cuda_graphs` needs one CUDA device, no fp16 loss scaling and no data-parallel ranks."""
-    reason = None
+def why_not_graphed(
+    device: torch.device, dtype: torch.dtype | None, group: DataParallel
+) -> str | None:
+    """Why steps cannot be CUDA graphs here, or None: they need one CUDA device, no fp16 loss
+    scaling and no data-parallel ranks (`cuda_graphs: auto` then trains eagerly)."""
     if device.type != "cuda":
-        reason = f"training runs on {device.type}; set device: cuda (or cuda_graphs: false)"
-    elif dtype == torch.float16:
-        reason = (
+        return f"training runs on {device.type}; set device: cuda (or cuda_graphs: false)"
+    if dtype == torch.float16:
+        return (
             "precision resolved to fp16, whose loss scaling a graph cannot hold; "
             "set precision: bf16 or fp32"
         )
-    elif group.active:
-        reason = "the trial trains on several workers; set resources.workers: 1"
-    if reason is not None:
-        raise ValueError(f"TrainConfig.cuda_graphs: {reason}")
+    if group.active:
+        return "the trial trains on several workers; set resources.workers: 1"
+    return None
 
 
 def default_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

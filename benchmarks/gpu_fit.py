@@ -114,8 +114,10 @@ def measure(out: Path, tokens: Path | None, shape: str, epochs: int, n: int) -> 
                 gc.collect()  # the previous run's model, out of the next one's peak
                 torch.cuda.empty_cache()
                 torch.cuda.reset_peak_memory_stats()
+                before = round(torch.cuda.memory_allocated() / 2**20)
                 rows[key] = run(kind, task, base, adapters, epochs, graphs, out / "runs" / key)
                 rows[key]["gpu_peak_mib"] = round(torch.cuda.max_memory_allocated() / 2**20)
+                rows[key]["gpu_allocated_before_mib"] = before  # what earlier runs left
                 print(key, json.dumps(rows[key]), flush=True)
     return {"device": torch.cuda.get_device_name(), "shape": shape, "epochs": epochs, "rows": rows}
 

@@ -25,6 +25,7 @@ made them and switches the run to eager steps with a warning that names the reas
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -48,6 +49,15 @@ class _Captured:
     graph: torch.cuda.CUDAGraph
     inputs: dict[str, Any]  # the batch as captured; its tensors are the graph's input buffers
     loss: torch.Tensor
+
+
+@functools.cache
+def warm_up_stream(device: int) -> torch.cuda.Stream:
+    """The one side stream of every warm-up on `device`. PyTorch gives each stream a cuBLAS
+    workspace that it keeps for the life of the process: a new stream per batch shape held
+    ~65 MiB each on an H200, about 1 GiB after a run of 15 widths, until its stream pool of 32
+    came round again (`benchmarks/gpu_fit.py`'s `gpu_allocated_before_mib`)."""
+    return torch.cuda.Stream(device)
 
 
 def _same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
@@ -84,7 +94,7 @@ class StepGraphs:
     def _warm_up(self, batch: dict[str, Any]) -> torch.Tensor:
         """This batch's step, eagerly on a side stream (lazy initialisation stays out of the
         capture); afterwards every parameter that takes a gradient has one."""
-        side = torch.cuda.Stream()
+        side = warm_up_stream(torch.cuda.current_device())
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
             loss = self.step(batch)

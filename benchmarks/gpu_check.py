@@ -18,6 +18,9 @@ On one with a GPU it runs, in order, each step timed and reported even when an e
     widths       what each new padded batch width costs a GPU run (`benchmarks/gpu_widths.py`):
                  two epochs of ST-A on RTE, padded as is, without cuDNN attention, and to a
                  multiple of 8, each in a fresh process
+    fit          whole ST-A and fusion (N=16) runs on RTE and MRPC lengths, eager against
+                 `training.cuda_graphs` (`benchmarks/gpu_fit.py`), and the GPU memory each run
+                 leaves behind in the process
     packing      aggregate ST-A training throughput of 1, 2 and 4 trials sharing one GPU
                  (`gpu: 1, 0.5, 0.25`) on a BERT-base-shaped model, bf16 autocast; in plain
                  processes where Ray is not installed
@@ -29,7 +32,7 @@ JSON copy under --out; paste the report into benchmarks/RESULTS.md with the date
 need Ray and MLflow (pipeline, predict, ddp) say so and are skipped where those are not installed.
 On a machine without the packaged MiniLM, `--base-model DIR` gives the pipeline another base (a
 saved encoder with its tokenizer; seq-packing and widths time random weights of MiniLM's and
-BERT-base's shapes anyway); without ../shared/data/glue, `--tokens FILE` gives those two the
+BERT-base's shapes anyway); without ../shared/data/glue, `--tokens FILE` gives them and fit the
 token ids that `python -m benchmarks.packing --save-tokens FILE --examples 2490` wrote.
 """
 
@@ -307,6 +310,14 @@ def widths(out: Path, steps: int) -> dict[str, Any]:
     return {"rows": rows, "table": gpu_widths.markdown(rows).splitlines()}
 
 
+def fit(out: Path, steps: int) -> dict[str, Any]:
+    from benchmarks import gpu_fit
+
+    result = gpu_fit.measure(out / "fit", rte_tokens(), "bert-base", epochs=3, n=16)
+    (out / "gpu-fit.json").write_text(json.dumps(result, indent=1))
+    return {"rows": result["rows"]}
+
+
 def versus(out: Path, steps: int) -> dict[str, Any]:
     from benchmarks import gpu_versus
 
@@ -348,6 +359,7 @@ STEPS: dict[str, Callable[[Path, int], dict[str, Any]]] = {
     "predict": predict,
     "seq-packing": seq_packing,
     "widths": widths,
+    "fit": fit,
     "packing": packing,
     "ddp": ddp,
 }
@@ -377,7 +389,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--only", nargs="+", choices=list(STEPS), default=list(STEPS))
     parser.add_argument("--base-model", type=Path, help="the pipeline's base instead of MiniLM")
-    parser.add_argument("--tokens", type=Path, help="seq-packing's token ids without GLUE")
+    parser.add_argument(
+        "--tokens", type=Path, help="the token ids of seq-packing, widths and fit without GLUE"
+    )
     args = parser.parse_args(argv)
     use_inputs(args.base_model, args.tokens)
     device = device_summary()

@@ -250,7 +250,7 @@ def _family_model(family: str, checkpointing: bool = False):
     from adapterfleet.adapters.base_model import enable_checkpointing
 
     encoder = tiny_encoder(family)
-    # the attention from_pretrained picks: sdpa where the family has it (not Gemma 2)
+    # the attention from_pretrained picks: sdpa where the family has it (Gemma 2 on 5.23 not)
     with contextlib.suppress(ValueError):
         encoder.set_attn_implementation("sdpa")
     if checkpointing:

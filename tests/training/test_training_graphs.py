@@ -180,6 +180,33 @@ def test_a_step_no_graph_can_hold_goes_on_eagerly_with_its_gradients():
 
 @pytest.mark.cuda
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
+def test_fit_reports_why_its_steps_went_back_to_eager():
+    """With `cuda_graphs: auto` a model no graph can hold trains eagerly, and every epoch's
+    report says why (the job's recorder puts it on the MLflow run as a tag)."""
+    from adapterfleet.training import Callback
+
+    class Reports(Callback):
+        def __init__(self) -> None:
+            self.seen: list[tuple[int | None, str | None]] = []
+
+        def on_epoch_end(self, report) -> None:  # noqa: ANN001 - the loop's EpochReport
+            self.seen.append((report.cuda_graph_replays, report.cuda_graphs_fallback))
+
+    gen = torch.Generator().manual_seed(0)
+    batches = [
+        {"x": torch.randn(8, 4, generator=gen), "labels": torch.randint(0, 2, (8,), generator=gen)}
+        for _ in range(3)
+    ]
+    model, reports = _Syncing(), Reports()
+    config = TrainConfig(max_epochs=2, device="cuda")  # cuda_graphs: auto
+    with pytest.warns(RuntimeWarning, match="could not be captured"):
+        fit(model, list(model.parameters()), batches, batches, config, callbacks=[reports])
+    reason = reports.seen[0][1]
+    assert reason and reports.seen == [(0, reason), (0, reason)]
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
 def test_fit_with_cuda_graphs_learns_what_eager_fit_learns(make_model, task):
     """The loop's side: gradients zeroed in place, accumulation over two batches, clipping,
     the last short batch (256 = 10 × 24 + 16) its own shape; bf16 autocast as a GPU run trains."""

@@ -33,6 +33,7 @@ class ListSink:
 
     def __init__(self, fail_at: int | None = None) -> None:
         self.logged: list[tuple[int | None, dict[str, float]]] = []
+        self.tags: list[dict[str, str]] = []
         self.ended: list[str] = []
         self.fail_at = fail_at
         self.on_log = lambda step: None
@@ -46,6 +47,9 @@ class ListSink:
 
     def logged_steps(self, key: str) -> set[int]:
         return {step for step, metrics in self.logged if key in metrics and step is not None}
+
+    def set_tags(self, tags: Mapping[str, str]) -> None:
+        self.tags.append(dict(tags))
 
     def end(self, status: str) -> None:
         self.ended.append(status)
@@ -149,6 +153,32 @@ def test_resume_adopts_an_offered_checkpoint_only_when_it_is_newer(
     _fake_checkpoint(older.checkpoint_dir(2), 2)
     assert resume_job(work, sink, offered=older.checkpoint_dir(2)) == (4, work.checkpoint_dir(4))
     assert _on_disk(work) == ["epoch-0004"] and sink.steps() == [1, 2, 3, 4]
+
+
+def test_a_run_whose_cuda_graphs_fell_back_says_why_once(tmp_path: Path) -> None:
+    """The reason a job's steps went back to eager reaches its run as a tag, once: the warning
+    alone stays in a trial's log, out of the MLflow UI where runs are watched."""
+    from adapterfleet.training.lifecycle import TAG_CUDA_GRAPHS
+
+    work, sink = JobWorkdir(tmp_path / "job"), ListSink()
+    recorder = EpochRecorder(work, sink)
+
+    def report(epoch: int, replays: int, fallback: str | None) -> EpochReport:
+        return EpochReport(
+            epoch=epoch, global_step=epoch, train_loss=0.5, learning_rate=1e-4,
+            dev_metrics={"accuracy": 0.5}, metric="accuracy", best_metric=0.5, best_epoch=1,
+            is_best=epoch == 1, epoch_seconds=1.0, elapsed_seconds=float(epoch),
+            examples_per_second=10.0, _saver=lambda folder: _fake_checkpoint(folder, epoch),
+            cuda_graph_replays=replays, cuda_graphs_fallback=fallback,
+        )  # fmt: skip
+
+    recorder.on_epoch_end(report(1, 9, None))
+    assert sink.tags == []
+    reason = "RuntimeError: Cannot copy between CPU and CUDA tensors during CUDA graph capture"
+    recorder.on_epoch_end(report(2, 3, reason))
+    recorder.on_epoch_end(report(3, 0, reason))
+    assert sink.tags == [{TAG_CUDA_GRAPHS: f"eager from epoch 2: {reason}"}]
+    assert [m["cuda_graph_replays"] for _, m in sink.logged] == [9.0, 3.0, 0.0]
 
 
 def test_ending_quietly_says_what_failed_and_raises_nothing() -> None:

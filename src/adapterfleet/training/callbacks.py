@@ -32,6 +32,7 @@ class EpochReport:
     examples_per_second: float  # training throughput of this epoch
     _saver: Callable[[Path], Path] = field(repr=False, compare=False)
     cuda_graph_replays: int | None = None  # this epoch's steps replayed (cuda_graphs), else None
+    cuda_graphs_fallback: str | None = None  # why steps went back to eager (cuda_graphs), if so
 
     def save_checkpoint(self, directory: str | Path) -> Path:
         """Write a resumable checkpoint of the loop as of the end of this epoch into `directory`.

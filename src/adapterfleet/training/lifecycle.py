@@ -28,6 +28,8 @@ from adapterfleet.training.workdir import JobWorkdir, checkpoint_epoch, checkpoi
 EpochHook = Callable[[EpochReport, dict[str, float], Path], None]
 # The metric whose logged steps tell which epochs reached the sink.
 EPOCH_KEY = "train_loss"
+# The run's tag saying why its steps went back from CUDA graphs to eager ones (`cuda_graphs`).
+TAG_CUDA_GRAPHS = "adapterfleet.cuda_graphs"
 
 
 @runtime_checkable
@@ -44,6 +46,8 @@ class EpochSink(Protocol):
     def logged_steps(self, key: str) -> set[int]:
         """The steps at which metric `key` was logged."""
         ...
+
+    def set_tags(self, tags: Mapping[str, str]) -> None: ...
 
     def end(self, status: str) -> None:
         """End the run: "FINISHED", "FAILED" or "KILLED"."""
@@ -72,12 +76,18 @@ class EpochRecorder(Callback):
 
     def __init__(self, workdir: JobWorkdir, sink: EpochSink, hook: EpochHook | None = None) -> None:
         self.workdir, self.sink, self.hook = workdir, sink, hook
+        self.fallback_said = False  # the run's cuda_graphs tag is set once
 
     def on_epoch_end(self, report: EpochReport) -> None:
         folder = report.save_checkpoint(self.workdir.checkpoint_dir(report.epoch))
         metrics = epoch_metrics(report)
         # Logged for every epoch trained, so an epoch trained twice would show twice.
         self.sink.log_metrics(metrics, step=report.epoch)
+        if report.cuda_graphs_fallback and not self.fallback_said:
+            # the warning stays in the trial's log; the run in the MLflow UI says it too
+            reason = f"eager from epoch {report.epoch}: {report.cuda_graphs_fallback}"
+            self.sink.set_tags({TAG_CUDA_GRAPHS: reason})
+            self.fallback_said = True
         if self.hook is not None:
             self.hook(report, metrics, folder)
         self.workdir.prune_checkpoints(keep_epoch=report.epoch)

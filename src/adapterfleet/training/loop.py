@@ -273,6 +273,7 @@ class _FitRun:
             examples_per_second=throughput,
             _saver=saver,
             cuda_graph_replays=last.get("cuda_graph_replays"),
+            cuda_graphs_fallback=self.graphs.disabled if self.graphs is not None else None,
         )
 
     def _save(self, directory: Path, epoch: int, rng: RngState) -> Path:

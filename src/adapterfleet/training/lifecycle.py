@@ -5,7 +5,8 @@ The job hands the fit loop an `EpochRecorder` over its `JobWorkdir` and an `Epoc
 metrics go: the MLflow run in `registry/`, a list in the tests). At every epoch end it
 
     1. writes the loop checkpoint into the work folder,
-    2. logs the epoch's metrics (`train_loss`, `learning_rate`, `dev_<name>`) at step = epoch,
+    2. logs the epoch's metrics (`train_loss`, `learning_rate`, `dev_<name>`) at step = epoch
+       (and once, as a tag, why its CUDA graph steps went back to eager ones, if they did),
     3. calls the job's hook (a trial reports to Tune there),
     4. deletes the older checkpoints.
 
@@ -47,7 +48,9 @@ class EpochSink(Protocol):
         """The steps at which metric `key` was logged."""
         ...
 
-    def set_tags(self, tags: Mapping[str, str]) -> None: ...
+    def set_tags(self, tags: Mapping[str, str]) -> None:
+        """Set tags on the run (a note for whoever watches it)."""
+        ...
 
     def end(self, status: str) -> None:
         """End the run: "FINISHED", "FAILED" or "KILLED"."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -110,8 +111,14 @@ def pool(hidden: torch.Tensor, mask: torch.Tensor | None, how: str) -> torch.Ten
     return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
 
 
+@functools.cache
+def _arguments(encoder_type: type) -> frozenset[str]:
+    """What the forward of an encoder class takes, read once per class (not at every call)."""
+    return frozenset(inspect.signature(encoder_type.forward).parameters)
+
+
 def _takes(encoder: nn.Module, argument: str) -> bool:
-    return argument in inspect.signature(encoder.forward).parameters
+    return argument in _arguments(type(encoder))
 
 
 class AdapterModel(nn.Module):

@@ -269,6 +269,33 @@ def test_folded_inference_equals_the_training_form_and_follows_weight_changes(pr
     assert _rel_err(refolded, folded) > 1e-2  # the change did reach the output
 
 
+def test_adapters_that_take_gradients_predict_through_the_cached_folded_form():
+    """A loaded model predicting keeps `requires_grad` on its adapters: without gradients the
+    stack and the folded form are still built once (not per call, which was also a copy from
+    the host that no CUDA graph can hold), in the adapters' own storage; a change is seen."""
+    adapters = _adapters([24, 12, 12])
+    for a in adapters:
+        a.requires_grad_(True)
+    layer = _layer(3, FusionConfig())
+    q = torch.randn(4, 9, D)
+    with torch.no_grad():
+        first = layer(q, adapters)
+        stacked, folded = layer._stacked, layer._folded
+        assert stacked is not None and folded is not None
+        assert _rel_err(layer(q, adapters), first) == 0
+        assert (layer._stacked, layer._folded) == (stacked, folded)  # the same objects
+        assert _rel_err(first, reference_fusion(layer, q, adapters)[0]) < 1e-5
+    own = adapters[0].adapter_down.weight.untyped_storage().data_ptr()
+    assert own != stacked[1].down_w.untyped_storage().data_ptr()  # an optimizer's to step
+    with torch.no_grad():
+        adapters[2].adapter_down.weight.mul_(2.0)
+        changed = layer(q, adapters)
+    assert _rel_err(changed, reference_fusion(layer, q, adapters)[0]) < 1e-5
+    assert _rel_err(changed, first) > 1e-3
+    layer(q, adapters).sum().backward()  # with gradients: a stack per call, gradients reach
+    assert adapters[0].adapter_down.weight.grad is not None
+
+
 @pytest.mark.parametrize("preset", ["dynamic", "static"])
 def test_training_folds_large_batches_with_the_same_outputs_and_gradients(preset):
     adapters = [a.double() for a in _adapters([24, 12, 12])]  # float64: rounding out of sight

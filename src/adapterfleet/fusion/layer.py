@@ -32,10 +32,16 @@ class Stacked:
         self.up_b = torch.stack([a.adapter_up.bias for a in adapters], 1)  # (d, N)
         self.activations = [a.non_linearity for a in adapters]
         self.uniform = len(set(self.widths)) == 1 and len(set(self.activations)) == 1
-        # widths as a tensor on the weights' device, made once: no copy per call (a CUDA graph
-        # capture cannot hold one)
-        widths = torch.tensor(self.widths, device=self.down_w.device)
-        self.repeats = None if self.uniform else widths
+        # mixed widths as a tensor on the weights' device, filled there: no copy from the host,
+        # which a CUDA graph capture cannot hold (a stack is rebuilt per call when adapters train)
+        device = self.down_w.device
+        self.repeats = (
+            None
+            if self.uniform
+            else torch.cat(
+                [torch.full((1,), w, dtype=torch.long, device=device) for w in self.widths]
+            )
+        )
 
     def share_storage(self, adapters: Sequence[Bottleneck]) -> None:
         """Point the frozen adapters' parameters at their slices of the stacked tensors, so the
@@ -151,13 +157,18 @@ class FusionLayer(nn.Module):
         self._folded: tuple[tuple, Folded] | None = None
 
     def _stack(self, adapters: Sequence[Bottleneck]) -> Stacked:
-        if any(p.requires_grad for a in adapters for p in a.parameters()):
-            return Stacked(adapters)  # adapters train too: rebuild so gradients reach them
+        """The adapters stacked: per call where gradients reach them (they train too), else
+        cached until one changes, also without gradients for adapters that take them (a loaded
+        model predicting: its parameters keep `requires_grad`), which keep their own storage."""
+        trainable = any(p.requires_grad for a in adapters for p in a.parameters())
+        if trainable and torch.is_grad_enabled():
+            return Stacked(adapters)
         signature = _signature(adapters)
         if self._stacked is None or self._stacked[0] != signature:
             with torch.no_grad():
                 stacked = Stacked(adapters)
-                stacked.share_storage(adapters)
+                if not trainable:
+                    stacked.share_storage(adapters)
                 self._stacked = (signature, stacked)
         return self._stacked[1]
 

@@ -26,7 +26,7 @@ from adapterfleet.config.fields import (
 )
 from adapterfleet.config.task_metrics import given_metric, leave_out_fix, stage_metrics
 from adapterfleet.data import TaskSpec
-from adapterfleet.training.config import TrainConfig
+from adapterfleet.training.config import MT_A_GRAPHS, TrainConfig
 
 FUSION_DEFAULTS = {"learning_rate": 5e-5, "max_epochs": 10, "patience": 3}
 FUSION_KEYS = ("targets", "preset", "training", "seeds")
@@ -147,7 +147,7 @@ class BaselineStage:
             raise ConfigError(
                 f"baselines.system_training: {extra} not in baselines.systems {list(systems)}"
             )
-        return cls(
+        stage = cls(
             task_metrics=_baseline_metrics(tasks, systems, names, training_raw, per_system),
             systems=systems,
             tasks=names,
@@ -160,6 +160,10 @@ class BaselineStage:
             training=training_at(base, {}, "baselines.training"),
             system_training=trainings_at(per_system, base, "baselines.system_training"),
         )
+        if "mt-a" in systems and stage.training_for("mt-a").cuda_graphs is True:
+            where = "system_training.mt-a" if "mt-a" in per_system else "training"
+            raise ConfigError(f"baselines.{where}.{MT_A_GRAPHS}")
+        return stage
 
 
 def _baseline_metrics(

@@ -12,6 +12,13 @@ from adapterfleet.training.metrics import higher_is_better as higher_is_better  
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 DEVICES = ("auto", "cpu", "cuda")
+# MT-A steps stay eager: a replayed step keeps its gradients allocated, so the optimizer would
+# move every task's adapter and head at each batch, not only the batch's own
+MT_A_GRAPHS = (
+    "cuda_graphs: true cannot train MT-A: each batch trains its own task's adapter and head, "
+    "and with replayed steps the optimizer would move the other tasks' too; set cuda_graphs: "
+    "auto (MT-A then trains eagerly) or false"
+)
 # field -> the values left out of hash_dict: first the one a config written before the field
 # ran with, then any later default that trains the same
 LATER_FIELDS: dict[str, tuple[Any, ...]] = {"min_epochs": (1,), "cuda_graphs": (False, "auto")}

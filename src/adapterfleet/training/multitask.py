@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ from adapterfleet.adapters.config import BaseModelSpec
 from adapterfleet.adapters.io import ADAPTER_WEIGHTS
 from adapterfleet.data import TokenizedTask
 from adapterfleet.training.callbacks import Callback
-from adapterfleet.training.config import TrainConfig
+from adapterfleet.training.config import MT_A_GRAPHS, TrainConfig
 from adapterfleet.training.distributed import DataParallel
 from adapterfleet.training.evaluation import evaluate
 from adapterfleet.training.loop import fit
@@ -89,8 +90,10 @@ def train_mt_a(
     only, data-parallel; `device` overrides the config's).
 
     Model selection uses the metric over every task's dev set pooled; afterwards each task's
-    own dev metrics (`metrics[task]`, default accuracy) go into `lineage["task_metrics"]`."""
+    own dev metrics (`metrics[task]`, default accuracy) go into `lineage["task_metrics"]`.
+    Steps are eager (`_eager_steps`)."""
     _refuse_regression(tasks)
+    config = _eager_steps(config)
     seed_everything(config.seed)  # the new adapters and heads: one init per seed
     model = new_model(base_model)
     for name, tokenized in tasks.items():
@@ -146,6 +149,15 @@ def _save(
     save_base_model(model, out / "model")
     run.lineage.update(adapter_sha256=hashes, task_metrics=task_metrics)
     write_run_file(run, base_model, config)
+
+
+def _eager_steps(config: TrainConfig) -> TrainConfig:
+    """`config` with eager steps (`cuda_graphs: auto` included): a replayed step keeps every
+    gradient it ever made allocated, so the optimizer would move every task's adapter and head
+    at each batch, not only the batch's own. `true` is refused."""
+    if config.cuda_graphs is True:
+        raise ValueError(MT_A_GRAPHS)
+    return replace(config, cuda_graphs=False)
 
 
 def _refuse_regression(tasks: dict[str, TokenizedTask]) -> None:

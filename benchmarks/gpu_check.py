@@ -10,7 +10,8 @@ On one with a GPU it runs, in order, each step timed and reported even when an e
                  same GPU, and the floor: `benchmarks/gpu_versus.py`
     pipeline     `adapterfleet demo` (the demo config, tiny budget) with half a GPU per trial:
                  sweep, registry gate, fusion on the GPU
-    predict      `adapterfleet predict` with the fusion the pipeline registered, on the GPU
+    predict      `adapterfleet predict` with the fusion the pipeline registered, on the GPU:
+                 replayed as CUDA graphs (the default) and eagerly, the same probabilities
     seq-packing  sequence packing on the GPU (`benchmarks/packing.py --device cuda`): length-
                  grouped padding, packed rows with a block-diagonal mask, and variable-length
                  FlashAttention without padding, on real RTE and MRPC token ids, at 32 and 256
@@ -161,17 +162,27 @@ def predict(out: Path, steps: int) -> dict[str, Any]:
     inputs = sorted(storage.glob(DELIVERY_DEV))
     if not inputs:
         raise RuntimeError(f"no {DELIVERY_DEV} under {storage}: run the pipeline step")
-    start = time.perf_counter()
-    checked(
-        adapterfleet(
-            "predict", "demo_delivery", "-c", "configs/demo.yaml", "-o", "budget=tiny",
-            "-o", f"storage={storage}", "-o", "fusion.training.device=cuda", *BASE_MODEL,
-            "--input", str(inputs[0]), "--out", str(out / "predictions.jsonl"),
-        ),
-        "adapterfleet predict on the GPU",
-    )  # fmt: skip
-    rows = (out / "predictions.jsonl").read_text().splitlines()
-    return {"rows": len(rows), "wall_s": round(time.perf_counter() - start, 1)}
+    walls, probabilities = {}, {}
+    for graphs in ("auto", "false"):  # auto (the default) replays each width's forward
+        start = time.perf_counter()
+        predictions = out / f"predictions-{graphs}.jsonl"
+        checked(
+            adapterfleet(
+                "predict", "demo_delivery", "-c", "configs/demo.yaml", "-o", "budget=tiny",
+                "-o", f"storage={storage}", "-o", "fusion.training.device=cuda",
+                "-o", f"fusion.training.cuda_graphs={graphs}", *BASE_MODEL,
+                "--input", str(inputs[0]), "--out", str(predictions),
+            ),
+            "adapterfleet predict on the GPU",
+        )  # fmt: skip
+        walls[graphs] = round(time.perf_counter() - start, 1)
+        rows = [json.loads(line) for line in predictions.read_text().splitlines()]
+        probabilities[graphs] = [v for row in rows for k, v in row.items() if k.startswith("prob_")]
+    pairs = zip(probabilities["auto"], probabilities["false"], strict=True)
+    differs = max((abs(a - b) for a, b in pairs), default=0.0)
+    if differs > 1e-5:
+        raise RuntimeError(f"graphed predict differs from eager by {differs:.2e}")
+    return {"rows": len(rows), "wall_s": walls, "max_abs_difference": differs}
 
 
 def train_steps(

@@ -42,6 +42,8 @@ CONFIGS: dict[str, tuple[str, str, dict[str, Any], tuple[str, ...]]] = {
                             {"n": 1, "lr": 1e-4, "cuda_graphs": True}, (OURS,)),
     "fusion-train-n16-graphs": ("fusion training step, N=16, cuda_graphs: true", "fusion_train",
                                 {"n": 16, "lr": 5e-5, "cuda_graphs": True}, (OURS,)),
+    "fusion-infer-n16-graphs": ("fusion inference, N=16, replayed as CUDA graphs (predict)",
+                                "fusion_infer", {"n": 16, "cuda_graphs": True}, (OURS,)),
 }  # fmt: skip
 GRAPHS = "-graphs"  # a configuration's twin with cuda_graphs, measured on our side only
 

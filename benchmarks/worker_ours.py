@@ -91,6 +91,16 @@ def step_of(spec: dict) -> tuple[Callable[[], None], Any, list]:
     fusion = spec["kind"] in ("fusion_train", "fusion_infer")
     if spec["kind"] == "fusion_infer":
         model.eval()
+        if spec.get("cuda_graphs"):  # as `predict` on a GPU with training.cuda_graphs auto
+            from adapterfleet.training.predict import forward_of
+
+            forward = forward_of(model, torch.device("cuda"), True)
+
+            def graphed_step() -> None:
+                with torch.no_grad(), common.autocast(spec, cache=False):
+                    forward(batch)
+
+            return graphed_step, model, params
 
         def step() -> None:
             with torch.inference_mode(), common.autocast(spec):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from helpers import tiny_encoder
 
@@ -13,6 +14,7 @@ from adapterfleet.adapters import (
     set_active_adapter,
 )
 from adapterfleet.training import predict_batches, predict_probabilities
+from adapterfleet.training.runtime import logits_of
 
 
 class Rows:
@@ -54,3 +56,90 @@ def test_probabilities_are_in_input_order_whatever_the_batch_size():
     assert sorted(seen) == list(range(23))
     first = next(iter(predict_batches(model, rows, 4, 0)))[0]
     assert [lengths[i] for i in first] == sorted(lengths, reverse=True)[:4]  # longest first
+
+
+def _rows(count: int, low: int, high: int, seed: int = 0) -> Rows:
+    generator = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(low, high, (count,), generator=generator).tolist()
+    return Rows([torch.randint(5, 90, (n,), generator=generator).tolist() for n in lengths])
+
+
+def test_cuda_graphs_on_a_cpu_is_the_plain_forward():
+    """`predict` passes `cuda_graphs` from the trained config (auto by default): on a CPU it
+    changes nothing, no warning, the same numbers."""
+    import warnings
+
+    from adapterfleet.training.predict import forward_of
+
+    model, rows = _model(), _rows(20, 2, 30)
+    eager = predict_probabilities(model, rows, 4, pad_token_id=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        graphed = predict_probabilities(model, rows, 4, pad_token_id=0, cuda_graphs=True)
+    torch.testing.assert_close(graphed, eager, atol=0, rtol=0)
+    assert not hasattr(forward_of(model, torch.device("cpu"), True), "replays")
+
+
+def _fusion_model() -> AdapterModel:
+    from adapterfleet.fusion import FusionConfig, add_fusion, set_active_fusion
+
+    model = AdapterModel(tiny_encoder())
+    names = ["a", "b", "c"]
+    for index, name in enumerate(names):  # widths 4, 4, 8: the stacked form's general case
+        add_adapter(model, name, AdapterConfig("pfeiffer", 8 if index == 2 else 4))
+    add_fusion(model, "f", names, FusionConfig())
+    set_active_fusion(model, "f")
+    model.add_head("f", HeadConfig(num_labels=3))
+    with torch.no_grad():  # Q, K, V and the head away from their start: a fusion with a choice
+        for name, param in model.named_parameters():
+            if "fusion" in name or "heads" in name:
+                param.add_(0.2 * torch.randn_like(param))
+    return model
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("family", ["bert-fusion", "llama"])
+def test_replayed_prediction_gives_the_eager_probabilities(family):
+    """On a GPU `predict` replays each batch shape's forward: the eager forward's probabilities
+    (a fusion's folded eval form and a decoder's last-token head), each width captured once."""
+    import warnings
+
+    from helpers import DECODERS
+
+    from adapterfleet.training.predict import forward_of
+
+    if family == "bert-fusion":
+        model = _fusion_model()
+    else:
+        assert family in DECODERS
+        model = AdapterModel(tiny_encoder(family))
+        add_adapter(model, "t", AdapterConfig("pfeiffer", reduction_factor=4))
+        set_active_adapter(model, "t")
+        model.add_head("t", HeadConfig(num_labels=3, pooling="last"))
+    # the attention from_pretrained picks (transformers 5.17's eager mask copies from the host)
+    model.encoder_model.set_attn_implementation("sdpa")
+    cuda = torch.device("cuda")
+    model.to(cuda).train()
+    rows = _rows(70, 3, 40, seed=1)  # batches of 8 in 5 padded widths, most of them repeated
+    eager = predict_probabilities(model, rows, 8, pad_token_id=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # every width captured
+        graphed = predict_probabilities(model, rows, 8, pad_token_id=0, cuda_graphs=True)
+    torch.testing.assert_close(graphed, eager, atol=1e-5, rtol=1e-5)
+    assert model.training  # the mode restored
+
+    forward = forward_of(model.eval(), cuda, True)
+    batches = [
+        {
+            "input_ids": torch.randint(5, 90, (4, width), device=cuda),
+            "attention_mask": torch.ones(4, width, dtype=torch.long, device=cuda),
+        }
+        for width in (8, 16, 8, 8)
+    ]
+    with torch.no_grad():
+        outs = [forward(batch) for batch in batches]
+        alone = [logits_of(model(batch)).float() for batch in batches]
+    assert (len(forward.graphs), forward.replays) == (2, 2)
+    for out, want in zip(outs, alone, strict=True):  # each replay's output its own tensor
+        torch.testing.assert_close(out, want, atol=1e-5, rtol=1e-5)

@@ -249,6 +249,7 @@ class _Setup:
     info: ModelVersionInfo
     batch_size: int
     device: str
+    cuda_graphs: bool = False  # replay each batch shape's forward on a GPU (training.cuda_graphs)
 
 
 def predict_file(
@@ -285,7 +286,13 @@ def predict_file(
     info = find_version(config, target, uri, adapter=adapter, alias=alias, version=version)
     training = config.adapters.training_for(target) if adapter else config.fusion.training
     setup = _Setup(
-        config, target, uri, info, batch_size or training.eval_batch_size, training.device
+        config,
+        target,
+        uri,
+        info,
+        batch_size or training.eval_batch_size,
+        training.device,
+        cuda_graphs=training.cuda_graphs is not False,  # auto or true: on where it can run
     )
     say(f"predict {target}: {info.name} v{info.version}, {len(data)} rows of {data.source}")
     if use_ray:
@@ -329,6 +336,7 @@ class _Worker:
             device=self.device,
             show_progress=show_progress,
             regression=self.spec.is_regression,
+            cuda_graphs=self.setup.cuda_graphs,
         )
 
 

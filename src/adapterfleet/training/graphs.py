@@ -1,5 +1,6 @@
 """Training steps as CUDA graphs (`TrainConfig.cuda_graphs`): each batch shape's forward and
-backward is captured once and replayed for every later batch of that shape.
+backward is captured once and replayed for every later batch of that shape. Prediction's
+forward replays the same way (`training.predict.forward_of`: a step with no parameters).
 
 On a GPU a fusion step is thousands of small kernels, and the host's time to launch them, not
 the GPU's work, sets the pace (`benchmarks/gpu_timeline.py`: on an H200, BERT-base, N=16,
@@ -67,9 +68,12 @@ def _same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
 class StepGraphs:
     """`step(batch)` for training batches on a CUDA device, through one CUDA graph per shape."""
 
-    def __init__(self, step: Step, params: Sequence[torch.nn.Parameter]):
+    def __init__(
+        self, step: Step, params: Sequence[torch.nn.Parameter], *, purpose: str = "training"
+    ):
         self.step = step
-        self.params = list(params)
+        self.params = list(params)  # none for a forward without gradients
+        self.purpose = purpose  # what the fallback warning says goes on eagerly
         self.graphs: dict[tuple, _Captured] = {}
         self.pool = torch.cuda.graph_pool_handle()
         self.disabled: str | None = None  # why the run went back to eager steps
@@ -121,7 +125,7 @@ class StepGraphs:
             self.disabled = f"{type(error).__name__}: {str(error).splitlines()[0][:300]}"
             warnings.warn(
                 f"training.cuda_graphs: the step for batch shape {dict(key)} could not be "
-                f"captured ({self.disabled}); training goes on with eager steps",
+                f"captured ({self.disabled}); {self.purpose} goes on with eager steps",
                 RuntimeWarning,
                 stacklevel=3,
             )

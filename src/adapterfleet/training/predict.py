@@ -4,18 +4,21 @@ tokenised input.
 The model is an `AdapterModel` with its adapter or fusion active and its head selected; the input
 is any indexable of tokenised rows with `lengths` (a `TokenizedSplit`). Batches are length-grouped
 (longest first) to keep padding small; each batch comes back with the row indices it holds, and
-`predict_probabilities` puts the rows back in input order.
+`predict_probabilities` puts the rows back in input order. On a CUDA device with `cuda_graphs`
+each batch shape's forward is captured once as a CUDA graph and replayed for the later batches
+of that shape (`forward_of`; the model's weights must not change while it predicts).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 import torch
 
 from adapterfleet.data.batching import LengthGroupedBatchSampler, PadCollator
-from adapterfleet.training.runtime import logits_of, pad_multiple, progress, to_device
+from adapterfleet.training.graphs import StepGraphs
+from adapterfleet.training.runtime import Batch, logits_of, pad_multiple, progress, to_device
 
 
 class TokenizedRows(Protocol):
@@ -38,21 +41,23 @@ def predict_batches(
     device: torch.device | None = None,
     show_progress: bool = False,
     regression: bool = False,
+    cuda_graphs: bool = False,
 ) -> Iterator[tuple[list[int], torch.Tensor]]:
     """(row indices, probabilities (batch, classes) on the CPU) per length-grouped batch; with
     `regression`, the head's numbers (batch, 1) as they come, in the labels' units.
 
-    The model is in eval mode while the batches are produced and back in its former mode after.
+    The model is in eval mode while the batches are produced and back in its former mode after;
+    `cuda_graphs` replays each batch shape's forward on a CUDA device (`forward_of`).
     """
     device = device or _model_device(model)
     sampler = LengthGroupedBatchSampler(rows.lengths, batch_size, shuffle=False)
     collate = PadCollator(pad_token_id, pad_multiple(device), max(rows.lengths, default=None))
     was_training = model.training
     model.eval()
+    forward = forward_of(model, device, cuda_graphs)
     try:
         for indices in progress(sampler.batches(), "predict", show_progress):
-            batch = to_device(collate([rows[i] for i in indices]), device)
-            logits = logits_of(model(batch)).float()
+            logits = forward(to_device(collate([rows[i] for i in indices]), device))
             yield indices, (logits if regression else torch.softmax(logits, dim=-1)).cpu()
     finally:
         model.train(was_training)
@@ -67,6 +72,7 @@ def predict_probabilities(
     device: torch.device | None = None,
     show_progress: bool = False,
     regression: bool = False,
+    cuda_graphs: bool = False,
 ) -> torch.Tensor:
     """Probabilities (rows, classes) in the order of `rows`; numbers (rows, 1) for `regression`."""
     out: torch.Tensor | None = None
@@ -78,6 +84,7 @@ def predict_probabilities(
         device=device,
         show_progress=show_progress,
         regression=regression,
+        cuda_graphs=cuda_graphs,
     ):
         if out is None:
             out = torch.empty(len(rows), probabilities.shape[-1])
@@ -85,6 +92,22 @@ def predict_probabilities(
     if out is None:
         raise ValueError("rows is empty: nothing to predict")
     return out
+
+
+def forward_of(
+    model: torch.nn.Module, device: torch.device, cuda_graphs: bool
+) -> Callable[[Batch], torch.Tensor]:
+    """The model's float32 logits of a batch. With `cuda_graphs` on a CUDA device, through one
+    CUDA graph per batch shape: the first batch of a shape runs eagerly, later ones replay (a
+    fusion's folded weights, cached in eval mode, are fixed into the graph); a forward no graph
+    can hold goes on eagerly with a warning. Call it without gradients, in eval mode."""
+
+    def forward(batch: Batch) -> torch.Tensor:
+        return logits_of(model(batch)).float()
+
+    if cuda_graphs and device.type == "cuda":
+        return StepGraphs(forward, (), purpose="prediction")
+    return forward
 
 
 def _model_device(model: torch.nn.Module) -> torch.device:

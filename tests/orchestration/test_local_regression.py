@@ -80,6 +80,7 @@ def test_predict_writes_a_number_per_row(glue, adapters, tmp_path) -> None:
     (tmp_path / "in.tsv").write_text(rows)
     data = read_input(spec, tmp_path / "in.tsv")
     model = load_model(glue.base_model, "stsb", adapters["stsb"].out_dir)
+    assert not model.training and not any(p.requires_grad for p in model.parameters())
     check_head(model, "stsb", spec)
     tokens = encode_input(data, spec, load_tokenizer(glue.base_model), glue.max_length)
     values = predict_probabilities(model, tokens, 8, 0, regression=True)

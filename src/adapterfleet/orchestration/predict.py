@@ -187,7 +187,8 @@ def fusion_lineage(info: ModelVersionInfo) -> dict[str, int]:
 
 
 def load_model(base_model: str | BaseModelSpec, target: str, folder: Path) -> AdapterModel:
-    """An `AdapterModel` with the pulled adapter or fusion of `folder` active and its head."""
+    """An `AdapterModel` with the pulled adapter or fusion of `folder` active and its head, in
+    eval mode and frozen: it predicts (a fusion then holds one copy of its stacked adapters)."""
     from adapterfleet.adapters import (
         AdapterModel,
         load_adapter,
@@ -205,7 +206,7 @@ def load_model(base_model: str | BaseModelSpec, target: str, folder: Path) -> Ad
         set_active_fusion(model, load_fusion(model, folder / "fusion", name=target))
     else:
         set_active_adapter(model, load_adapter(model, folder / "adapter", name=target))
-    return model.eval()
+    return model.requires_grad_(False).eval()
 
 
 def label_names_of(spec: TaskSpec) -> list[str]:

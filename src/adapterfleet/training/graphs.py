@@ -66,7 +66,8 @@ def _same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
 
 
 class StepGraphs:
-    """`step(batch)` for training batches on a CUDA device, through one CUDA graph per shape."""
+    """`step(batch)` on a CUDA device through one CUDA graph per batch shape: a training step
+    (forward, loss, backward into `params`' gradients) or, with no `params`, a forward."""
 
     def __init__(
         self, step: Step, params: Sequence[torch.nn.Parameter], *, purpose: str = "training"

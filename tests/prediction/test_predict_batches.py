@@ -80,6 +80,24 @@ def test_cuda_graphs_on_a_cpu_is_the_plain_forward():
     assert not hasattr(forward_of(model, torch.device("cpu"), True), "replays")
 
 
+def test_a_forward_kept_across_calls_serves_every_batch_of_each():
+    """`predict --ray` calls a worker once per block of rows: it passes one `forward_of`, so a
+    GPU's graphs are captured once per width for the worker, not again for every block."""
+    from adapterfleet.training.predict import forward_of
+
+    model, rows = _model(), _rows(20, 2, 30)
+    plain, widths = forward_of(model, torch.device("cpu"), False), []
+
+    def kept(batch: dict) -> torch.Tensor:
+        widths.append(batch["input_ids"].shape[1])
+        return plain(batch)
+
+    for _ in range(2):
+        got = predict_probabilities(model, rows, 4, pad_token_id=0, forward=kept)
+    assert len(widths) == 2 * 5  # 20 rows in batches of 4, twice
+    torch.testing.assert_close(got, predict_probabilities(model, rows, 4, pad_token_id=0))
+
+
 def _fusion_model() -> AdapterModel:
     from adapterfleet.fusion import FusionConfig, add_fusion, set_active_fusion
 
@@ -128,6 +146,11 @@ def test_replayed_prediction_gives_the_eager_probabilities(family):
         graphed = predict_probabilities(model, rows, 8, pad_token_id=0, cuda_graphs=True)
     torch.testing.assert_close(graphed, eager, atol=1e-5, rtol=1e-5)
     assert model.training  # the mode restored
+    kept = forward_of(model, cuda, True)  # as a `predict` worker keeps it across calls
+    for _ in range(2):
+        again = predict_probabilities(model, rows, 8, pad_token_id=0, forward=kept)
+    torch.testing.assert_close(again, eager, atol=1e-5, rtol=1e-5)
+    assert kept.replays == 2 * 9 - len(kept.graphs)  # the second call replays every batch
 
     forward = forward_of(model.eval(), cuda, True)
     batches = [

@@ -286,15 +286,9 @@ def predict_file(
     uri = config.tracking_uri
     info = find_version(config, target, uri, adapter=adapter, alias=alias, version=version)
     training = config.adapters.training_for(target) if adapter else config.fusion.training
-    setup = _Setup(
-        config,
-        target,
-        uri,
-        info,
-        batch_size or training.eval_batch_size,
-        training.device,
-        cuda_graphs=training.cuda_graphs is not False,  # auto or true: on where it can run
-    )
+    graphs = training.cuda_graphs is not False  # auto or true: on where it can run
+    rows_per_step = batch_size or training.eval_batch_size
+    setup = _Setup(config, target, uri, info, rows_per_step, training.device, graphs)
     say(f"predict {target}: {info.name} v{info.version}, {len(data)} rows of {data.source}")
     if use_ray:
         probabilities = _predict_ray(setup, data, workers)
@@ -311,6 +305,7 @@ class _Worker:
 
     def __init__(self, setup: _Setup) -> None:
         from adapterfleet.adapters import load_tokenizer
+        from adapterfleet.training.predict import forward_of
         from adapterfleet.training.runtime import resolve_device
 
         self.setup = setup
@@ -320,6 +315,8 @@ class _Worker:
             self.model = load_model(config.base, setup.target, pulled)
         self.device = resolve_device(setup.device)
         self.model.to(self.device)
+        # one forward for all calls: a GPU's graphs captured once per width, not per Ray block
+        self.forward = forward_of(self.model, self.device, setup.cuda_graphs)
         self.tokenizer = load_tokenizer(config.base_model)
         self.spec = config.tasks[setup.target]
         check_head(self.model, setup.target, self.spec)
@@ -337,7 +334,7 @@ class _Worker:
             device=self.device,
             show_progress=show_progress,
             regression=self.spec.is_regression,
-            cuda_graphs=self.setup.cuda_graphs,
+            forward=self.forward,
         )
 
 

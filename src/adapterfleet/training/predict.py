@@ -20,6 +20,8 @@ from adapterfleet.data.batching import LengthGroupedBatchSampler, PadCollator
 from adapterfleet.training.graphs import StepGraphs
 from adapterfleet.training.runtime import Batch, logits_of, pad_multiple, progress, to_device
 
+Forward = Callable[[Batch], torch.Tensor]  # a batch on the model's device -> float32 logits
+
 
 class TokenizedRows(Protocol):
     """What prediction reads: rows with `input_ids` (and `token_type_ids`), and their lengths."""
@@ -42,19 +44,22 @@ def predict_batches(
     show_progress: bool = False,
     regression: bool = False,
     cuda_graphs: bool = False,
+    forward: Forward | None = None,
 ) -> Iterator[tuple[list[int], torch.Tensor]]:
     """(row indices, probabilities (batch, classes) on the CPU) per length-grouped batch; with
     `regression`, the head's numbers (batch, 1) as they come, in the labels' units.
 
     The model is in eval mode while the batches are produced and back in its former mode after;
-    `cuda_graphs` replays each batch shape's forward on a CUDA device (`forward_of`).
+    `cuda_graphs` replays each batch shape's forward on a CUDA device (`forward_of`). A caller
+    that predicts again and again with unchanged weights passes one `forward_of(model, ...)` as
+    `forward`, so its graphs are captured once, not per call.
     """
     device = device or _model_device(model)
     sampler = LengthGroupedBatchSampler(rows.lengths, batch_size, shuffle=False)
     collate = PadCollator(pad_token_id, pad_multiple(device), max(rows.lengths, default=None))
     was_training = model.training
     model.eval()
-    forward = forward_of(model, device, cuda_graphs)
+    forward = forward or forward_of(model, device, cuda_graphs)
     try:
         for indices in progress(sampler.batches(), "predict", show_progress):
             logits = forward(to_device(collate([rows[i] for i in indices]), device))
@@ -73,6 +78,7 @@ def predict_probabilities(
     show_progress: bool = False,
     regression: bool = False,
     cuda_graphs: bool = False,
+    forward: Forward | None = None,
 ) -> torch.Tensor:
     """Probabilities (rows, classes) in the order of `rows`; numbers (rows, 1) for `regression`."""
     out: torch.Tensor | None = None
@@ -85,6 +91,7 @@ def predict_probabilities(
         show_progress=show_progress,
         regression=regression,
         cuda_graphs=cuda_graphs,
+        forward=forward,
     ):
         if out is None:
             out = torch.empty(len(rows), probabilities.shape[-1])
@@ -94,9 +101,7 @@ def predict_probabilities(
     return out
 
 
-def forward_of(
-    model: torch.nn.Module, device: torch.device, cuda_graphs: bool
-) -> Callable[[Batch], torch.Tensor]:
+def forward_of(model: torch.nn.Module, device: torch.device, cuda_graphs: bool) -> Forward:
     """The model's float32 logits of a batch. With `cuda_graphs` on a CUDA device, through one
     CUDA graph per batch shape: the first batch of a shape runs eagerly, later ones replay (a
     fusion's folded weights, cached in eval mode, are fixed into the graph); a forward no graph

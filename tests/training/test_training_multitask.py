@@ -23,7 +23,8 @@ def _task(name: str, seed: int) -> TokenizedTask:
     generator = torch.Generator().manual_seed(seed)
     ids, labels = [], []
     for index in range(48):
-        row = torch.randint(8, 40, (int(torch.randint(4, 20, (1,), generator=generator)),))
+        length = int(torch.randint(4, 20, (1,), generator=generator))
+        row = torch.randint(8, 40, (length,), generator=generator)
         if index % 2:
             row[len(row) // 2] = 7
         ids.append([1, *row.tolist()])
@@ -44,11 +45,11 @@ def test_mt_a_refuses_cuda_graphs_true_in_the_config_and_in_the_library(tmp_path
         with pytest.raises(ConfigError, match=f"^{field}.*set cuda_graphs: auto .MT-A then"):
             load_config(ROOT / "configs" / "demo.yaml", [*overrides, extra])
     # true for the other systems only is no error
+    others = ["baselines.systems=[mt-a, st-a-houlsby]", f"storage={tmp_path}"]
     load_config(
         ROOT / "configs" / "demo.yaml",
-        [*overrides[:1], "baselines.systems=[mt-a, st-a-houlsby]", overrides[1],
-         "baselines.system_training.st-a-houlsby.cuda_graphs=true"],
-    )  # fmt: skip
+        [*others, "baselines.system_training.st-a-houlsby.cuda_graphs=true"],
+    )
 
 
 @pytest.mark.cuda

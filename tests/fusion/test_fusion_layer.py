@@ -35,7 +35,7 @@ def _layer(n: int, config: FusionConfig, seed: int = 1) -> FusionLayer:
 
 
 def _rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
-    return float((a - b).norm() / b.norm())
+    return float(((a - b).norm() / b.norm()).detach())
 
 
 @pytest.mark.parametrize("n", [1, 2, 5])
@@ -294,6 +294,24 @@ def test_adapters_that_take_gradients_predict_through_the_cached_folded_form():
     assert _rel_err(changed, first) > 1e-3
     layer(q, adapters).sum().backward()  # with gradients: a stack per call, gradients reach
     assert adapters[0].adapter_down.weight.grad is not None
+
+
+def test_a_folded_form_cached_under_bf16_autocast_serves_a_float32_forward_after_it():
+    """A fusion evaluated under bf16 autocast (a dev evaluation on a GPU, `predict` of a model
+    trained in bf16) and then run in float32 in the same process: the cached folded form is
+    float32, so the float32 forward works and gives the float32 numbers."""
+    adapters, layer = _adapters([24, 12, 12]), _layer(3, FusionConfig()).eval()
+    q = torch.randn(4, 9, D)
+    with torch.no_grad():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            half = layer(q, adapters)
+        assert {t.dtype for t in vars(layer._folded[1]).values() if torch.is_tensor(t)} == {
+            torch.float32
+        }
+        full = layer(q, adapters)
+    want = reference_fusion(layer, q, adapters)[0]
+    assert full.dtype == torch.float32 and _rel_err(full, want) < 1e-5
+    assert 1e-5 < _rel_err(half.float(), want) < 0.05  # the bf16 forward was a bf16 one
 
 
 @pytest.mark.parametrize("preset", ["dynamic", "static"])

@@ -178,10 +178,13 @@ class FusionLayer(nn.Module):
         return u @ self.key.weight if self.key is not None else u
 
     def folded(self, stacked: Stacked, adapters: Sequence[Bottleneck]) -> Folded:
-        """The inference form for the current weights (built again when one changed)."""
+        """The inference form for the current weights (built again when one changed), in the
+        weights' float32 whatever autocast is on: a form cached under a bf16 evaluation serves a
+        float32 forward after it (autocast casts it at use)."""
         signature = (_signature([self, *adapters]), id(stacked))
         if self._folded is None or self._folded[0] != signature:
-            with torch.no_grad():
+            device = stacked.up_w.device.type
+            with torch.no_grad(), torch.autocast(device, enabled=False):
                 self._folded = (signature, Folded(self, stacked, joined=True))
         return self._folded[1]
 

@@ -108,10 +108,10 @@ def test_value_starts_at_identity_and_is_regularised_towards_it():
     assert torch.equal(v.diagonal(), torch.ones(D))
     off = v[~torch.eye(D, dtype=torch.bool)]
     assert torch.allclose(off, torch.full_like(off, 1e-6))
-    assert float(layer.regularization_loss()) == pytest.approx(0.01 * (D * D - D) * 1e-12, rel=1e-3)
+    assert layer.regularization_loss().item() == pytest.approx(0.01 * (D * D - D) * 1e-12, rel=1e-3)
     with torch.no_grad():
         v.add_(0.1)
-    assert float(layer.regularization_loss()) == pytest.approx(0.01 * D * D * 0.01, rel=1e-2)
+    assert layer.regularization_loss().item() == pytest.approx(0.01 * D * D * 0.01, rel=1e-2)
     assert FusionLayer(D, ["a"], FusionConfig.preset("static"), 0.0).regularization_loss() is None
 
 

@@ -98,6 +98,30 @@ def test_a_forward_kept_across_calls_serves_every_batch_of_each():
     torch.testing.assert_close(got, predict_probabilities(model, rows, 4, pad_token_id=0))
 
 
+def test_predict_computes_in_the_precision_the_model_was_evaluated_in():
+    """`predict` autocasts as the dev evaluation did (`training.precision`): bf16 probabilities
+    are the model's bf16-autocast forward, near the float32 ones and not them; auto is float32 on
+    a CPU, and fp16 (a GPU's precision) predicts in float32 there."""
+    from adapterfleet.training.predict import prediction_dtype
+
+    cpu = torch.device("cpu")
+    assert prediction_dtype("auto", cpu) is None and prediction_dtype("fp16", cpu) is None
+    assert prediction_dtype("bf16", cpu) is torch.bfloat16
+    model, rows = _model(), _rows(12, 2, 30)
+    fp32 = predict_probabilities(model, rows, 4, pad_token_id=0)
+    bf16 = predict_probabilities(model, rows, 12, pad_token_id=0, dtype=torch.bfloat16)
+    batch = {"input_ids": torch.zeros(12, max(rows.lengths), dtype=torch.long)}
+    batch["attention_mask"] = torch.zeros_like(batch["input_ids"])
+    for index, sequence in enumerate(rows.sequences):
+        batch["input_ids"][index, : len(sequence)] = torch.tensor(sequence)
+        batch["attention_mask"][index, : len(sequence)] = 1
+    model.eval()
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        want = torch.softmax(logits_of(model(batch)).float(), dim=-1)
+    torch.testing.assert_close(bf16, want, atol=0, rtol=0)
+    assert 0 < (bf16 - fp32).abs().max() < 0.05
+
+
 def _fusion_model() -> AdapterModel:
     from adapterfleet.fusion import FusionConfig, add_fusion, set_active_fusion
 
@@ -151,6 +175,15 @@ def test_replayed_prediction_gives_the_eager_probabilities(family):
         again = predict_probabilities(model, rows, 8, pad_token_id=0, forward=kept)
     torch.testing.assert_close(again, eager, atol=1e-5, rtol=1e-5)
     assert kept.replays == 2 * 9 - len(kept.graphs)  # the second call replays every batch
+    # in bf16, as a model trained under precision auto is evaluated on this GPU
+    bf16 = predict_probabilities(model, rows, 8, pad_token_id=0, dtype=torch.bfloat16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        graphed = predict_probabilities(
+            model, rows, 8, pad_token_id=0, cuda_graphs=True, dtype=torch.bfloat16
+        )
+    torch.testing.assert_close(graphed, bf16, atol=1e-3, rtol=0)
+    assert 0 < (bf16 - eager).abs().max() < 0.05
 
     forward = forward_of(model.eval(), cuda, True)
     batches = [

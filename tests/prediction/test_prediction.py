@@ -98,7 +98,7 @@ def _direct_probabilities(world, model: AdapterModel, texts: list[str]) -> torch
     for text in texts:
         enc = tokenizer(text, truncation=True, max_length=world.config.max_length)
         batch = {k: torch.tensor([v]) for k, v in enc.items()}
-        rows.append(torch.softmax(model(batch)[0], dim=-1))
+        rows.append(torch.softmax(model(batch)[0].float(), dim=-1))  # as predict does
     return torch.stack(rows)
 
 
@@ -152,6 +152,26 @@ def test_single_adapter_with_its_head(world, tmp_path):
         world.config, "water", tsv, tmp_path / "out.csv", adapter=True, batch_size=3, say=print
     )
     _check(_read(tmp_path / "out.csv"), expected, ["no", "yes"], ids=True)
+
+
+def test_a_fusion_trained_in_bf16_predicts_in_bf16(world, tmp_path):
+    """`predict` computes in the precision the model was trained and dev-evaluated in
+    (`fusion.training.precision`): here bf16, the model's bf16-autocast probabilities."""
+    from dataclasses import replace
+
+    texts = _texts(11, seed=4)
+    model = _fusion_model(world)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        expected = _direct_probabilities(world, model, texts)
+    fp32 = _direct_probabilities(world, model, texts)
+    assert (expected - fp32).abs().max() > 1e-4  # the two precisions tell apart
+    training = replace(world.config.fusion.training, precision="bf16")
+    config = replace(world.config, fusion=replace(world.config.fusion, training=training))
+    tsv = _write_tsv(tmp_path / "in.tsv", texts)
+    predict_file(config, "fruit", tsv, tmp_path / "out.jsonl", batch_size=1, say=print)
+    rows = _read(tmp_path / "out.jsonl")
+    got = torch.tensor([[row["prob_no"], row["prob_yes"]] for row in rows])
+    torch.testing.assert_close(got, expected, atol=1e-6, rtol=0)
 
 
 def test_headerless_tsv_with_named_columns(world, tmp_path):

@@ -251,6 +251,7 @@ class _Setup:
     batch_size: int
     device: str
     cuda_graphs: bool = False  # replay each batch shape's forward on a GPU (training.cuda_graphs)
+    precision: str = "fp32"  # autocast as the dev evaluation did (training.precision)
 
 
 def predict_file(
@@ -288,7 +289,9 @@ def predict_file(
     training = config.adapters.training_for(target) if adapter else config.fusion.training
     graphs = training.cuda_graphs is not False  # auto or true: on where it can run
     rows_per_step = batch_size or training.eval_batch_size
-    setup = _Setup(config, target, uri, info, rows_per_step, training.device, graphs)
+    setup = _Setup(
+        config, target, uri, info, rows_per_step, training.device, graphs, training.precision
+    )
     say(f"predict {target}: {info.name} v{info.version}, {len(data)} rows of {data.source}")
     if use_ray:
         probabilities = _predict_ray(setup, data, workers)
@@ -305,7 +308,7 @@ class _Worker:
 
     def __init__(self, setup: _Setup) -> None:
         from adapterfleet.adapters import load_tokenizer
-        from adapterfleet.training.predict import forward_of
+        from adapterfleet.training.predict import forward_of, prediction_dtype
         from adapterfleet.training.runtime import resolve_device
 
         self.setup = setup
@@ -316,7 +319,8 @@ class _Worker:
         self.device = resolve_device(setup.device)
         self.model.to(self.device)
         # one forward for all calls: a GPU's graphs captured once per width, not per Ray block
-        self.forward = forward_of(self.model, self.device, setup.cuda_graphs)
+        dtype = prediction_dtype(setup.precision, self.device)
+        self.forward = forward_of(self.model, self.device, setup.cuda_graphs, dtype)
         self.tokenizer = load_tokenizer(config.base_model)
         self.spec = config.tasks[setup.target]
         check_head(self.model, setup.target, self.spec)

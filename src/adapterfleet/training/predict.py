@@ -62,9 +62,8 @@ def predict_batches(
 
     The model is in eval mode while the batches are produced and back in its former mode after;
     `cuda_graphs` replays each batch shape's forward on a CUDA device and `dtype` autocasts it
-    (`forward_of`). A caller
-    that predicts again and again with unchanged weights passes one `forward_of(model, ...)` as
-    `forward`, so its graphs are captured once, not per call.
+    (`forward_of`). A caller that predicts again and again with unchanged weights passes one
+    `forward_of(model, ...)` as `forward`, so its graphs are captured once, not per call.
     """
     device = device or _model_device(model)
     sampler = LengthGroupedBatchSampler(rows.lengths, batch_size, shuffle=False)

@@ -33,6 +33,20 @@ def test_help_lists_every_command_once_in_its_panel() -> None:
     assert positions == sorted(positions)
 
 
+def test_help_gives_each_command_its_summary_as_one_unbroken_paragraph() -> None:
+    """The command list carries each docstring's first paragraph with its line breaks gone:
+    a wide terminal shows every sentence whole (rich would cut them at the source's width)."""
+    import inspect
+
+    result = runner.invoke(app, ["--help"], env={"COLUMNS": "1000"})
+    assert result.exit_code == 0
+    commands = [info for info in app.registered_commands if info.callback]
+    for info in commands:
+        first = inspect.getdoc(info.callback).split("\n\n")[0]
+        assert " ".join(first.split()) in result.output, first
+    assert sum("\n" in inspect.getdoc(i.callback).split("\n\n")[0] for i in commands) >= 3
+
+
 @pytest.mark.parametrize("command", [["run"], ["sweep", "resume"], ["submit"]])
 def test_positional_and_option_config_are_one_argument(command: list[str], tmp_path: Path) -> None:
     missing = tmp_path / "nowhere.yaml"

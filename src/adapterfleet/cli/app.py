@@ -3,6 +3,7 @@ prints; no logic. Each command imports what it calls when it runs, so `--help` l
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import shlex
@@ -299,11 +300,21 @@ def _command_name(info: typer.models.CommandInfo | typer.models.TyperInfo) -> st
     return callback.__name__.replace("_", "-") if callback else ""
 
 
+def _summary(info: typer.models.CommandInfo) -> str | None:
+    """The first paragraph of a command's docstring on one line: `--help`'s entry for it (rich
+    keeps a docstring's line breaks there, which cut its sentences at the source's width)."""
+    doc = inspect.getdoc(info.callback) if info.callback else None
+    return " ".join(doc.split("\n\n")[0].split()) if doc else None
+
+
 def _group_commands() -> None:
     panel_of = {name: panel for panel, names in PANELS.items() for name in names}
     entries = [*app.registered_commands, *app.registered_groups]
     for info in entries:
         info.rich_help_panel = panel_of[_command_name(info)]
+    groups = [group.typer_instance for group in app.registered_groups if group.typer_instance]
+    for command in [*app.registered_commands, *(c for g in groups for c in g.registered_commands)]:
+        command.short_help = command.short_help or _summary(command)
     order = {name: i for i, name in enumerate(n for names in PANELS.values() for n in names)}
     app.registered_commands.sort(key=lambda info: order[_command_name(info)])
 

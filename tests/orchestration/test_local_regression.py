@@ -3,6 +3,7 @@ ST-A adapter on its own metric, evaluate the saved run, fuse with a regression a
 and as source, and predict numbers from the saved folders (the registry-free part of predict)."""
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -62,6 +63,18 @@ def test_st_a_on_stsb_selects_on_pearson_and_evaluates_the_same(glue, adapters) 
     again = evaluate_run(glue, "stsb", run.out_dir)
     assert again == pytest.approx(run.dev_metrics)
     assert "accuracy" in adapters["rte"].dev_metrics  # the classification task keeps its own
+
+
+def test_evaluate_gives_a_bf16_run_its_own_dev_metrics(glue, tmp_path) -> None:
+    """A run trained and dev-evaluated under bf16 autocast is evaluated again in bf16 (run.json's
+    precision), not in float32: the same Pearson to rounding, which float32 would miss."""
+    training = adapter_training(glue, "stsb", learning_rate=1e-3, max_epochs=1, batch_size=16)
+    run = train_task(glue, "stsb", "st-a", tmp_path / "bf16", reduction_factor=32,
+                     train_config=replace(training, precision="bf16"))  # fmt: skip
+    again = evaluate_run(glue, "stsb", run.out_dir)
+    assert again == pytest.approx(run.dev_metrics, rel=1e-6)
+    saved = json.loads((run.out_dir / "run.json").read_text())
+    assert saved["train_config"]["precision"] == "bf16"
 
 
 def test_fusion_with_a_regression_target_and_a_regression_source(glue, adapters, tmp_path) -> None:

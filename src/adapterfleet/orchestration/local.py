@@ -111,7 +111,12 @@ def fuse_task(
 
 
 def evaluate_run(config: PipelineConfig, task: str, run_dir: Path) -> dict[str, float]:
-    """Dev metrics of a saved run directory (adapter or fusion, with its head) on `task`."""
+    """Dev metrics of a saved run directory (adapter or fusion, with its head) on `task`: on the
+    config's `training.device`, in the precision the run trained and evaluated in (its run.json;
+    float32 for fp16 off a GPU), so they are the run's own dev metrics."""
+    from adapterfleet.training.predict import prediction_dtype
+    from adapterfleet.training.runtime import resolve_device
+
     check_single_run(config, task)
     run_dir = Path(run_dir)
     info = json.loads((run_dir / RUN_FILE).read_text()) if (run_dir / RUN_FILE).is_file() else {}
@@ -129,4 +134,7 @@ def evaluate_run(config: PipelineConfig, task: str, run_dir: Path) -> dict[str, 
     training = config.adapters.training_for(task)
     _, dev = task_batches(tokenized, training)
     names = list(dict.fromkeys([training.metric, *config.tasks[task].metrics]))
-    return evaluate(model.eval(), dev, names)
+    device = resolve_device(training.device)
+    precision = info.get("train_config", {}).get("precision", training.precision)
+    dtype = prediction_dtype(precision, device)
+    return evaluate(model.to(device).eval(), dev, names, device=device, dtype=dtype)

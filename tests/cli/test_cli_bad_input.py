@@ -203,6 +203,20 @@ def test_read_only_commands_on_the_demo_config_write_no_demo_data(
     assert not storage.exists()
 
 
+@pytest.mark.parametrize("command", [["run", "--resume"], ["sweep", "resume"]])
+def test_resuming_what_never_started_is_refused_before_anything_is_written(
+    pipeline: Path, command: list[str]
+) -> None:
+    """Nothing to resume is refused at once: no store, no Ray, no demo data (the demo config)."""
+    demo = Path(__file__).resolve().parents[2] / "configs" / "demo.yaml"
+    for config, storage in ((pipeline, "runs"), (demo, "demo-runs")):
+        where = pipeline.parent / storage
+        result = runner.invoke(app, [*command, "-c", str(config), "-o", f"storage={where}"])
+        line = refused(result, "cannot resume the sweep", "no sweep was started there")
+        assert line.endswith("are not trained again") and "without --resume" in line
+        assert not where.exists()
+
+
 def test_status_shows_the_plan_without_creating_a_store(pipeline: Path) -> None:
     result = runner.invoke(app, ["status", "-c", str(pipeline)])
     assert result.exit_code == 0, result.output

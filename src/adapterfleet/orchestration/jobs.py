@@ -269,8 +269,8 @@ def submit_pipeline(
         config_rel = config.relative_to(folder).as_posix()
     except ValueError:
         raise JobError(
-            f"config {config} is outside working_dir {folder}; put it in the project folder "
-            "that is uploaded, or pass working_dir"
+            f"config {config} is outside working_dir {folder}, the folder uploaded for the job; "
+            "put the config inside it, or pass the folder that holds it as --working-dir"
         ) from None
     document = _config_document(config, overrides)
     excludes = []

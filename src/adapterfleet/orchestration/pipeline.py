@@ -64,6 +64,7 @@ from adapterfleet.registry.store import check_store
 from adapterfleet.registry.tags import BEST_ALIAS, TAG_BUDGET, TAG_BUDGET_TRIMMED, TAG_OVERRIDES
 from adapterfleet.results.report import ReportResult, build_report
 from adapterfleet.results.status import StatusPlan, pipeline_status
+from adapterfleet.tuning.plan import check_resumable
 
 
 @dataclass
@@ -243,6 +244,9 @@ def _run_pipeline(
     started = time.time()
     say = relay.say
     uri = config.tracking_uri
+    if resume:  # nothing to resume is refused before anything is written
+        check_store(uri, say=say)
+        check_resumable(config, uri)
     experiment_id = _validate_and_start(config, uri, ray_address, num_cpus, overrides, relay)
     summary = PipelineSummary(config.name, uri)
     early = _early_target(config)

@@ -24,7 +24,7 @@ from adapterfleet.registry import (
 from adapterfleet.registry.descriptions import TAG_NOTE
 from adapterfleet.registry.store import check_store, login_env
 from adapterfleet.training import end_quietly
-from adapterfleet.tuning.plan import plan_sweep
+from adapterfleet.tuning.plan import check_resumable, plan_sweep
 from adapterfleet.tuning.spec import sweep_description, task_config_hash
 
 
@@ -114,6 +114,8 @@ def run_adapter_stage(
     with console(level, progress) as relay:
         uri = config.tracking_uri
         check_store(uri, say=progress)
+        if resume:
+            check_resumable(config, uri)  # before the store is created
         experiment_id = ensure_experiment(uri, config.name)
         plan = plan_sweep(config, uri, experiment_id, resume=resume)
         for task, info in plan.registered.items():

@@ -117,11 +117,18 @@ def store_timeout() -> float:
     return value if value > 0 else STORE_TIMEOUT_S
 
 
-def _check_exists(uri: str) -> None:
+def missing_store(uri: str) -> Path | None:
+    """The path of a SQLite or file store that was never written (None when it exists, or for
+    a server): nothing can have been tracked or registered there."""
     db = sqlite_path(uri)
     parts = urllib.parse.urlsplit(uri)
     where = db if db is not None else Path(parts.path) if parts.scheme == "file" else None
-    if where is not None and not where.exists():
+    return where if where is not None and not where.exists() else None
+
+
+def _check_exists(uri: str) -> None:
+    where = missing_store(uri)
+    if where is not None:
         raise RegistryError(
             f"no tracking store at {where}: nothing was tracked there yet; run the pipeline "
             "first, or point at the store it wrote (-o storage=..., -o tracking_uri=..., "

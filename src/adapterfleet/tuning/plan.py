@@ -18,6 +18,7 @@ from typing import Any
 
 from adapterfleet.config import PipelineConfig
 from adapterfleet.registry import ModelVersionInfo, adapter_model_name, get_version
+from adapterfleet.registry.store import missing_store
 from adapterfleet.registry.tags import BEST_ALIAS
 from adapterfleet.tuning.spec import (
     RAY_DIR,
@@ -83,35 +84,82 @@ def plan_sweep(
     """What to run. `resume`: None resumes a matching interrupted sweep when there is one,
     True requires one (unless every task is already registered), False always starts anew.
     Tasks already registered for their config hash are never run again."""
-    hashes = {t: task_config_hash(config, t) for t in config.adapter_tasks}
-    digest = sweep_hash(hashes)
-    registered = {}
-    for task, config_hash in hashes.items():
-        info = registered_adapter(tracking_uri, config, task, config_hash)
-        if info is not None:
-            registered[task] = info
-    pending = tuple(t for t in config.adapter_tasks if t not in registered)
-    path = experiment_path(config)
-    meta = read_meta(path) if pending and _restorable(path) else None
-    matches = (
-        meta is not None
-        and meta.get("sweep_hash") == digest
-        and set(pending) <= set(meta.get("tasks", ()))
-    )
-    if resume and pending and not matches:
-        why = "no sweep was started" if meta is None else "the adapter settings or tasks changed"
-        raise SweepError(
-            f"cannot resume the sweep in {path}: {why}; run the adapter stage without resume "
-            "to start a new sweep"
-        )
-    restore = bool(pending) and matches and resume is not False
+    survey = _Survey.of(config, tracking_uri)
+    if resume:
+        survey.check_resumable()
+    meta = survey.meta
+    restore = bool(survey.pending) and survey.matches and resume is not False
     if restore:
         name = str(meta["sweep_name"])  # type: ignore[index]
     else:
-        name = f"{config.name}-{digest[:8]}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}"
+        name = f"{config.name}-{survey.digest[:8]}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}"
     return SweepPlan(
-        config, tracking_uri, experiment_id, name, digest, hashes, restore, pending, registered
+        config,
+        tracking_uri,
+        experiment_id,
+        name,
+        survey.digest,
+        survey.hashes,
+        restore,
+        survey.pending,
+        survey.registered,
     )
+
+
+def check_resumable(config: PipelineConfig, tracking_uri: str) -> None:
+    """What `resume=True` requires, checked before a command writes anything: an interrupted
+    sweep of the same settings, or every task registered already. Raises `SweepError`; a
+    SQLite or file store that does not exist yet is read as empty, not created."""
+    _Survey.of(config, tracking_uri).check_resumable()
+
+
+@dataclass(frozen=True)
+class _Survey:
+    """The registry and the sweep folder as `plan_sweep` finds them."""
+
+    path: Path
+    digest: str
+    hashes: dict[str, str]
+    registered: dict[str, ModelVersionInfo]
+    pending: tuple[str, ...]
+    meta: dict[str, Any] | None
+
+    @classmethod
+    def of(cls, config: PipelineConfig, tracking_uri: str) -> _Survey:
+        hashes = {t: task_config_hash(config, t) for t in config.adapter_tasks}
+        registered = {}
+        if missing_store(tracking_uri) is None:
+            for task, config_hash in hashes.items():
+                info = registered_adapter(tracking_uri, config, task, config_hash)
+                if info is not None:
+                    registered[task] = info
+        pending = tuple(t for t in config.adapter_tasks if t not in registered)
+        path = experiment_path(config)
+        meta = read_meta(path) if pending and _restorable(path) else None
+        return cls(path, sweep_hash(hashes), hashes, registered, pending, meta)
+
+    @property
+    def matches(self) -> bool:
+        """An interrupted sweep of the same settings holds every pending task."""
+        meta = self.meta
+        return (
+            meta is not None
+            and meta.get("sweep_hash") == self.digest
+            and set(self.pending) <= set(meta.get("tasks", ()))
+        )
+
+    def check_resumable(self) -> None:
+        if not self.pending or self.matches:
+            return
+        if self.meta is None:
+            why = "no sweep was started there"
+        else:
+            why = "the adapter settings or tasks changed since it started"
+        raise SweepError(
+            f"cannot resume the sweep in {self.path}: {why}; run the pipeline without --resume "
+            "(`adapterfleet run CONFIG`) to start a new sweep; adapters already registered for "
+            "the same settings are not trained again"
+        )
 
 
 def _restorable(path: Path) -> bool:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from adapterfleet.data import TaskError, load_task, load_tasks_config
+from adapterfleet.data import TaskError, TaskSpec, load_task, load_tasks_config
 
 SPEC = {
     "train": "train.tsv",
@@ -120,3 +121,67 @@ def test_hub_split_missing_lists_splits(tmp_path: Path, write_config) -> None:
     spec = {**SPEC, "hub": "saved", "train": "train", "dev": "validation"}
     message = _load_error(tmp_path, write_config, spec)
     assert "dev.split: split 'validation' not in" in message and "splits there: train" in message
+
+
+def _labelled(tmp_path: Path, write_config, values: list, names: list, **spec) -> TaskSpec:
+    """A JSON-lines task whose rows carry `values` as labels, with `names` as label_names."""
+    lines = [json.dumps({"text": f"row {i}", "label": v}) for i, v in enumerate(values)]
+    (tmp_path / "all.jsonl").write_text("\n".join(lines) + "\n")
+    tasks = {"t": {"train": "all.jsonl", "dev": "all.jsonl", "text_fields": ["text"]}}
+    tasks["t"] |= {"label_names": names, **spec}
+    return load_tasks_config(write_config(tasks))["t"]
+
+
+def test_a_column_read_half_by_name_half_by_index_is_refused(tmp_path: Path, write_config) -> None:
+    """label_names [1, 2, 3] over a file of 0, 1, 2: by name 1 is the first label, by index
+    the second; the old reading mapped 0 and 1 both to the first label and never used '3'."""
+    spec = _labelled(tmp_path, write_config, [0, 1, 2, 0, 1, 2], [1, 2, 3])
+    with pytest.raises(TaskError) as info:
+        load_task(spec)
+    message = str(info.value)
+    assert "mixes label names (1, 2) with indices (0)" in message
+    assert "1 is label 0 by name, label 1 by index" in message
+    assert message.endswith("e.g. ['0', '1', '2']")
+    # read one way, each is fine: all names, all indices, or names and indices that agree
+    by_name = load_task(_labelled(tmp_path, write_config, [1, 2, 3, 1], [1, 2, 3]))
+    assert by_name.train["label"] == [0, 1, 2, 0]
+    by_index = load_task(_labelled(tmp_path, write_config, [0, 2, 1, 2], ["a", "b", "c"]))
+    assert by_index.train["label"] == [0, 2, 1, 2]
+    agreeing = load_task(_labelled(tmp_path, write_config, ["0", 1, 1], ["0", "1"]))
+    assert agreeing.train["label"] == [0, 1, 1]
+
+
+@pytest.mark.parametrize("names", [["false", "true"], ["False", "True"]])
+def test_json_booleans_are_read_as_the_names_true_and_false(
+    tmp_path: Path, write_config, names: list[str]
+) -> None:
+    task = load_task(_labelled(tmp_path, write_config, [True, False, False, True], names))
+    assert task.train["label"] == [1, 0, 0, 1]
+
+
+def test_label_names_yaml_reads_as_booleans_are_refused_with_a_quote_fix(
+    tmp_path: Path, write_config
+) -> None:
+    (tmp_path / "t.tsv").write_text("text\tlabel\na\tno\nb\tyes\n")
+    tasks = {"t": {"train": "t.tsv", "dev": "t.tsv", "text_fields": ["text"]}}
+    tasks["t"]["label_names"] = [False, True]  # what YAML makes of an unquoted [no, yes]
+    with pytest.raises(TaskError) as info:
+        load_tasks_config(write_config(tasks))
+    assert "label_names: YAML read [False, True] as booleans" in str(info.value)
+    assert 'quote the names, e.g. ["no", "yes"]' in str(info.value)
+
+
+def test_two_columns_renamed_to_one_name_are_refused(tmp_path: Path, write_config) -> None:
+    rename = {"sentence1": "text", "sentence2": "text"}
+    spec = {**SPEC, "train": {"path": "train.tsv", "rename": rename}}
+    with pytest.raises(TaskError, match="train.rename: more than one column renamed to 'text'"):
+        load_tasks_config(write_config({"rte": spec}))
+
+
+@pytest.mark.parametrize("codec", ["rot13", "base64", "hex"])
+def test_a_codec_that_is_not_a_text_encoding_is_refused(
+    tmp_path: Path, write_config, codec: str
+) -> None:
+    spec = {**SPEC, "train": {"path": "train.tsv", "encoding": codec}}
+    with pytest.raises(TaskError, match=f"train.encoding: '{codec}' is not a text encoding"):
+        load_tasks_config(write_config({"rte": spec}))

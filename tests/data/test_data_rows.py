@@ -76,6 +76,25 @@ def test_rows_past_the_end_of_the_file_are_refused(tmp_path: Path, write_config)
         load_task(spec)
 
 
+def test_rows_count_malformed_records_in_place_and_each_slice_only_its_own(
+    tmp_path: Path, write_config
+) -> None:
+    """Three malformed lines inside the train rows: the slices keep the file's record
+    positions, and the dev slice, which holds none of them, is not charged with them."""
+    lines = ["text\tlabel"]
+    for i in range(10):
+        lines.append(f"row {i}\t{'yes' if i % 2 else 'no'}" if i not in (2, 4, 5) else "broken")
+    (tmp_path / "all.tsv").write_text("\n".join(lines) + "\n")
+    spec = _spec([0, 7], [7, None]) | {"max_skipped_fraction": 0.5}
+    task = load_task(load_tasks_config(write_config({"t": spec}))["t"])
+    assert task.train["text_a"] == ["row 0", "row 1", "row 3", "row 6"]
+    assert task.dev["text_a"] == ["row 7", "row 8", "row 9"]
+    assert task.skipped_by_split == {"train": 3, "dev": 0}
+    strict = _spec([0, 7], [7, None]) | {"max_skipped_fraction": 0.1}
+    with pytest.raises(TaskError, match=r"train: 3 of 7 records .* lines/records 4, 6, 7\)"):
+        load_task(load_tasks_config(write_config({"t": strict}))["t"])
+
+
 def test_rows_also_slice_a_held_out_dev_fraction(tmp_path: Path, write_config) -> None:
     _file(tmp_path)
     spec = {"text_fields": ["text"], "label_names": ["no", "yes"], "dev_fraction": 0.5}

@@ -18,11 +18,14 @@ TOP_KEYS = ("data_root", "tasks")
 
 class _UniqueKeyLoader(yaml.SafeLoader):
     """yaml.safe_load keeps the last of two equal keys; a config file that names a task (or any
-    setting) twice is a mistake to report, not to resolve silently."""
+    setting) twice is a mistake to report, not to resolve silently. Merge keys (`<<: *base`)
+    stay YAML's: the keys written beside one override those it merges."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
             key = self.construct_object(key_node, deep=deep)
             if key in seen:
                 raise yaml.constructor.ConstructorError(

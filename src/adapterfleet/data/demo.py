@@ -15,7 +15,7 @@ import io
 import json
 import os
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -45,14 +45,17 @@ def generate_demo_suite(directory: str | Path, seed: int = 0) -> dict[str, TaskS
     return load_tasks_config(root / CONFIG_NAME)
 
 
-def demo_suite_specs(directory: str | Path, seed: int = 0) -> dict[str, TaskSpec]:
+def demo_suite_specs(
+    directory: str | Path, seed: int = 0, overrides: Mapping[str, Any] | None = None
+) -> dict[str, TaskSpec]:
     """The demo tasks, their files in ``directory``, with nothing written: each spec carries
     ``demo_seed`` and `load_task` writes the suite (`ensure_demo_files`) before it reads one.
     So a config with ``demo_tasks: true`` writes nothing when it loads (a read-only command
-    never does), and its specs, config hashes included, are those `generate_demo_suite` gives.
+    never does), and its specs, config hashes included, are those `generate_demo_suite` gives
+    (`overrides` as `tasks_from_mapping` takes them: `{"tasks": {name: {key: value}}}`).
     """
     where = f"demo tasks in {directory}"
-    specs = tasks_from_mapping(_document(), Path(directory), where=where)
+    specs = tasks_from_mapping(_document(), Path(directory), overrides, where=where)
     return {name: dataclasses.replace(spec, demo_seed=seed) for name, spec in specs.items()}
 
 

@@ -79,7 +79,7 @@ def read_input(
         )
     if not rows:
         raise TaskError(task, "input", f"{path} holds no rows", "give at least one row")
-    texts = [_texts(spec, path, number, row, fields) for number, row in enumerate(rows)]
+    texts = [_texts(spec, path, n, row, fields) for n, row in enumerate(rows, start=1)]
     id_field = _id_field(task, path, id_field, present)
     ids = [row.get(id_field) for row in rows] if id_field else None
     return PredictionInput(str(path), fields, texts, id_field, ids)
@@ -132,7 +132,13 @@ def _input_source(
 ) -> SplitSource:
     if columns and fmt not in ("tsv", "csv"):
         raise TaskError(spec.name, "--columns", f"only for tsv/csv files, not {fmt}")
-    header = header and not columns
+    if columns and header:
+        raise TaskError(
+            spec.name,
+            "--columns",
+            "names the columns of a tsv/csv without header, and the input is read as having one",
+            "pass --no-header with --columns (a file with a header names its own columns)",
+        )
     if not header and fmt in ("tsv", "csv"):
         declared = next((s.columns for s in (spec.train, spec.dev) if s and s.columns), None)
         columns = columns or declared

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import codecs
 import csv
+import dataclasses
 import json
 import stat
 from collections import Counter
@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from adapterfleet.data.encodings import reading_codec
 from adapterfleet.data.errors import TaskError
 from adapterfleet.data.tasks import SplitSource
 
@@ -30,6 +31,8 @@ class RawSplit:
     skipped: int = 0
     bad_lines: list[int] = field(default_factory=list)
     repeated: dict[str, str] = field(default_factory=dict)
+    # each skipped record: (the number of rows read before it, its line or record number)
+    skips: list[tuple[int, int]] = field(default_factory=list)
 
     def renamed(self, task: str, split: str, rename: dict[str, str]) -> RawSplit:
         """Apply ``rename`` (old -> new); an old name that is not a column is a `TaskError`."""
@@ -54,7 +57,7 @@ class RawSplit:
         rows = [{rename.get(k, k): v for k, v in row.items()} for row in self.rows]
         columns = [rename.get(c, c) for c in self.columns]
         repeated = {rename.get(k, k): v for k, v in self.repeated.items()}
-        return RawSplit(self.source, columns, rows, self.skipped, self.bad_lines, repeated)
+        return dataclasses.replace(self, columns=columns, rows=rows, repeated=repeated)
 
 
 def read_file(task: str, split: str, source: SplitSource) -> RawSplit:
@@ -62,7 +65,7 @@ def read_file(task: str, split: str, source: SplitSource) -> RawSplit:
     path = source.path
     assert path is not None and source.format is not None
     _check_readable(task, split, path)
-    encoding = _codec(source.encoding)
+    encoding = reading_codec(source.encoding)
     try:
         if source.format in ("tsv", "csv"):
             raw = _read_delimited(path, source, encoding)
@@ -92,12 +95,6 @@ def _check_readable(task: str, split: str, path: Path) -> None:
         raise TaskError(task, f"{split}.path", problem, "fix the path") from None
     if not is_file:
         raise TaskError(task, f"{split}.path", f"file not found: {path}", "check data_root/path")
-
-
-def _codec(encoding: str) -> str:
-    """`encoding`, but UTF-8 read as `utf-8-sig`: a byte-order mark is never part of the first
-    column's name (or the first JSON line)."""
-    return "utf-8-sig" if codecs.lookup(encoding).name == "utf-8" else encoding
 
 
 def _read_delimited(path: Path, source: SplitSource, encoding: str) -> RawSplit:
@@ -210,6 +207,7 @@ def _note_repeats(raw: RawSplit, names: Iterable[str] | _Record, where: str) -> 
 
 def _bad(raw: RawSplit, line: int) -> None:
     raw.skipped += 1
+    raw.skips.append((len(raw.rows), line))
     if len(raw.bad_lines) < 5:
         raw.bad_lines.append(line)
 

@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from adapterfleet.data.errors import TaskError
@@ -45,11 +46,13 @@ def _end(rows: Rows) -> float:
 
 
 def sliced(task: str, split: str, rows: Rows | None, raw: RawSplit) -> tuple[RawSplit, int]:
-    """The records `rows` keeps and the number of the first (1-based, for errors)."""
+    """The records `rows` keeps, counted in the file's order (its malformed records too, and
+    only those within the range count as the slice's skipped), and the number of the first
+    (1-based, for errors)."""
     if rows is None:
         return raw, 1
     start, stop = rows
-    have = len(raw.rows)
+    have = len(raw.rows) + raw.skipped
     if start >= have or (stop is not None and stop > have):
         raise TaskError(
             task,
@@ -57,4 +60,22 @@ def sliced(task: str, split: str, rows: Rows | None, raw: RawSplit) -> tuple[Raw
             f"{[start, stop]} asks for records past the {have} records of {raw.source}",
             f"use a range within [0, {have}] (stop null: to the end)",
         )
-    return dataclasses.replace(raw, rows=raw.rows[start:stop]), start + 1
+    kept, skips = [], []
+    for row, line in itertools.islice(_in_file_order(raw), start, stop):
+        if row is None:
+            skips.append((len(kept), line))
+        else:
+            kept.append(row)
+    bad_lines = [line for _, line in skips[:5]]
+    part = dataclasses.replace(raw, rows=kept, skipped=len(skips), bad_lines=bad_lines, skips=skips)
+    return part, start + 1
+
+
+def _in_file_order(raw: RawSplit) -> Iterator[tuple[dict[str, Any] | None, int]]:
+    """Every record of the file in order: (a row, 0) or (None, the line of a skipped one)."""
+    done = 0
+    for before, line in raw.skips:
+        yield from ((row, 0) for row in raw.rows[done:before])
+        done = before
+        yield None, line
+    yield from ((row, 0) for row in raw.rows[done:])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import codecs
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -10,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from adapterfleet.data.choices import ChoiceLayout
+from adapterfleet.data.encodings import DEFAULT_ENCODING, parse_encoding
 from adapterfleet.data.errors import TaskError
 from adapterfleet.data.quality import SKIP_KEY, parse_skip_limit
 from adapterfleet.data.regression import RANGE_KEY, parse_range
@@ -53,7 +53,6 @@ TASK_KEYS = (
 )
 FILE_SPLIT_KEYS = ("path", "format", "header", "columns", "encoding", "rename", "rows")
 HUB_SPLIT_KEYS = ("split", "rename", "rows")
-DEFAULT_ENCODING = "utf-8-sig"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -307,7 +306,11 @@ class _Parser:
             raise self.fail("label_names", problem, fix)
         if names is None:
             raise self.fail("label_names", "missing required key", "list the labels, e.g. [0, 1]")
-        if not isinstance(names, list) or any(isinstance(n, bool | dict | list) for n in names):
+        if isinstance(names, list) and any(isinstance(n, bool) for n in names):
+            problem = f"YAML read {names} as booleans (unquoted yes/no/true/false/on/off are)"
+            fix = 'quote the names, e.g. ["no", "yes"]; JSON true/false match "true"/"false"'
+            raise self.fail("label_names", problem, fix)
+        if not isinstance(names, list) or any(isinstance(n, dict | list) for n in names):
             raise self.fail("label_names", "expected a list of names", "e.g. [neg, pos]")
         out = tuple(str(n) for n in names)
         if len(out) < 2 or len(set(out)) != len(out):
@@ -328,6 +331,10 @@ class _Parser:
             isinstance(k, str) and isinstance(v, str) for k, v in rename.items()
         ):
             raise self.fail(f"{key}.rename", "expected a mapping column: new_name")
+        twice = sorted({v for v in rename.values() if list(rename.values()).count(v) > 1})
+        if twice:
+            problem = f"more than one column renamed to {', '.join(map(repr, twice))}"
+            raise self.fail(f"{key}.rename", problem, "give each column its own new name")
         if hub:
             default = "train" if key == "train" else "validation"
             split = self.opt_str(raw, "split", f"{key}.split") or default
@@ -350,11 +357,7 @@ class _Parser:
                 raise self.fail(f"{key}.columns", "only for tsv/csv files with header: false")
         elif fmt in ("tsv", "csv") and not header:
             raise self.fail(f"{key}.columns", "a file without header needs columns", "name them")
-        encoding = self.opt_str(raw, "encoding", f"{key}.encoding") or DEFAULT_ENCODING
-        try:
-            codecs.lookup(encoding)
-        except LookupError:
-            raise self.fail(f"{key}.encoding", f"unknown encoding {encoding!r}") from None
+        encoding = parse_encoding(self.fail, key, self.opt_str(raw, "encoding", f"{key}.encoding"))
         rows = row_range(self.fail, key, raw.get("rows"))
         return SplitSource(path, fmt, header, columns, encoding, dict(rename), rows=rows)
 

@@ -411,3 +411,39 @@ def test_the_configs_own_tracking_uri_wins_over_the_environment(tmp_path, monkey
     changed = load_config(path, ["tracking_uri=sqlite:///elsewhere.db"])
     assert changed.tracking_uri == "sqlite:///elsewhere.db"
     assert changed.source["tracking_uri"] == "sqlite:///elsewhere.db"
+
+
+def test_yaml_merge_keys_are_read_as_yaml_reads_them(tmp_path):
+    """`<<: *base` merges a mapping; keys written beside it override the merged ones."""
+    text = BASE.replace(
+        "  a: {train",
+        "  a: &a {train",
+    ).replace(
+        '  b: {train: t.tsv, dev: t.tsv, text_fields: [sentence], label_names: ["0", "1"]}',
+        "  b:\n    <<: *a\n    max_train_examples: 1",
+    )
+    config = load_config(_write(tmp_path, text))
+    assert config.tasks["b"].text_fields == config.tasks["a"].text_fields == ("sentence",)
+    assert (config.tasks["a"].max_train_examples, config.tasks["b"].max_train_examples) == (None, 1)
+
+
+def test_set_changes_the_tasks_of_a_tasks_file_and_of_the_demo(tmp_path):
+    """`--set tasks.<task>.<key>=...` reaches tasks that a tasks_file or demo_tasks declares,
+    and a task name they lack is refused by name, as for inline tasks."""
+    _write(tmp_path, "")
+    tasks = BASE.split("tasks:\n", 1)[1]
+    (tmp_path / "tasks.yaml").write_text("data_root: .\ntasks:\n" + tasks)
+    path = tmp_path / "from-file.yaml"
+    path.write_text("name: p\ntasks_file: tasks.yaml\n")
+    config = load_config(path, ["tasks.a.max_train_examples=1"])
+    assert (config.tasks["a"].max_train_examples, config.tasks["b"].max_train_examples) == (1, None)
+    demo = ROOT / "configs" / "demo.yaml"
+    storage = f"storage={tmp_path / 'runs'}"
+    changed = load_config(demo, [storage, "tasks.demo_sentiment.max_train_examples=200"])
+    assert changed.tasks["demo_sentiment"].max_train_examples == 200
+    for config_path, name in ((path, "aa"), (demo, "demo_sentimnt")):
+        with pytest.raises(ConfigError, match=f"task '{name}', overrides: no such task"):
+            load_config(config_path, [storage, f"tasks.{name}.max_train_examples=1"])
+    with pytest.raises(ConfigError, match=r"no task 'aa' in tasks \(tasks: a, b\); check the name"):
+        load_config(_write(tmp_path, BASE), ["tasks.aa.max_train_examples=1"])
+    assert not (tmp_path / "runs").exists()

@@ -157,6 +157,15 @@ def _mostly_malformed(doc: dict[str, Any]) -> None:
     _edit_water_train(doc, commas)
 
 
+def _bad_labels_in_a_baseline_task(doc: dict[str, Any]) -> None:
+    """A third task that only the baselines train, with a label its label_names lack."""
+    rows = [f"row {i}\t{['no', 'yes', 'maybe'][i % 3]}" for i in range(12)]
+    (Path(doc["data_root"]) / "extra.tsv").write_text("text\tlabel\n" + "\n".join(rows) + "\n")
+    doc["tasks"]["extra"] = {**doc["tasks"]["water"], "train": "extra.tsv", "dev": "extra.tsv"}
+    doc["adapters"]["tasks"] = ["fruit", "water"]
+    doc["baselines"] = {"systems": ["head"], "tasks": ["extra"]}
+
+
 def _cuda_without_gpu(doc: dict[str, Any]) -> None:
     doc["adapters"]["training"]["device"] = "cuda"
 
@@ -323,6 +332,11 @@ CASES = {
         _one_label,
         (),
         r"task 'water', train 'label': all 40 training rows have the label 'yes'",
+    ),
+    "bad data in a task only the baselines train": (
+        _bad_labels_in_a_baseline_task,
+        (),
+        r"task 'extra', train 'label': unknown label value 'maybe' \(record 3 of .*extra\.tsv\)",
     ),
     "a training split mostly malformed": (
         _mostly_malformed,

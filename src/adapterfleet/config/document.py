@@ -106,6 +106,11 @@ def apply_overrides(document: dict[str, Any], overrides: Sequence[str]) -> dict[
             if not parts:
                 break
             path.append(part)
+            if path == ["tasks", part] and isinstance(node, dict) and node and part not in node:
+                known = ", ".join(map(str, node))
+                raise ConfigError(
+                    f"override {item!r}: no task {part!r} in tasks (tasks: {known}); check the name"
+                )
             child = node.setdefault(part, {})
             if not isinstance(child, dict):
                 where = ".".join(path)

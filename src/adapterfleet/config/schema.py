@@ -207,19 +207,26 @@ def check_workers(adapters: AdapterStage, resources: Resources) -> None:
 
 
 def read_tasks(document: Mapping[str, Any], base_dir: Path, storage: Path) -> dict[str, TaskSpec]:
-    """The tasks of exactly one of `tasks_file`, inline `tasks` (with `data_root`) or
-    `demo_tasks: true` (under `<storage>/demo-data`, written when a task is first loaded, so
-    loading a config writes nothing)."""
-    given = [k for k in ("tasks_file", "tasks", "demo_tasks") if document.get(k)]
-    if len(given) != 1:
+    """The tasks of exactly one of `tasks_file` (a tasks YAML), inline `tasks` (with
+    `data_root`) or `demo_tasks: true` (under `<storage>/demo-data`, written when a task is
+    first loaded, so loading a config writes nothing). Beside `tasks_file` or `demo_tasks`,
+    `tasks:` changes their tasks key by key (`--set tasks.rte.max_train_examples=200`, a
+    budget's changes); it cannot add one."""
+    sources = [k for k in ("tasks_file", "demo_tasks") if document.get(k)]
+    changes = document.get("tasks")
+    if len(sources) > 1 or not (sources or changes):
+        given = [k for k in ("tasks_file", "tasks", "demo_tasks") if document.get(k)]
         raise ConfigError(
             "tasks: give exactly one of tasks_file (a tasks YAML), tasks (inline, with data_root) "
             f"or demo_tasks: true; found {given or 'none'}"
         )
-    if given[0] == "demo_tasks":
-        return demo_suite_specs(storage / "demo-data")
-    if given[0] == "tasks_file":
-        return load_tasks_config(base_dir / str(document["tasks_file"]))
+    overrides = {"tasks": changes} if sources and changes else None
+    if overrides is not None and not isinstance(changes, Mapping):
+        raise ConfigError(f"tasks: beside {sources[0]}, expected a mapping of changes to its tasks")
+    if sources == ["demo_tasks"]:
+        return demo_suite_specs(storage / "demo-data", overrides=overrides)
+    if sources == ["tasks_file"]:
+        return load_tasks_config(base_dir / str(document["tasks_file"]), overrides)
     inline = {k: document[k] for k in ("data_root", "tasks") if k in document}
     return tasks_from_mapping(inline, base_dir)
 

@@ -57,7 +57,10 @@ def check_resources(config: PipelineConfig, nodes: list[Mapping[str, float]]) ->
 
 
 def used_tasks(config: PipelineConfig) -> list[str]:
-    names = list(config.adapter_tasks) + list(config.fusion.targets)
+    """Every task the pipeline trains on: adapters, fusion targets and the baselines' tasks."""
+    names = [*config.adapter_tasks, *config.fusion.targets]
+    if config.baselines.systems:
+        names += config.baselines.tasks
     return list(dict.fromkeys(names))
 
 

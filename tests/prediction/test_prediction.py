@@ -202,8 +202,9 @@ def test_headerless_tsv_with_named_columns(world, tmp_path):
         ("missing file", TaskError, ["file not found", "--input"]),
         ("bad json", TaskError, ["not valid JSON"]),
         ("bad format", TaskError, ["unknown format", "--format"]),
-        ("empty value", TaskError, ["input row 1", "no value for 'text'"]),
-        ("blank text", TaskError, ["input row 1", "an empty value for 'text'"]),
+        ("empty value", TaskError, ["input row 2", "no value for 'text'"]),
+        ("blank text", TaskError, ["input row 2", "an empty value for 'text'"]),
+        ("columns over a header", TaskError, ["--columns", "pass --no-header with --columns"]),
         ("a list as text", TaskError, ["input column 'text': holds a list (['a', 'b'])"]),
         ("bad suffix", ConfigError, ["--out", "'.txt'", ".jsonl, .ndjson, .csv"]),
     ],
@@ -234,6 +235,8 @@ def test_errors_are_one_line_naming_the_field_and_the_fix(world, tmp_path, case,
     elif case == "blank text":
         path = tmp_path / "gap.jsonl"
         path.write_text('{"text": "apple"}\n{"text": "  "}\n')
+    elif case == "columns over a header":  # the header line would be predicted as a row
+        options = {"columns": ["id", "text"]}
     elif case == "a list as text":
         path = tmp_path / "list.jsonl"
         path.write_text('{"text": ["a", "b"]}\n')

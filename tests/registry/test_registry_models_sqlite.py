@@ -130,12 +130,13 @@ def test_pull_verifies_hash_and_rejects_tampered_artifact(
     info = register_version(sqlite_uri, name, run_id, "adapter", weights, {TAG_TRIAL_ID: "x"})
 
     dest = tmp_path / "pulled"
-    (dest).mkdir()
-    (dest / "stale.txt").write_text("old")
     got = pull(sqlite_uri, name, dest)
     assert got == dest.resolve()
     assert sorted(p.name for p in got.iterdir()) == ["adapter.safetensors", "adapter_config.json"]
     assert (got / "adapter.safetensors").read_bytes() == weights.read_bytes()
+    (got / "adapter.safetensors").write_bytes(b"an earlier pull's file")
+    again = pull(sqlite_uri, name, dest)  # an earlier pull's folder is replaced
+    assert (again / "adapter.safetensors").read_bytes() == weights.read_bytes()
     assert pull(sqlite_uri, name, tmp_path / "by-version", version=1).is_dir()
 
     # Alter the stored artifact behind the registry's back.
@@ -151,6 +152,37 @@ def test_pull_verifies_hash_and_rejects_tampered_artifact(
     assert hashlib.sha256(other.read_bytes()).hexdigest() in message
     assert not bad_dest.exists()
     assert not any(p.name.startswith(".tampered.pull-") for p in tmp_path.iterdir())
+
+
+def test_pull_never_deletes_what_it_did_not_write(
+    sqlite_uri: str,
+    sqlite_experiment: str,
+    logged_adapter: LoggedAdapter,
+    tmp_path: Path,
+    new_name: Callable[[str], str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pull replaces its folder whole, so a folder holding other files, a file, and the
+    current folder (`--to .`) are refused with everything left as it was."""
+    run_id, weights = logged_adapter(sqlite_uri, sqlite_experiment, seed=4)
+    name = adapter_model_name(new_name("p"), "sst2")
+    register_version(sqlite_uri, name, run_id, "adapter", weights, {TAG_TRIAL_ID: "y"})
+    work = tmp_path / "work"
+    (work / "sub").mkdir(parents=True)
+    (work / "notes.txt").write_text("precious")
+    (tmp_path / "afile").write_text("hi")
+    with pytest.raises(RegistryError, match=r"holds files a pull would delete \(notes.txt, sub\)"):
+        pull(sqlite_uri, name, work)
+    with pytest.raises(RegistryError, match="it is a file, not a folder"):
+        pull(sqlite_uri, name, tmp_path / "afile")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.chdir(empty)
+    with pytest.raises(RegistryError, match="it is the current folder or holds it"):
+        pull(sqlite_uri, name, ".")
+    assert (work / "notes.txt").read_text() == "precious" and (work / "sub").is_dir()
+    assert (tmp_path / "afile").read_text() == "hi" and empty.is_dir()
+    assert list(empty.iterdir()) == [] and not any(".pull-" in p.name for p in tmp_path.iterdir())
 
 
 def test_pull_missing_alias_is_a_clear_error(

@@ -344,11 +344,30 @@ def _fetch_verified(
                 "re-register a good copy"
             )
         if dest.exists():
+            _check_replaceable(dest, local)
             shutil.rmtree(dest)
         local.replace(dest)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return dest
+
+
+def _check_replaceable(dest: Path, incoming: Path) -> None:
+    """A pull replaces `dest` whole: only a folder that holds nothing but names the pulled
+    folder has (an earlier pull of the same kind), and neither the current folder nor one
+    above it, whose loss the user would not expect."""
+    where = f"cannot pull into {dest}"
+    if not dest.is_dir():
+        raise RegistryError(f"{where}: it is a file, not a folder; give a folder to write into")
+    if dest == Path.cwd() or dest in Path.cwd().parents:
+        raise RegistryError(f"{where}: it is the current folder or holds it; give a new folder")
+    others = sorted(p.name for p in dest.iterdir() if not (incoming / p.name).exists())
+    if others:
+        shown = ", ".join(others[:5]) + (", ..." if len(others) > 5 else "")
+        raise RegistryError(
+            f"{where}: it holds files a pull would delete ({shown}); give a new or empty folder "
+            "(a folder an earlier pull wrote is replaced)"
+        )
 
 
 def _download(uri: str, run_id: str, artifact_path: str, dst: Path, timeout_s: float) -> str:

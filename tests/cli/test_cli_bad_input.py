@@ -217,6 +217,22 @@ def test_resuming_what_never_started_is_refused_before_anything_is_written(
         assert not where.exists()
 
 
+@pytest.mark.parametrize(
+    "command", [["adapters"], ["pull", "a", "--to", "pulled"], ["status"], ["report"], ["run"]]
+)
+def test_a_store_file_that_is_not_a_database_is_one_line(
+    pipeline: Path, command: list[str]
+) -> None:
+    """It used to end in SQLAlchemy's traceback (`adapters`, `pull`); the file is left as is."""
+    store = pipeline.parent / "runs" / "mlflow.db"
+    store.parent.mkdir()
+    store.write_text("not a database\n")
+    result = runner.invoke(app, [*command, "-c", str(pipeline)])
+    refused(result, f"{store} is not an SQLite database (file is not a database)", "point at")
+    assert store.read_text() == "not a database\n"
+    assert sorted(p.name for p in store.parent.iterdir()) == ["mlflow.db"]
+
+
 def test_status_shows_the_plan_without_creating_a_store(pipeline: Path) -> None:
     result = runner.invoke(app, ["status", "-c", str(pipeline)])
     assert result.exit_code == 0, result.output

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import socket
 import urllib.error
@@ -152,6 +153,8 @@ def check_tracking_uri(
         _check_http(uri, shown, timeout, say)
     elif scheme in ("sqlite", "file"):
         folder = sqlite_path(uri) if scheme == "sqlite" else Path(urllib.parse.urlsplit(uri).path)
+        if scheme == "sqlite" and folder is not None and folder.exists():
+            _check_sqlite_file(folder, shown)
         if folder is None or not create:
             return
         _check_creatable(folder.parent if scheme == "sqlite" else folder, shown)
@@ -161,6 +164,25 @@ def check_tracking_uri(
         raise RegistryError(
             f"tracking URI {shown!r} has no scheme; use sqlite:///<path>/mlflow.db "
             "or http://<host>:<port>"
+        )
+
+
+def _check_sqlite_file(db: Path, shown: str) -> None:
+    """An existing SQLite store must be a database file: a folder, or another file at its
+    path, would otherwise surface as SQLAlchemy's traceback from the first query."""
+    import sqlite3
+
+    problem = "it is a folder" if db.is_dir() else None
+    if problem is None:
+        try:
+            with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as link:
+                link.execute("PRAGMA schema_version").fetchone()
+        except sqlite3.Error as error:
+            problem = str(error)
+    if problem:
+        raise RegistryError(
+            f"tracking URI {shown}: {db} is not an SQLite database ({problem}); point at the "
+            "store the pipeline wrote (-o storage=..., -o tracking_uri=...), or move the file away"
         )
 
 

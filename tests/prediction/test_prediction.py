@@ -251,6 +251,23 @@ def test_errors_are_one_line_naming_the_field_and_the_fix(world, tmp_path, case,
     assert not out.exists()
 
 
+def test_an_output_that_is_the_input_or_a_folder_is_refused_before_any_work(world, tmp_path):
+    """Writing onto the input lost the rows; a folder failed only after every row was
+    predicted. Both are refused first: nothing is read, pulled or written."""
+    source = _write_jsonl(tmp_path / "in.jsonl", _texts(3))
+    before = source.read_bytes()
+    with pytest.raises(ConfigError, match=r"--out: .*in.jsonl is the --input file, .*another"):
+        predict_file(world.config, "fruit", source, tmp_path / "." / "in.jsonl", say=print)
+    assert source.read_bytes() == before
+    (tmp_path / "out.csv").mkdir()
+    with pytest.raises(ConfigError, match=r"--out: .*out.csv is a folder; give a file name"):
+        predict_file(world.config, "fruit", source, tmp_path / "out.csv", say=print)
+    # a good run writes the whole file at once, with no partial file left beside it
+    predict_file(world.config, "fruit", source, tmp_path / "p.jsonl", say=print)
+    assert len(_read(tmp_path / "p.jsonl")) == 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "out.csv", "p.jsonl"]
+
+
 def test_ray_data_gives_the_same_output_as_the_local_path(world, tmp_path, ray_local):
     texts = _texts(53, seed=4)
     tsv = _write_tsv(tmp_path / "in.tsv", texts)

@@ -1,9 +1,10 @@
 """`adapterfleet predict`: a registered fusion (or single adapter) with its head over an input file.
 
-Steps: check the output suffix, read the input (any format `data/` reads; the text fields of the
-task's declaration, labels not needed), find the registered version, pull it (sha256-verified)
-into a temporary folder, load it with the adapter / fusion / head loaders, compute class
-probabilities batch by batch (`training.predict`), write one row per input row in input order:
+Steps: check the output (`predict_output.py`: its suffix, not a folder, not the input), read
+the input (any format `data/` reads; the text fields of the task's declaration, labels not
+needed), find the registered version, pull it (sha256-verified) into a temporary folder, load it
+with the adapter / fusion / head loaders, compute class probabilities batch by batch
+(`training.predict`), write one row per input row in input order, all at once:
 
     row (0-based), id (when the input has one), prediction (label name), prob_<label>...
 
@@ -20,18 +21,21 @@ pulls and loads the model once, then the result is sorted by row and written the
 
 from __future__ import annotations
 
-import csv
-import json
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from adapterfleet.config import BaseModelSpec, ConfigError, PipelineConfig
 from adapterfleet.console import Say
 from adapterfleet.data.prediction_input import PredictionInput, encode_input, read_input
 from adapterfleet.data.tasks import TaskSpec
+from adapterfleet.orchestration.predict_output import (
+    check_output,
+    prediction_rows,
+    write_predictions,
+)
 from adapterfleet.orchestration.sweep import ensure_ray
 from adapterfleet.registry import (
     ModelVersionInfo,
@@ -50,7 +54,6 @@ if TYPE_CHECKING:
 
     from adapterfleet.adapters import AdapterModel
 
-OUTPUT_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv"}
 HEAD_ARTIFACT = "head"
 RAY_BATCH_ROWS = 256  # rows per map_batches call; each is cut into length-grouped batches
 
@@ -60,63 +63,6 @@ class PredictionSummary:
     out: Path
     rows: int
     version: ModelVersionInfo
-
-
-# -- what to write ---------------------------------------------------------------------------
-
-
-def output_format(out: Path) -> str:
-    """`jsonl` or `csv`, from the suffix of `out`."""
-    fmt = OUTPUT_FORMATS.get(Path(out).suffix.lower())
-    if fmt is None:
-        raise ConfigError(
-            f"--out: unknown suffix {Path(out).suffix or '(none)'!r} of {out}; "
-            f"use one of {', '.join(OUTPUT_FORMATS)}"
-        )
-    return fmt
-
-
-def prediction_rows(
-    data: PredictionInput,
-    probabilities: torch.Tensor,
-    label_names: Sequence[str],
-    regression: bool = False,
-) -> Iterator[dict[str, Any]]:
-    """One output row per input row, in input order; `regression`: `probabilities` holds the
-    head's numbers (rows, 1) and `prediction` is that number."""
-    if regression:
-        for index, value in enumerate(probabilities.reshape(-1).tolist()):
-            row: dict[str, Any] = {"row": index}
-            if data.ids is not None:
-                row["id"] = data.ids[index]
-            yield {**row, "prediction": value}
-        return
-    predicted = probabilities.argmax(dim=-1).tolist()
-    for index, (label, probs) in enumerate(zip(predicted, probabilities.tolist(), strict=True)):
-        row: dict[str, Any] = {"row": index}
-        if data.ids is not None:
-            row["id"] = data.ids[index]
-        row["prediction"] = label_names[label]
-        row.update({f"prob_{name}": p for name, p in zip(label_names, probs, strict=True)})
-        yield row
-
-
-def write_predictions(path: Path, fmt: str, rows: Iterable[dict[str, Any]]) -> int:
-    """Write `rows` as JSON lines or CSV (header from the first row); returns the row count."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    count = 0
-    with path.open("w", encoding="utf-8", newline="") as handle:
-        writer: csv.DictWriter | None = None
-        for row in rows:
-            if fmt == "jsonl":
-                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-            else:
-                if writer is None:
-                    writer = csv.DictWriter(handle, fieldnames=list(row))
-                    writer.writeheader()
-                writer.writerow(row)
-            count += 1
-    return count
 
 
 # -- what to load ----------------------------------------------------------------------------
@@ -275,7 +221,7 @@ def predict_file(
     say: Say = print,
 ) -> PredictionSummary:
     """Predict every row of `input_path` with the registered model of `target`; write `out`."""
-    fmt = output_format(out)
+    fmt = check_output(out, input_path)
     for option, value in (("--batch-size", batch_size), ("--workers", workers)):
         if value is not None and value < 1:
             raise ConfigError(f"{option}: expected an integer >= 1, got {value}")

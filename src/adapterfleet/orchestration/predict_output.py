@@ -1,0 +1,96 @@
+"""What `adapterfleet predict` writes: one row per input row, as JSON lines or CSV, checked
+before any work and written whole or not at all."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from adapterfleet.config import ConfigError
+
+if TYPE_CHECKING:
+    import torch
+
+    from adapterfleet.data.prediction_input import PredictionInput
+
+OUTPUT_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv"}
+
+
+def output_format(out: Path) -> str:
+    """`jsonl` or `csv`, from the suffix of `out`."""
+    fmt = OUTPUT_FORMATS.get(Path(out).suffix.lower())
+    if fmt is None:
+        raise ConfigError(
+            f"--out: unknown suffix {Path(out).suffix or '(none)'!r} of {out}; "
+            f"use one of {', '.join(OUTPUT_FORMATS)}"
+        )
+    return fmt
+
+
+def check_output(out: Path, input_path: Path) -> str:
+    """`output_format(out)`, once `out` is known to be writable as a file that is not the
+    input: checked before the input is read or a model pulled, so a mistake costs nothing."""
+    fmt = output_format(out)
+    out, input_path = Path(out), Path(input_path)
+    if out.is_dir():
+        raise ConfigError(f"--out: {out} is a folder; give a file name ending in {fmt!r}")
+    if out.exists() and input_path.exists() and out.samefile(input_path):
+        raise ConfigError(
+            f"--out: {out} is the --input file, and writing the predictions would replace the "
+            "rows they are made from; give another file"
+        )
+    return fmt
+
+
+def prediction_rows(
+    data: PredictionInput,
+    probabilities: torch.Tensor,
+    label_names: Sequence[str],
+    regression: bool = False,
+) -> Iterator[dict[str, Any]]:
+    """One output row per input row, in input order; `regression`: `probabilities` holds the
+    head's numbers (rows, 1) and `prediction` is that number."""
+    if regression:
+        for index, value in enumerate(probabilities.reshape(-1).tolist()):
+            row: dict[str, Any] = {"row": index}
+            if data.ids is not None:
+                row["id"] = data.ids[index]
+            yield {**row, "prediction": value}
+        return
+    predicted = probabilities.argmax(dim=-1).tolist()
+    for index, (label, probs) in enumerate(zip(predicted, probabilities.tolist(), strict=True)):
+        row = {"row": index}
+        if data.ids is not None:
+            row["id"] = data.ids[index]
+        row["prediction"] = label_names[label]
+        row.update({f"prob_{name}": p for name, p in zip(label_names, probs, strict=True)})
+        yield row
+
+
+def write_predictions(path: Path, fmt: str, rows: Iterable[dict[str, Any]]) -> int:
+    """Write `rows` as JSON lines or CSV (header from the first row); returns the row count.
+    Written beside `path` and moved onto it at the end: a reader never sees half a file, and
+    a failure leaves what was at `path` before."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    count = 0
+    try:
+        with partial.open("w", encoding="utf-8", newline="") as handle:
+            writer: csv.DictWriter | None = None
+            for row in rows:
+                if fmt == "jsonl":
+                    handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+                else:
+                    if writer is None:
+                        writer = csv.DictWriter(handle, fieldnames=list(row))
+                        writer.writeheader()
+                    writer.writerow(row)
+                count += 1
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
+    return count

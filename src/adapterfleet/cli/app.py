@@ -158,10 +158,11 @@ def fuse(
 def evaluate(
     config: ConfigOpt,
     task: Annotated[str, typer.Option(help="Task whose dev split to evaluate on.")],
-    run: Annotated[Path, typer.Option(help="A run folder written by train or fuse.")],
+    run: Annotated[Path, typer.Option(help="A run folder written by train (any mode) or fuse.")],
     set_: SetOpt = None,
 ) -> None:
-    """Evaluate a saved run folder (adapter or fusion, with its head) on a task's dev split."""
+    """Evaluate a saved run folder (adapter, fusion or MT-A, with its head) on a task's dev split,
+    on the base it trained on."""
     from adapterfleet.orchestration.local import evaluate_run
 
     metrics = evaluate_run(load(config, set_), task, run)

@@ -2,21 +2,29 @@
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from adapterfleet.adapters import (
+    ADAPTER_WEIGHTS,
+    MINILM,
     AdapterModel,
+    WeightsFileError,
     load_adapter,
     load_encoder,
     load_head,
     load_tokenizer,
     set_active_adapter,
+    sha256_file,
 )
 from adapterfleet.config import BaseModelSpec, ConfigError, PipelineConfig, training_with
 from adapterfleet.data import TokenizedTask, load_task, tokenize_task
+from adapterfleet.data.tasks import TaskSpec
 from adapterfleet.fusion import FusionConfig, load_fusion, set_active_fusion
 from adapterfleet.orchestration.limits import check_single_run
 from adapterfleet.training import Callback, TrainConfig, evaluate
@@ -98,6 +106,8 @@ def fuse_task(
 ) -> RunResult:
     check_single_run(config, target, option="--target")
     tokenized = prepare_task(config, target)
+    if isinstance(base_model, str):  # another folder (an MT-A model/): loaded as the config says
+        base_model = dataclasses.replace(config.base or BaseModelSpec(base_model), name=base_model)
     return train_fusion_run(
         tokenized,
         base_model or config.base,
@@ -111,25 +121,17 @@ def fuse_task(
 
 
 def evaluate_run(config: PipelineConfig, task: str, run_dir: Path) -> dict[str, float]:
-    """Dev metrics of a saved run directory (adapter or fusion, with its head) on `task`: on the
-    config's `training.device`, in the precision the run trained and evaluated in (its run.json;
-    float32 for fp16 off a GPU), so they are the run's own dev metrics."""
+    """Dev metrics of a saved run directory (adapter, fusion or MT-A, with its head) on `task`:
+    on the base the run trained on, on the config's `training.device`, in the precision the run
+    trained and evaluated in (its run.json; float32 for fp16 off a GPU), so they are the run's
+    own dev metrics."""
     from adapterfleet.training.predict import prediction_dtype
     from adapterfleet.training.runtime import resolve_device
 
     check_single_run(config, task)
     run_dir = Path(run_dir)
-    info = json.loads((run_dir / RUN_FILE).read_text()) if (run_dir / RUN_FILE).is_file() else {}
-    base = (run_dir / "model") if (run_dir / "model").is_dir() else config.base
-    model = AdapterModel(load_encoder(base if not isinstance(base, Path) else str(base)))
-    head = load_head(model, run_dir / "head", name=task)
-    model.select_head(head)
-    if (run_dir / "fusion").is_dir():
-        for adapter_dir in info.get("lineage", {}).get("adapter_dirs", []):
-            load_adapter(model, adapter_dir)
-        set_active_fusion(model, load_fusion(model, run_dir / "fusion", name=task))
-    elif (run_dir / "adapter").is_dir():
-        set_active_adapter(model, load_adapter(model, run_dir / "adapter", name=task))
+    info = read_run_info(run_dir)
+    model = load_run(config, task, run_dir, info)
     tokenized = prepare_task(config, task)
     training = config.adapters.training_for(task)
     _, dev = task_batches(tokenized, training)
@@ -138,3 +140,96 @@ def evaluate_run(config: PipelineConfig, task: str, run_dir: Path) -> dict[str, 
     precision = info.get("train_config", {}).get("precision", training.precision)
     dtype = prediction_dtype(precision, device)
     return evaluate(model.to(device).eval(), dev, names, device=device, dtype=dtype)
+
+
+def read_run_info(run_dir: Path) -> dict[str, Any]:
+    """The run's run.json; empty when it has none."""
+    path = run_dir / RUN_FILE
+    if not path.is_file():
+        return {}
+    fix = "restore it or train the run again"
+    try:
+        info = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise WeightsFileError(f"{path} is not valid JSON ({error}); {fix}") from None
+    if not isinstance(info, dict):
+        raise WeightsFileError(f"{path} must hold a JSON object; {fix}")
+    return info
+
+
+def load_run(
+    config: PipelineConfig, task: str, run_dir: Path, info: dict[str, Any]
+) -> AdapterModel:
+    """The run's model on the base it trained on, with `task`'s head and its adapter or fusion
+    active; every adapter checked against the sha256 run.json records for it."""
+    lineage = info.get("lineage") or {}
+    mt_a = (run_dir / "heads").is_dir()  # MT-A: adapters/<task>/ and heads/<task>/
+    if mt_a:
+        check_mt_a_task(run_dir, task)
+    head_dir = run_dir / "heads" / task if mt_a else run_dir / "head"
+    model = AdapterModel(load_encoder(run_base(config, run_dir, info)))
+    model.select_head(load_head(model, head_dir, name=task))
+    check_run_head(model, task, config.tasks[task], head_dir)
+    hashes = lineage.get("adapter_sha256")
+    if mt_a:
+        sha = hashes.get(task) if isinstance(hashes, dict) else None
+        adapter = load_recorded(model, run_dir / "adapters" / task, sha, run_dir, name=task)
+        set_active_adapter(model, adapter)
+    elif (run_dir / "fusion").is_dir():
+        dirs = lineage.get("adapter_dirs", [])
+        hashes = hashes if isinstance(hashes, list) and len(hashes) == len(dirs) else []
+        for adapter_dir, sha in itertools.zip_longest(dirs, hashes):
+            load_recorded(model, Path(adapter_dir), sha, run_dir)
+        set_active_fusion(model, load_fusion(model, run_dir / "fusion", name=task))
+    elif (run_dir / "adapter").is_dir():
+        sha = hashes if isinstance(hashes, str) else None
+        adapter = load_recorded(model, run_dir / "adapter", sha, run_dir, name=task)
+        set_active_adapter(model, adapter)
+    return model
+
+
+def run_base(config: PipelineConfig, run_dir: Path, info: dict[str, Any]) -> BaseModelSpec:
+    """The base a run trained on, with the config's dtype, layout and checkpointing: its own
+    `model/` (full, MT-A), else the local folder run.json records (a fusion trained with
+    `fuse --base-model`), else the config's base."""
+    recorded = str(info.get("base_model") or "")
+    if (run_dir / "model").is_dir():
+        name = str(run_dir / "model")
+    elif recorded != MINILM and os.path.isdir(recorded):
+        name = recorded
+    else:
+        name = config.base_model
+    return dataclasses.replace(config.base or BaseModelSpec(name), name=name)
+
+
+def check_mt_a_task(run_dir: Path, task: str) -> None:
+    """An MT-A run evaluates only the tasks it trained an adapter and head for."""
+    folder = run_dir / "adapters"
+    trained = sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+    if task not in trained or not (run_dir / "heads" / task).is_dir():
+        raise ConfigError(
+            f"--task {task}: {run_dir} is an MT-A run of {', '.join(trained) or '(no task)'} "
+            f"and has no adapter and head of {task}; evaluate one of those tasks"
+        )
+
+
+def check_run_head(model: AdapterModel, task: str, spec: TaskSpec, head_dir: Path) -> None:
+    """`predict`'s check that the head scores the task's labels, worded for a run folder."""
+    from adapterfleet.orchestration.predict import check_head
+
+    fix = "evaluate the run on the task it was trained for, with the config it was trained with"
+    check_head(model, task, spec, head=f"the head in {head_dir}", fix=fix)
+
+
+def load_recorded(
+    model: AdapterModel, directory: Path, sha256: str | None, run_dir: Path, name: str | None = None
+) -> str:
+    """`load_adapter`, refusing an adapter whose weights changed after `run_dir` trained with
+    them (retrained in place): its sha256 is not the one run.json records."""
+    weights = directory / ADAPTER_WEIGHTS
+    if sha256 and weights.is_file() and sha256_file(weights) != sha256:
+        raise WeightsFileError(
+            f"{weights} changed after {run_dir} was trained with it (its sha256 is not the one "
+            f"{run_dir / RUN_FILE} records); restore that adapter or train the run again"
+        )
+    return load_adapter(model, directory, name=name, sha256=sha256)

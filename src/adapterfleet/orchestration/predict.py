@@ -161,14 +161,20 @@ def label_names_of(spec: TaskSpec) -> list[str]:
     return list(spec.label_names)
 
 
-def check_head(model: AdapterModel, target: str, spec: TaskSpec) -> None:
-    """The registered head must score the labels the config declares for the task (a
-    regression head for a regression task)."""
+def check_head(
+    model: AdapterModel,
+    target: str,
+    spec: TaskSpec,
+    *,
+    head: str = "the registered head",
+    fix: str = "predict with the config the model was trained with",
+) -> None:
+    """`head` (registered, or a run folder's) must score the labels the config declares for
+    the task (a regression head for a regression task); `fix`: what the refusal suggests."""
     config = model.heads[target].config
     if (config.head_type == "regression") != spec.is_regression:
         raise ConfigError(
-            f"tasks.{target}.type: {spec.kind} but the registered head is a {config.head_type} "
-            "head; predict with the config the model was trained with"
+            f"tasks.{target}.type: {spec.kind} but {head} is a {config.head_type} head; {fix}"
         )
     if spec.is_regression:
         return
@@ -178,8 +184,8 @@ def check_head(model: AdapterModel, target: str, spec: TaskSpec) -> None:
         not spec.is_multiple_choice and config.num_labels != len(labels)
     ):
         raise ConfigError(
-            f"tasks.{target}.label_names: {labels} but the registered head scores "
-            f"{saved or config.num_labels}; predict with the config the model was trained with"
+            f"tasks.{target}.label_names: {labels} but {head} scores "
+            f"{saved or config.num_labels}; {fix}"
         )
 
 

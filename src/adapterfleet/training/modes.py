@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ import torch
 from torch import nn
 
 from adapterfleet.adapters import (
+    MINILM,
     AdapterConfig,
     AdapterModel,
     HeadConfig,
@@ -296,10 +298,13 @@ def write_run_file(
         if isinstance(base_model, str | BaseModelSpec)
         else getattr(getattr(base_model, "config", None), "_name_or_path", "")
     )
+    name = str(base)
+    if name != MINILM and os.path.isdir(name):  # a local folder: found from any other folder
+        name = str(Path(name).resolve())
     payload = {
         "mode": run.mode,
         "task": run.task,
-        "base_model": str(base),
+        "base_model": name,
         "train_config": config.to_dict(),
         "dev_metrics": run.dev_metrics,
         "trainable_parameters": run.trainable_parameters,

@@ -1,0 +1,160 @@
+"""`adapterfleet evaluate` (`evaluate_run`) on every kind of run folder it is given: ST-A, a
+fusion over an MT-A run's fine-tuned base, MT-A itself, and the folders it must refuse in one
+line. A tiny random BERT with the packaged MiniLM tokenizer (`tiny_model`), one epoch each."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from tuning_support import write_tasks
+
+from adapterfleet.config import PipelineConfig, load_config
+from adapterfleet.errors import UserError
+from adapterfleet.orchestration.commands import fusion_training
+from adapterfleet.orchestration.local import adapter_training, evaluate_run, fuse_task, train_task
+
+FAST = {"learning_rate": 1e-2, "max_epochs": 1, "batch_size": 16}
+
+
+def _regression_task(data: Path) -> dict:
+    """`score`: the fruit sentences scored 1.0 (about fruit) or 0.0, as a regression task."""
+    for split in ("train", "dev"):
+        rows = (data / f"fruit_{split}.tsv").read_text().splitlines()[1:]
+        scored = [f"{text}\t{1.0 if label == 'yes' else 0.0}" for text, label in
+                  (row.split("\t") for row in rows)]  # fmt: skip
+        (data / f"score_{split}.tsv").write_text("\n".join(["text\tscore", *scored]) + "\n")
+    return {"type": "regression", "train": "score_train.tsv", "dev": "score_dev.tsv",
+            "text_fields": ["text"], "label_field": "score", "range": [0, 1]}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("evaluate")
+
+
+@pytest.fixture(scope="module")
+def config(root: Path, tiny_model: Path) -> PipelineConfig:
+    data = root / "data"
+    tasks = write_tasks(data, train=32, dev=16)
+    # the fruit sentences declared with four labels: a two-label head does not score them
+    four = {**tasks["fruit"], "label_names": ["no", "yes", "maybe", "unsure"]}
+    document = {
+        "name": "evaluate",
+        "base_model": str(tiny_model),
+        "max_length": 24,
+        "storage": str(root / "runs"),
+        "data_root": str(data),
+        "tasks": {**tasks, "fruit4": four, "score": _regression_task(data)},
+        "adapters": {
+            "tasks": ["fruit", "water"],
+            "reduction_factors": [4],
+            "learning_rates": [0.01],
+            "seeds": [0],
+            "training": {**FAST, "device": "cpu"},
+        },
+        "fusion": {"training": {**FAST, "device": "cpu"}},
+    }
+    (root / "pipeline.yaml").write_text(yaml.safe_dump(document))
+    return load_config(root / "pipeline.yaml")
+
+
+@pytest.fixture(scope="module")
+def st_a(config: PipelineConfig, root: Path):
+    training = adapter_training(config, "fruit", **FAST)
+    return train_task(config, "fruit", "st-a", root / "st-a", train_config=training)
+
+
+@pytest.fixture(scope="module")
+def mta(config: PipelineConfig, root: Path):
+    training = adapter_training(config, "fruit", **FAST)
+    return train_task(config, "fruit", "mt-a", root / "mta", train_config=training)
+
+
+@pytest.fixture(scope="module")
+def mta_fusion(config: PipelineConfig, root: Path, mta):
+    """`fuse --base-model mta/model` run from `root`: the base given relative to it."""
+    training = fusion_training(config, "score", **FAST)
+    adapters = [Path("mta/adapters/fruit"), Path("mta/adapters/water")]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(root)
+        return fuse_task(config, "score", adapters, Path("fusion"), train_config=training,
+                         base_model="mta/model")  # fmt: skip
+
+
+def test_a_corrupt_run_file_is_one_line_naming_it(config, st_a, tmp_path) -> None:
+    run = Path(shutil.copytree(st_a.out_dir, tmp_path / "run"))
+    (run / "run.json").write_text("{bad")
+    with pytest.raises(UserError) as caught:
+        evaluate_run(config, "fruit", run)
+    message = str(caught.value)
+    assert str(run / "run.json") in message and "train the run again" in message
+    assert "\n" not in message
+
+
+def test_a_head_that_does_not_score_the_tasks_labels_is_refused(config, st_a) -> None:
+    with pytest.raises(UserError) as caught:
+        evaluate_run(config, "fruit4", st_a.out_dir)
+    message = str(caught.value)
+    assert message.startswith("tasks.fruit4.label_names: ")
+    assert f"but the head in {st_a.out_dir / 'head'} scores ['no', 'yes']" in message
+    assert message.endswith(
+        "evaluate the run on the task it was trained for, with the config it was trained with"
+    )
+    assert "predict" not in message and "registered" not in message and "\n" not in message
+
+
+def test_a_fusion_is_evaluated_on_the_base_it_was_trained_on(config, root, mta_fusion) -> None:
+    saved = json.loads((root / "fusion" / "run.json").read_text())
+    assert saved["base_model"] == str((root / "mta" / "model").resolve())  # not "mta/model"
+    assert os.getcwd() != str(root)
+    again = evaluate_run(config, "score", root / "fusion")
+    assert set(again) == {"pearson", "spearman", "mse"}
+    assert again == pytest.approx(mta_fusion.dev_metrics, rel=1e-5)
+
+
+def test_train_records_a_base_folder_given_relative_as_absolute(config, tiny_model, tmp_path):
+    relative = dataclasses.replace(config, base_model=tiny_model.name)  # "model", from its parent
+    training = adapter_training(config, "fruit", **FAST)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tiny_model.parent)
+        train_task(relative, "fruit", "head", tmp_path / "head", train_config=training)
+    saved = json.loads((tmp_path / "head" / "run.json").read_text())
+    assert saved["base_model"] == str(tiny_model.resolve())
+
+
+def test_a_fusion_over_an_adapter_retrained_since_is_refused(config, st_a, tmp_path) -> None:
+    water = adapter_training(config, "water", **FAST)
+    train_task(config, "water", "st-a", tmp_path / "water", train_config=water)
+    adapters = [st_a.out_dir / "adapter", tmp_path / "water" / "adapter"]
+    training = fusion_training(config, "fruit", **FAST)
+    fusion = fuse_task(config, "fruit", adapters, tmp_path / "fusion", train_config=training)
+    assert evaluate_run(config, "fruit", fusion.out_dir) == pytest.approx(fusion.dev_metrics)
+    again = dataclasses.replace(water, seed=water.seed + 1)
+    train_task(config, "water", "st-a", tmp_path / "water", train_config=again)  # in place
+    with pytest.raises(UserError) as caught:
+        evaluate_run(config, "fruit", fusion.out_dir)
+    message = str(caught.value)
+    weights = tmp_path / "water" / "adapter" / "adapter.safetensors"
+    assert str(weights) in message and str(fusion.out_dir / "run.json") in message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize("task", ["fruit", "water"])
+def test_an_mt_a_run_gives_each_task_its_own_dev_metrics(config, mta, task) -> None:
+    recorded = json.loads((mta.out_dir / "run.json").read_text())["lineage"]["task_metrics"]
+    again = evaluate_run(config, task, mta.out_dir)
+    assert again == pytest.approx(recorded[task])
+
+
+def test_a_task_the_mt_a_run_did_not_train_is_refused(config, mta) -> None:
+    with pytest.raises(UserError) as caught:
+        evaluate_run(config, "fruit4", mta.out_dir)
+    message = str(caught.value)
+    assert message.startswith("--task fruit4: ")
+    assert "fruit, water" in message and "\n" not in message

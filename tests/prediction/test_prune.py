@@ -141,3 +141,13 @@ def test_cli_prune_reports_and_refuses_a_bad_keep(world):
         "error: prune --keep: 2 is not between 1 and 1 (the fusion has 2 adapters)"
     )
     assert "Traceback" not in failed.stderr
+    assert "ranking" not in failed.stderr  # refused before the dev set is read and ranked
+
+    water = [sys.executable, "-m", "adapterfleet.cli.app", "prune", "water"]
+    water += ["-c", str(world.config_path)]
+    none = subprocess.run(water, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert none.returncode == 2
+    line = none.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: no registered fusion ") and "--adapter" not in line
+    assert line.endswith("prune works on a registered fusion (fusion targets: fruit); check "
+                         "--alias/--version")  # fmt: skip

@@ -23,7 +23,12 @@ from typing import Any
 
 import pytest
 
-from adapterfleet.registry import default_tracking_uri, ensure_experiment, register_version
+from adapterfleet.registry import (
+    RegistryError,
+    default_tracking_uri,
+    ensure_experiment,
+    register_version,
+)
 from adapterfleet.registry.ui import ML_VIEW, experiment_id_of, local_base, serve_ui, ui_links
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -61,6 +66,21 @@ def test_a_tracking_server_gets_links_to_its_own_ui(mlflow_server: str) -> None:
     assert said[0] == f"runs of 'ui-test-server': {runs}"
     assert said[1] == f"model registry: {mlflow_server}/#/models?{ML_VIEW}"
     assert "is a server" in said[2]
+
+
+def test_a_port_in_use_is_refused_before_the_links_are_said(tmp_path: Path) -> None:
+    """MLflow's server used to stop at once with its own error line, after the links to the
+    port were said (they led to whatever held it), and the command exited 0."""
+    uri = default_tracking_uri(tmp_path / "runs")
+    ensure_experiment(uri, "ui-busy")
+    said: list[str] = []
+    with socket.create_server(("127.0.0.1", 0)) as holder:
+        port = holder.getsockname()[1]
+        with pytest.raises(RegistryError) as refused:
+            serve_ui(uri, "ui-busy", "127.0.0.1", port, said.append)
+    assert str(refused.value).startswith(f"--port: cannot serve the UI on 127.0.0.1:{port} (")
+    assert str(refused.value).endswith("choose another with --port (or --host)")
+    assert said == []
 
 
 @pytest.fixture

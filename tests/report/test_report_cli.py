@@ -58,6 +58,11 @@ def test_report_with_a_config_uses_its_store_and_storage_and_out_overrides(
     assert table_rows((out / "table1.md").read_text())["rte"]["ST-A"] == RTE_ST_A
     wrong = runner.invoke(app, ["report", "other-name", "-c", str(config)])
     assert wrong.exit_code == 2 and "is not the name of" in wrong.output
+    (tmp_path / "afile").write_text("kept")  # --out a file: one line, not FileExistsError
+    blocked = runner.invoke(app, ["report", "-c", str(config), "--out", str(tmp_path / "afile")])
+    assert blocked.exit_code == 2, blocked.output
+    assert f"error: --out: cannot write the report into {tmp_path / 'afile'} (" in blocked.output
+    assert (tmp_path / "afile").read_text() == "kept"
 
 
 def test_unknown_experiment_is_one_error_line_and_exit_2(

@@ -86,8 +86,10 @@ def find_version(
     adapter: bool = False,
     alias: str | None = "best",
     version: int | None = None,
+    fix: str | None = None,
 ) -> ModelVersionInfo:
-    """The registered fusion (or, with `adapter`, the adapter) of `target` to predict with."""
+    """The registered fusion (or, with `adapter`, the adapter) of `target` to predict with;
+    `fix`: what a refusal suggests, when not predict's."""
     kind = "adapter" if adapter else "fusion"
     prefix = config.registry_prefix
     name = (adapter_model_name if adapter else fusion_model_name)(prefix, target)
@@ -96,11 +98,11 @@ def find_version(
     if info is None:
         wanted = f"version {version}" if version is not None else f"alias {alias!r}"
         other = "a fusion (leave out --adapter)" if adapter else "its adapter (--adapter)"
-        raise RegistryError(
-            f"no registered {kind} {name} with {wanted} in {safe_uri(uri)}; train and register "
-            f"it first (adapterfleet run), choose another --alias/--version, or predict with "
-            f"{other}"
+        fix = fix or (
+            "train and register it first (adapterfleet run), choose another --alias/--version, "
+            f"or predict with {other}"
         )
+        raise RegistryError(f"no registered {kind} {name} with {wanted} in {safe_uri(uri)}; {fix}")
     return info
 
 

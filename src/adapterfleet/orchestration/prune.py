@@ -64,13 +64,8 @@ def sizes_to_keep(
     """How many adapters each pruned fusion keeps, largest first. `keep`: those sizes; `threshold`:
     as many as have a mean weight of at least it; neither: halving, ⌈n/2⌉, ⌈n/4⌉, … 1."""
     n = len(ranking)
-    if n < 2:
-        raise ConfigError(f"prune: the fusion has {n} adapter; there is nothing to prune")
-    if keep and threshold is not None:
-        raise ConfigError("prune: give --keep or --threshold, not both")
+    check_prune_options(n, keep, threshold)
     if threshold is not None:
-        if not 0.0 < threshold < 1.0:
-            raise ConfigError(f"prune --threshold: {threshold} is not between 0 and 1")
         k = sum(weight >= threshold for _, weight in ranking)
         if k == 0:
             raise ConfigError(
@@ -84,14 +79,27 @@ def sizes_to_keep(
             )
         return [k]
     if keep:
-        bad = [k for k in keep if not 1 <= k < n]
-        if bad:
-            raise ConfigError(
-                f"prune --keep: {bad[0]} is not between 1 and {n - 1} (the fusion has {n} adapters)"
-            )
         return sorted(set(keep), reverse=True)
     sizes = {math.ceil(n / 2**i) for i in range(1, n.bit_length() + 1)}
     return sorted((k for k in sizes if 1 <= k < n), reverse=True)
+
+
+def check_prune_options(
+    n: int, keep: Sequence[int] | None = None, threshold: float | None = None
+) -> None:
+    """What can be refused of `--keep` / `--threshold` knowing only the fusion's `n` adapters:
+    before its dev set is read and ranked."""
+    if n < 2:
+        raise ConfigError(f"prune: the fusion has {n} adapter; there is nothing to prune")
+    if keep and threshold is not None:
+        raise ConfigError("prune: give --keep or --threshold, not both")
+    if threshold is not None and not 0.0 < threshold < 1.0:
+        raise ConfigError(f"prune --threshold: {threshold} is not between 0 and 1")
+    bad = [k for k in keep or () if not 1 <= k < n]
+    if bad:
+        raise ConfigError(
+            f"prune --keep: {bad[0]} is not between 1 and {n - 1} (the fusion has {n} adapters)"
+        )
 
 
 def inference_speeds(
@@ -136,7 +144,10 @@ def prune_fusion(
 
     check_target(config, target)
     config = replace(config, fusion=config.fusion.for_target(target))  # the target's metric
-    source = find_version(config, target, uri, alias=alias, version=version)
+    targets = ", ".join(config.fusion.targets) or "none in this config"
+    fix = f"prune works on a registered fusion (fusion targets: {targets}); check --alias/--version"
+    source = find_version(config, target, uri, alias=alias, version=version, fix=fix)
+    check_prune_options(len(fusion_lineage(source)), keep, threshold)
     folder = Path(config.storage).resolve() / "prune" / target / f"v{source.version}"
     job = _PruneJob(config, target, uri, experiment_id, folder, say)
     tokenized = prepare_task(config, target)

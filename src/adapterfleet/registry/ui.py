@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -23,7 +24,7 @@ from types import FrameType
 
 from adapterfleet.console import Say
 from adapterfleet.registry import sqlite_read
-from adapterfleet.registry.errors import safe_uri
+from adapterfleet.registry.errors import RegistryError, safe_uri
 from adapterfleet.registry.store import check_tracking_uri, get_client, sqlite_path
 
 ML_VIEW = "workflowType=machine_learning"  # the UI's classic machine-learning view
@@ -95,6 +96,8 @@ def serve_ui(uri: str, experiment: str, host: str, port: int, say: Say) -> int:
     server = uri.startswith(("http://", "https://"))
     if server:
         check_tracking_uri(uri)
+    else:
+        check_port_free(host, port)
     base = uri if server else local_base(host, port)
     _say_links(ui_links(base, experiment_id_of(uri, experiment)), uri, experiment, say)
     if server:
@@ -102,6 +105,19 @@ def serve_ui(uri: str, experiment: str, host: str, port: int, say: Say) -> int:
         return 0
     say(f"MLflow UI on {base} for {safe_uri(uri)} (Ctrl-C stops it)")
     return run_until_stopped(ui_command(uri, host, port))
+
+
+def check_port_free(host: str, port: int) -> None:
+    """`host:port` can be bound now: otherwise MLflow's server would stop at once, after the
+    links to it were said (they would lead to whatever holds the port)."""
+    try:
+        with socket.create_server((host, port)):
+            pass
+    except OSError as error:
+        raise RegistryError(
+            f"--port: cannot serve the UI on {host}:{port} ({error.strerror or error}); "
+            "choose another with --port (or --host)"
+        ) from None
 
 
 def _say_links(links: UiLinks, uri: str, experiment: str, say: Say) -> None:

@@ -96,7 +96,13 @@ def build_report(
     collected = collect_cells(runs, plan.metric_for)
     tasks = task_order(plan, collected.cells)
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:  # a file in the way, a folder that cannot be made
+        raise RegistryError(
+            f"--out: cannot write the report into {out} ({error.strerror or error}); give a "
+            "folder that is not a file and can be created"
+        ) from None
     rows = fusion_rows(tracking_uri, tasks, collected)
     figure = write_figure(rows, out)
     budget = budget_data(experiment.tags)

@@ -175,9 +175,11 @@ def _check_sqlite_file(db: Path, shown: str) -> None:
     problem = "it is a folder" if db.is_dir() else None
     if problem is None:
         try:
-            with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as link:
+            with contextlib.closing(sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True)) as link:
                 link.execute("PRAGMA schema_version").fetchone()
-        except sqlite3.Error as error:
+        except sqlite3.OperationalError:  # busy or locked by a writer: MLflow waits for it
+            pass
+        except sqlite3.DatabaseError as error:  # not a database, or a damaged one
             problem = str(error)
     if problem:
         raise RegistryError(

@@ -22,7 +22,7 @@ from adapterfleet.registry import (
     open_sweep_run,
 )
 from adapterfleet.registry.descriptions import TAG_NOTE
-from adapterfleet.registry.store import check_store, login_env
+from adapterfleet.registry.store import check_store, login_env, missing_store
 from adapterfleet.training import end_quietly
 from adapterfleet.tuning.plan import check_resumable, plan_sweep
 from adapterfleet.tuning.spec import sweep_description, task_config_hash
@@ -114,8 +114,8 @@ def run_adapter_stage(
     with console(level, progress) as relay:
         uri = config.tracking_uri
         check_store(uri, say=progress)
-        if resume:
-            check_resumable(config, uri)  # before the store is created
+        if resume and missing_store(uri) is not None:  # refused before the store is created
+            check_resumable(config, uri)
         experiment_id = ensure_experiment(uri, config.name)
         plan = plan_sweep(config, uri, experiment_id, resume=resume)
         for task, info in plan.registered.items():

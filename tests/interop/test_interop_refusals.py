@@ -195,6 +195,18 @@ def test_broken_or_foreign_folders_are_refused(ours, exported, tmp_path):
         export_adapterhub(exported, tmp_path / "f")
 
 
+def test_export_refuses_a_run_that_fine_tuned_its_encoder(ours, tmp_path):
+    """A full (or MT-A) run's head scores right only on its model/, which an export does not
+    carry: it used to be exported alone, recording the original base."""
+    full = Path(shutil.copytree(ours / "run", tmp_path / "full"))
+    shutil.rmtree(full / "adapter")
+    shutil.rmtree(full / "fusion")
+    (full / "model").mkdir()  # what `train --mode full` writes beside head/
+    with pytest.raises(InteropError, match=r"fine-tuned its encoder \(its model/ folder\)"):
+        export_adapterhub(full, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
 def test_export_refuses_what_the_reference_cannot_express(ours, tmp_path):
     for field, value, words in [
         ("temperature", 2.0, "temperature 2.0"),

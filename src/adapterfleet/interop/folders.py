@@ -143,7 +143,15 @@ def write_reference(
 
 
 def our_folders(src: Path) -> dict[str, Path]:
-    """Where our adapter, head and fusion files are: `src` itself, or its run subfolders."""
+    """Where our adapter, head and fusion files are: `src` itself, or its run subfolders. A
+    run that fine-tuned its encoder (`model/`: full, MT-A) is refused: its head and adapters
+    work only on that encoder, which the exported files would not carry."""
+    if (src / "model").is_dir():
+        raise InteropError(
+            f"{src} fine-tuned its encoder (its model/ folder): its head and adapters score "
+            "correctly only on that encoder, which an export does not carry; export the runs "
+            "that keep the base frozen (st-a, st-a-houlsby, head, fusion)"
+        )
     folders = {}
     for kind in KINDS:
         for folder in (src, src / kind):

@@ -146,6 +146,10 @@ def check_single_run(
         raise ConfigError(f"{option}: {task!r} is not a task of the config; tasks there: {known}")
     if mode is not None and mode not in SINGLE_RUN_MODES:
         raise ConfigError(f"--mode: {mode!r} is unknown; use {', '.join(SINGLE_RUN_MODES)}")
+    if mode in ("head", "full") and reduction_factor is not None:
+        raise ConfigError(f"--reduction-factor: mode {mode} trains no adapter; leave it out")
+    if mode == "mt-a":
+        check_mt_a_run(config, task)
     model_config = base_model_config(config.base_model)
     if mode != "head" and mode != "full":
         check_base_layout(config, model_config)
@@ -155,6 +159,24 @@ def check_single_run(
     check_tokenizer(config, model_config)
     check_devices(config, local=True)
     return model_config
+
+
+def check_mt_a_run(config: PipelineConfig, task: str) -> None:
+    """`train --mode mt-a` trains every task of adapters.tasks jointly, with `--task`'s
+    settings and metric; each must be able to join (no regression task)."""
+    tasks = list(config.adapter_tasks)
+    if task not in tasks:
+        raise ConfigError(
+            f"--task: MT-A trains the adapters of adapters.tasks ({', '.join(tasks)}) jointly, "
+            f"with --task's settings, and {task!r} is not one of them; give one, or add it"
+        )
+    regression = [t for t in tasks if config.tasks[t].is_regression]
+    if regression:
+        raise ConfigError(
+            f"--mode: MT-A selects on one metric over the dev sets of every adapter task "
+            f"pooled, which regression task(s) {regression} cannot join; train them with "
+            "another mode, or leave them out of adapters.tasks (-o 'adapters.tasks=[...]')"
+        )
 
 
 def check_reduction_factor(reduction_factor: int, hidden_size: int) -> None:

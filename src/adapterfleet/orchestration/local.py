@@ -27,6 +27,7 @@ from adapterfleet.data import TokenizedTask, load_task, tokenize_task
 from adapterfleet.data.tasks import TaskSpec
 from adapterfleet.fusion import FusionConfig, load_fusion, set_active_fusion
 from adapterfleet.orchestration.limits import check_single_run
+from adapterfleet.orchestration.run_folder import check_fusion_adapters, fresh_run_dir
 from adapterfleet.training import Callback, TrainConfig, evaluate
 from adapterfleet.training.modes import (
     RUN_FILE,
@@ -66,32 +67,37 @@ def train_task(
     train_config: TrainConfig | None = None,
     callbacks: Sequence[Callback] = (),
 ) -> RunResult:
+    """Train `task` in `mode` into the run folder `out_dir` (`fresh_run_dir`: an earlier run
+    there is replaced whole once this one is saved)."""
     check_single_run(config, task, mode=mode, reduction_factor=reduction_factor)
-    tokenized = prepare_task(config, task)
-    train_config = train_config or config.adapters.training_for(task)
-    metrics = config.tasks[task].metrics
-    if mode == "mt-a":
-        tasks = {name: prepare_task(config, name) for name in config.adapter_tasks}
-        return train_mt_a(
-            tasks,
-            config.base,
-            train_config,
-            out_dir,
-            reduction_factor=reduction_factor or config.adapters.reduction_factors[0],
-            metrics={name: config.tasks[name].metrics for name in tasks},
-            callbacks=callbacks,
-        )
-    reduction_factor = reduction_factor or config.adapters.grid_for(task).reduction_factors[0]
-    return train_single(
-        mode,
-        tokenized,
-        config.base,
-        train_config,
-        out_dir,
-        adapter=mode_adapter(mode, reduction_factor),
-        metrics=metrics,
-        callbacks=callbacks,
-    )
+    with fresh_run_dir(out_dir) as folder:
+        tokenized = prepare_task(config, task)
+        train_config = train_config or config.adapters.training_for(task)
+        metrics = config.tasks[task].metrics
+        if mode == "mt-a":
+            tasks = {name: prepare_task(config, name) for name in config.adapter_tasks}
+            run = train_mt_a(
+                tasks,
+                config.base,
+                train_config,
+                folder,
+                reduction_factor=reduction_factor or config.adapters.reduction_factors[0],
+                metrics={name: config.tasks[name].metrics for name in tasks},
+                callbacks=callbacks,
+            )
+        else:
+            rf = reduction_factor or config.adapters.grid_for(task).reduction_factors[0]
+            run = train_single(
+                mode,
+                tokenized,
+                config.base,
+                train_config,
+                folder,
+                adapter=mode_adapter(mode, rf),
+                metrics=metrics,
+                callbacks=callbacks,
+            )
+    return dataclasses.replace(run, out_dir=Path(out_dir))
 
 
 def fuse_task(
@@ -104,20 +110,24 @@ def fuse_task(
     base_model: str | BaseModelSpec | None = None,
     callbacks: Sequence[Callback] = (),
 ) -> RunResult:
+    """Train a fusion of `adapter_dirs` for `target` into the run folder `out_dir` (replaced
+    whole, as `train_task`'s)."""
     check_single_run(config, target, option="--target")
-    tokenized = prepare_task(config, target)
+    check_fusion_adapters(adapter_dirs, out_dir)
     if isinstance(base_model, str):  # another folder (an MT-A model/): loaded as the config says
         base_model = dataclasses.replace(config.base or BaseModelSpec(base_model), name=base_model)
-    return train_fusion_run(
-        tokenized,
-        base_model or config.base,
-        adapter_dirs,
-        train_config or config.fusion.training_for(target),
-        out_dir,
-        fusion_config=FusionConfig.preset(config.fusion.preset),
-        metrics=config.tasks[target].metrics,
-        callbacks=callbacks,
-    )
+    with fresh_run_dir(out_dir) as folder:
+        run = train_fusion_run(
+            prepare_task(config, target),
+            base_model or config.base,
+            adapter_dirs,
+            train_config or config.fusion.training_for(target),
+            folder,
+            fusion_config=FusionConfig.preset(config.fusion.preset),
+            metrics=config.tasks[target].metrics,
+            callbacks=callbacks,
+        )
+    return dataclasses.replace(run, out_dir=Path(out_dir))
 
 
 def evaluate_run(config: PipelineConfig, task: str, run_dir: Path) -> dict[str, float]:

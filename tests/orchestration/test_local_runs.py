@@ -8,23 +8,13 @@ import json
 from pathlib import Path
 
 import pytest
-from local_support import FAST, local_config
+from local_support import FAST
 
 from adapterfleet.config import ConfigError, PipelineConfig
 from adapterfleet.errors import UserError
 from adapterfleet.orchestration.commands import fusion_training
 from adapterfleet.orchestration.local import adapter_training, evaluate_run, fuse_task, train_task
 from adapterfleet.training import Callback
-
-
-@pytest.fixture(scope="module")
-def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("runs")
-
-
-@pytest.fixture(scope="module")
-def config(root: Path, tiny_model: Path) -> PipelineConfig:
-    return local_config(root, tiny_model)
 
 
 class _Fails(Callback):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,6 +21,7 @@ from adapterfleet.adapters import (
     set_active_adapter,
     sha256_file,
 )
+from adapterfleet.adapters.files import read_config
 from adapterfleet.config import BaseModelSpec, ConfigError, PipelineConfig, training_with
 from adapterfleet.data import TokenizedTask, load_task, tokenize_task
 from adapterfleet.data.tasks import TaskSpec
@@ -153,18 +153,8 @@ def evaluate_run(config: PipelineConfig, task: str, run_dir: Path) -> dict[str, 
 
 
 def read_run_info(run_dir: Path) -> dict[str, Any]:
-    """The run's run.json; empty when it has none."""
-    path = run_dir / RUN_FILE
-    if not path.is_file():
-        return {}
-    fix = "restore it or train the run again"
-    try:
-        info = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise WeightsFileError(f"{path} is not valid JSON ({error}); {fix}") from None
-    if not isinstance(info, dict):
-        raise WeightsFileError(f"{path} must hold a JSON object; {fix}")
-    return info
+    """The run's run.json (a corrupt one refused in one line); empty when it has none."""
+    return read_config(run_dir, RUN_FILE) if (run_dir / RUN_FILE).is_file() else {}
 
 
 def load_run(

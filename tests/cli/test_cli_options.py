@@ -77,3 +77,27 @@ def test_tasks_loads_the_config_with_c_and_set(tmp_path: Path) -> None:
         "demo_delivery",
     ]
     assert (tmp_path / "runs" / "demo-data" / "tasks.yaml").is_file()
+
+
+def test_every_command_that_reads_a_config_takes_its_budget() -> None:
+    """After `run CONFIG --budget cpu`, the same `--budget cpu` finds that run with every other
+    command (`adapters`, `pull`, `predict` used to know only `-o budget=cpu`)."""
+    import typer.main
+
+    group = typer.main.get_command(app)
+    missing = []
+    for name, command in group.commands.items():
+        commands = command.commands if hasattr(command, "commands") else {name: command}
+        for sub, leaf in commands.items():
+            options = {o for p in leaf.params for o in getattr(p, "opts", [])}
+            if "--config" in options and "--budget" not in options and sub != "demo":
+                missing.append(sub)
+    assert missing == []
+
+
+def test_tasks_takes_a_budget(tmp_path: Path) -> None:
+    config = CONFIGS / "glue-fusion.yaml"
+    storage = f"storage={tmp_path / 'runs'}"
+    result = runner.invoke(app, ["tasks", "-c", str(config), "--budget", "nope", "-o", storage])
+    assert result.exit_code == 2
+    assert "budget: 'nope' is not declared in budgets; declared: full, cpu, tiny" in result.output

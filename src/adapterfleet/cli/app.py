@@ -16,6 +16,7 @@ import typer
 
 from adapterfleet.cli import cluster, interop, pipeline, prune, report
 from adapterfleet.cli.options import (
+    BudgetOpt,
     ConfigOpt,
     EpochsOpt,
     LrOpt,
@@ -46,11 +47,11 @@ DEMO_CONFIG = Path("configs/demo.yaml")
 
 
 @app.command()
-def tasks(config: ConfigOpt, set_: SetOpt = None) -> None:
+def tasks(config: ConfigOpt, budget: BudgetOpt = None, set_: SetOpt = None) -> None:
     """Load every task of a config and show its splits and labels (validates the data)."""
     from adapterfleet.orchestration.commands import task_summaries
 
-    metrics_table(task_summaries(load(config, set_)))
+    metrics_table(task_summaries(load(config, set_, budget)))
 
 
 @app.command()
@@ -64,12 +65,13 @@ def train(
     epochs: EpochsOpt = None,
     batch_size: Annotated[int | None, typer.Option(help="Training batch size.")] = None,
     seed: SeedOpt = None,
+    budget: BudgetOpt = None,
     set_: SetOpt = None,
 ) -> None:
     """Train one task in one mode (a row of the paper's Table 1) on this machine."""
     from adapterfleet.orchestration.local import adapter_training, train_task
 
-    cfg = load(config, set_)
+    cfg = load(config, set_, budget)
     training = adapter_training(
         cfg,
         task,
@@ -109,6 +111,7 @@ def fuse(
     base_model: Annotated[
         str | None, typer.Option(help="Base model (e.g. an MT-A model/).")
     ] = None,
+    budget: BudgetOpt = None,
     set_: SetOpt = None,
 ) -> None:
     """Train an AdapterFusion layer for TARGET (base and adapters frozen).
@@ -120,7 +123,7 @@ def fuse(
     from adapterfleet.orchestration.local import fuse_task
     from adapterfleet.results.formats import version_label
 
-    cfg = load(config, set_)
+    cfg = load(config, set_, budget)
     changes = {"learning_rate": lr, "max_epochs": epochs, "seed": seed}
     progress = sys.stderr.isatty()
     if wait:
@@ -159,13 +162,14 @@ def evaluate(
     config: ConfigOpt,
     task: Annotated[str, typer.Option(help="Task whose dev split to evaluate on.")],
     run: Annotated[Path, typer.Option(help="A run folder written by train (any mode) or fuse.")],
+    budget: BudgetOpt = None,
     set_: SetOpt = None,
 ) -> None:
     """Evaluate a saved run folder (adapter, fusion or MT-A, with its head) on a task's dev split,
     on the base it trained on."""
     from adapterfleet.orchestration.local import evaluate_run
 
-    metrics = evaluate_run(load(config, set_), task, run)
+    metrics = evaluate_run(load(config, set_, budget), task, run)
     metrics_table([{"task": task, **metrics}])
 
 
@@ -200,6 +204,7 @@ def predict(
     workers: Annotated[
         int | None, typer.Option(help="Ray actors (default: as many as resources allow).")
     ] = None,
+    budget: BudgetOpt = None,
     set_: SetOpt = None,
 ) -> None:
     """Predict every row of --input with TARGET's registered fusion (or --adapter) and its head;
@@ -207,7 +212,7 @@ def predict(
     number), one row per input row, in order."""
     from adapterfleet.orchestration.predict import predict_file
 
-    cfg = load(config, set_)
+    cfg = load(config, set_, budget)
     at_least(batch_size, 1, "--batch-size")
     at_least(workers, 1, "--workers")
     checked_store(cfg.tracking_uri, read_only=True)

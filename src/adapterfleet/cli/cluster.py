@@ -15,6 +15,7 @@ from adapterfleet.cli.options import (
     NameArg,
     SetOpt,
     TrackingUriOpt,
+    budget_overrides,
     checked_store,
     chosen_config,
 )
@@ -26,6 +27,7 @@ def submit(
     config_arg: ConfigArg = None,
     address: DashboardAddressOpt = None,
     working_dir: Annotated[Path, typer.Option(help="Folder uploaded for the job.")] = Path("."),
+    budget: BudgetOpt = None,
     set_: SetOpt = None,
     wait: Annotated[bool, typer.Option("--wait", help="Wait for the job to end.")] = False,
     config: MaybeConfigOpt = None,
@@ -35,10 +37,12 @@ def submit(
     from adapterfleet.orchestration.jobs import submit_pipeline
 
     config = chosen_config(config_arg, config)
-    job_id = submit_pipeline(config, address, set_ or (), working_dir=working_dir, wait=wait)
+    overrides = budget_overrides(budget, set_)
+    job_id = submit_pipeline(config, address, overrides, working_dir=working_dir, wait=wait)
+    chosen = f" --budget {budget}" if budget else ""
     typer.echo(
         f"submitted {job_id}\n  follow it: adapterfleet logs {job_id} --follow"
-        f"\n  progress:  adapterfleet status -c {config}"
+        f"\n  progress:  adapterfleet status -c {config}{chosen}"
     )
 
 

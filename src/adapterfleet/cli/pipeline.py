@@ -119,22 +119,23 @@ def pull(
         int | None, typer.Option(help="A version number instead of the alias.")
     ] = None,
     fusion: Annotated[bool, typer.Option("--fusion", help="Pull the task's fusion.")] = False,
+    budget: BudgetOpt = None,
     set_: SetOpt = None,
 ) -> None:
     """Download a registered adapter (or fusion) and verify its sha256."""
     from adapterfleet.results.models import pull_registered
 
-    cfg = load(config, set_)
+    cfg = load(config, set_, budget)
     checked_store(cfg.tracking_uri, read_only=True)
     name, dest = pull_registered(cfg, task, to, fusion=fusion, alias=alias, version=version)
     typer.echo(f"{name} -> {dest} (sha256 verified)")
 
 
-def adapters(config: ConfigOpt, set_: SetOpt = None) -> None:
+def adapters(config: ConfigOpt, budget: BudgetOpt = None, set_: SetOpt = None) -> None:
     """List the registered adapters and fusions of a pipeline with metric, version and alias."""
     from adapterfleet.results.models import registered_rows
 
-    cfg = load(config, set_)
+    cfg = load(config, set_, budget)
     checked_store(cfg.tracking_uri, read_only=True)
     metrics_table(registered_rows(cfg))
 
@@ -143,6 +144,7 @@ def ui(
     config: ConfigOpt,
     port: Annotated[int, typer.Option(help="Port of the MLflow UI.")] = 5000,
     host: Annotated[str, typer.Option(help="Address to bind; loopback unless told.")] = "127.0.0.1",
+    budget: BudgetOpt = None,
     set_: SetOpt = None,
 ) -> None:
     """Start the MLflow UI on the pipeline's tracking store (bound to 127.0.0.1 by default);
@@ -151,7 +153,7 @@ def ui(
 
     if not 0 < port < 65536:
         raise ConfigError(f"--port: expected a port number in 1..65535, got {port}")
-    cfg = load(config, set_)
+    cfg = load(config, set_, budget)
     checked_store(cfg.tracking_uri, read_only=True)
     raise typer.Exit(serve_ui(cfg.tracking_uri, cfg.name, host, port, say=typer.echo))
 

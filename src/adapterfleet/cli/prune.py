@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from adapterfleet.cli.options import ConfigOpt, SetOpt, at_least, checked_store, load
+from adapterfleet.cli.options import BudgetOpt, ConfigOpt, SetOpt, at_least, checked_store, load
 from adapterfleet.cli.output import metrics_table
 from adapterfleet.registry.tags import BEST_ALIAS
 
@@ -27,6 +27,7 @@ def prune(
     version: Annotated[
         int | None, typer.Option(help="Version number of the fusion (instead of --alias).")
     ] = None,
+    budget: BudgetOpt = None,
     set_: SetOpt = None,
 ) -> None:
     """Rank the adapters of TARGET's fusion by their mean fusion weight on its dev set, train the
@@ -37,7 +38,7 @@ def prune(
 
     for kept in keep or ():
         at_least(kept, 1, "--keep")
-    cfg = load(config, set_)
+    cfg = load(config, set_, budget)
     checked_store(cfg.tracking_uri, read_only=False)
     report = prune_registered(
         cfg,

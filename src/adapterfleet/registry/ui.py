@@ -114,8 +114,9 @@ def check_port_free(host: str, port: int) -> None:
         with socket.create_server((host, port)):
             pass
     except OSError as error:
+        reason = os.strerror(error.errno) if error.errno else str(error)
         raise RegistryError(
-            f"--port: cannot serve the UI on {host}:{port} ({error.strerror or error}); "
+            f"--port: cannot serve the UI on {host}:{port} ({reason}); "
             "choose another with --port (or --host)"
         ) from None
 

@@ -44,6 +44,9 @@ app = typer.Typer(
 )
 
 DEMO_CONFIG = Path("configs/demo.yaml")
+BaseModelOpt = Annotated[
+    str | None, typer.Option(help="Base model to fuse on (e.g. an MT-A run's model/).")
+]
 
 
 @app.command()
@@ -108,9 +111,7 @@ def fuse(
     lr: LrOpt = None,
     epochs: EpochsOpt = None,
     seed: SeedOpt = None,
-    base_model: Annotated[
-        str | None, typer.Option(help="Base model (e.g. an MT-A model/).")
-    ] = None,
+    base_model: BaseModelOpt = None,
     budget: BudgetOpt = None,
     set_: SetOpt = None,
 ) -> None:
@@ -185,9 +186,7 @@ def predict(
         bool, typer.Option("--adapter", help="Use the task's registered adapter, not its fusion.")
     ] = False,
     alias: Annotated[str, typer.Option(help="Registry alias of the version.")] = BEST_ALIAS,
-    version: Annotated[
-        int | None, typer.Option(help="Version number (instead of --alias).")
-    ] = None,
+    version: Annotated[int | None, typer.Option(help="Version number, not --alias.")] = None,
     input_format: Annotated[
         str | None, typer.Option("--format", help="Input format when its suffix does not say.")
     ] = None,

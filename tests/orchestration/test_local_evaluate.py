@@ -52,6 +52,21 @@ def test_a_corrupt_run_file_is_one_line_naming_it(config, st_a, tmp_path) -> Non
     assert "\n" not in message
 
 
+def test_a_run_trained_on_another_named_base_is_refused_before_loading(config, st_a, tmp_path):
+    """The config's base would load the run's adapter without a word where both have one shape
+    (bert-base-uncased, roberta-base) and evaluate nonsense; refused, with the override."""
+    run = Path(shutil.copytree(st_a.out_dir, tmp_path / "run"))
+    info = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps({**info, "base_model": "roberta-base"}))
+    on_hub = dataclasses.replace(config, base_model="bert-base-uncased")  # never downloaded
+    with pytest.raises(UserError) as caught:
+        evaluate_run(on_hub, "fruit", run)
+    assert str(caught.value) == (
+        f"--run {run} was trained on base_model 'roberta-base', the config's is "
+        "'bert-base-uncased'; evaluate it on its own base: -o base_model=roberta-base"
+    )
+
+
 def test_a_head_that_does_not_score_the_tasks_labels_is_refused(config, st_a) -> None:
     with pytest.raises(UserError) as caught:
         evaluate_run(config, "fruit4", st_a.out_dir)

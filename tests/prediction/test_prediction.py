@@ -251,6 +251,28 @@ def test_errors_are_one_line_naming_the_field_and_the_fix(world, tmp_path, case,
     assert not out.exists()
 
 
+def test_a_version_trained_on_another_named_base_is_refused_before_any_pull(world, tmp_path):
+    from dataclasses import replace
+
+    from mlflow import MlflowClient
+
+    client, name = MlflowClient(world.uri), "tinysweep.fusion.fruit"
+    version = client.get_model_version_by_alias(name, "best")
+    source = _write_tsv(tmp_path / "in.tsv", _texts(2))
+    on_hub = replace(world.config, base_model="bert-base-uncased")  # never downloaded
+    client.set_model_version_tag(name, version.version, "base_model", "roberta-base")
+    try:
+        with pytest.raises(ConfigError) as raised:
+            predict_file(on_hub, "fruit", source, tmp_path / "out.jsonl", say=print)
+    finally:
+        client.set_model_version_tag(name, version.version, "base_model", world.config.base_model)
+    assert str(raised.value) == (
+        f"{name} v{version.version} was trained on base_model 'roberta-base', the config's is "
+        "'bert-base-uncased'; use the base it was trained on: -o base_model=roberta-base"
+    )
+    assert not (tmp_path / "out.jsonl").exists()
+
+
 def test_an_output_that_is_the_input_or_a_folder_is_refused_before_any_work(world, tmp_path):
     """Writing onto the input lost the rows; a folder failed only after every row was
     predicted. Both are refused first: nothing is read, pulled or written."""

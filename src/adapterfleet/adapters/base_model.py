@@ -47,6 +47,18 @@ def resolve_base_model(name: str) -> str:
     return name
 
 
+def names_other_base(recorded: str, ours: str) -> bool:
+    """True only when `recorded` (what a run or registered version was trained on) surely names
+    another base than `ours`: two names (hub ids, minilm-l6) that differ, or two folders here
+    that differ. A folder this machine does not have is left to the weights' own check when
+    they load (model type, hidden size, depth)."""
+    folders = [os.path.isdir(name) for name in (recorded, ours)]
+    if all(folders):
+        return Path(recorded).resolve() != Path(ours).resolve()
+    looks_like_path = any(name.startswith(("/", ".", "~")) for name in (recorded, ours))
+    return not any(folders) and not looks_like_path and recorded != ours
+
+
 def load_encoder(base: str | BaseModelSpec, **kwargs: Any) -> Any:
     """The bare encoder (`AutoModel`) for `base`; local paths and the packaged model are offline.
 

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass, replace
-from pathlib import Path
 
+from adapterfleet.adapters.base_model import names_other_base
 from adapterfleet.config import ConfigError, PipelineConfig
 from adapterfleet.registry import (
     TAG_SEED,
@@ -79,24 +78,13 @@ def check_one_base(
     one) must be the pipeline's."""
     for task, info in versions.items():
         base = info.tags.get(TAG_BASE_MODEL)
-        if base is not None and _other_base(base, config.base_model):
+        if base is not None and names_other_base(base, config.base_model):
             raise ConfigError(
                 f"fusion.targets.{target}: adapter {task} v{info.version} was trained on "
                 f"base_model {base!r}, this pipeline's is {config.base_model!r}; a fusion mixes "
                 "adapters of one base model: retrain it on this base, or give this pipeline its "
                 "own registry_prefix"
             )
-
-
-def _other_base(recorded: str, ours: str) -> bool:
-    """True only when `recorded` surely names another base: two names (hub ids, minilm-l6)
-    that differ, or two folders here that differ. A folder this machine does not have is left
-    to the adapter's own check when it loads (model type, hidden size, depth)."""
-    folders = [os.path.isdir(name) for name in (recorded, ours)]
-    if all(folders):
-        return Path(recorded).resolve() != Path(ours).resolve()
-    looks_like_path = any(name.startswith(("/", ".", "~")) for name in (recorded, ours))
-    return not any(folders) and not looks_like_path and recorded != ours
 
 
 def seed_configs(config: PipelineConfig) -> list[PipelineConfig]:

@@ -21,6 +21,7 @@ from adapterfleet.adapters import (
     set_active_adapter,
     sha256_file,
 )
+from adapterfleet.adapters.base_model import names_other_base
 from adapterfleet.adapters.files import read_config
 from adapterfleet.config import BaseModelSpec, ConfigError, PipelineConfig, training_with
 from adapterfleet.data import TokenizedTask, load_task, tokenize_task
@@ -138,10 +139,11 @@ def evaluate_run(config: PipelineConfig, task: str, run_dir: Path) -> dict[str, 
     from adapterfleet.training.predict import prediction_dtype
     from adapterfleet.training.runtime import resolve_device
 
-    check_single_run(config, task)
     run_dir = Path(run_dir)
     info = read_run_info(run_dir)
-    model = load_run(config, task, run_dir, info)
+    base = run_base(config, run_dir, info)  # another named base: refused before any load
+    check_single_run(config, task)
+    model = load_run(config, task, run_dir, info, base)
     tokenized = prepare_task(config, task)
     training = config.adapters.training_for(task)
     _, dev = task_batches(tokenized, training)
@@ -158,16 +160,16 @@ def read_run_info(run_dir: Path) -> dict[str, Any]:
 
 
 def load_run(
-    config: PipelineConfig, task: str, run_dir: Path, info: dict[str, Any]
+    config: PipelineConfig, task: str, run_dir: Path, info: dict[str, Any], base: BaseModelSpec
 ) -> AdapterModel:
-    """The run's model on the base it trained on, with `task`'s head and its adapter or fusion
-    active; every adapter checked against the sha256 run.json records for it."""
+    """The run's model on `base` (the one it trained on), with `task`'s head and its adapter or
+    fusion active; every adapter checked against the sha256 run.json records for it."""
     lineage = info.get("lineage") or {}
     mt_a = (run_dir / "heads").is_dir()  # MT-A: adapters/<task>/ and heads/<task>/
     if mt_a:
         check_mt_a_task(run_dir, task)
     head_dir = run_dir / "heads" / task if mt_a else run_dir / "head"
-    model = AdapterModel(load_encoder(run_base(config, run_dir, info)))
+    model = AdapterModel(load_encoder(base))
     model.select_head(load_head(model, head_dir, name=task))
     check_run_head(model, task, config.tasks[task], head_dir)
     hashes = lineage.get("adapter_sha256")
@@ -191,12 +193,18 @@ def load_run(
 def run_base(config: PipelineConfig, run_dir: Path, info: dict[str, Any]) -> BaseModelSpec:
     """The base a run trained on, with the config's dtype, layout and checkpointing: its own
     `model/` (full, MT-A), else the local folder run.json records (a fusion trained with
-    `fuse --base-model`), else the config's base."""
+    `fuse --base-model`), else the config's base. A run trained on another named base (a hub
+    id, minilm-l6) is refused: the config's would load its adapters without a word."""
     recorded = str(info.get("base_model") or "")
     if (run_dir / "model").is_dir():
         name = str(run_dir / "model")
     elif recorded != MINILM and os.path.isdir(recorded):
         name = recorded
+    elif recorded and names_other_base(recorded, config.base_model):
+        raise ConfigError(
+            f"--run {run_dir} was trained on base_model {recorded!r}, the config's is "
+            f"{config.base_model!r}; evaluate it on its own base: -o base_model={recorded}"
+        )
     else:
         name = config.base_model
     return dataclasses.replace(config.base or BaseModelSpec(name), name=name)

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from adapterfleet.adapters.base_model import names_other_base
 from adapterfleet.config import BaseModelSpec, ConfigError, PipelineConfig
 from adapterfleet.console import Say
 from adapterfleet.data.prediction_input import PredictionInput, encode_input, read_input
@@ -47,6 +48,7 @@ from adapterfleet.registry import (
     pull_companion,
     safe_uri,
 )
+from adapterfleet.tuning.spec import TAG_BASE_MODEL
 
 if TYPE_CHECKING:
     import numpy as np
@@ -103,6 +105,12 @@ def find_version(
             f"or predict with {other}"
         )
         raise RegistryError(f"no registered {kind} {name} with {wanted} in {safe_uri(uri)}; {fix}")
+    base = info.tags.get(TAG_BASE_MODEL)
+    if base is not None and names_other_base(base, config.base_model):
+        raise ConfigError(
+            f"{name} v{info.version} was trained on base_model {base!r}, the config's is "
+            f"{config.base_model!r}; use the base it was trained on: -o base_model={base}"
+        )
     return info
 
 

@@ -225,3 +225,40 @@ def test_list_models_by_prefix_and_kind(
     assert [(m.name, m.kind) for m in fusions] == [(fusion_model_name(prefix, "rte"), "fusion")]
     with pytest.raises(ValueError):
         list_models(sqlite_uri, prefix, kind="head")
+
+
+def test_a_fusion_takes_best_only_from_a_version_that_did_not_score_better(
+    sqlite_uri: str,
+    sqlite_experiment: str,
+    logged_adapter: LoggedAdapter,
+    new_name: Callable[[str], str],
+) -> None:
+    """A quick `fuse --wait --epochs 1` registered its fusion @best over a better one, and
+    predict, prune and status moved to it. Now `best` stays where the dev metric is better."""
+    from adapterfleet.orchestration.fusion_job import FusionOutcome, point_best, registered_text
+
+    name = fusion_model_name(new_name("p"), "rte")
+
+    def outcome(seed: int, metric: str, value: float, alias: str | None) -> FusionOutcome:
+        run_id, weights = logged_adapter(sqlite_uri, sqlite_experiment, seed=seed)
+        tags = {TAG_TRIAL_ID: f"f{seed}", "metric": metric, f"dev_{metric}": str(value)}
+        info = register_version(sqlite_uri, name, run_id, "fusion", weights, tags, alias=alias)
+        return FusionOutcome("rte", info, {metric: value}, True, 0.0, 0.0)
+
+    first = outcome(1, "accuracy", 0.7867, "best")
+    worse = point_best(sqlite_uri, outcome(2, "accuracy", 0.5367, None), "accuracy")
+    assert worse.best_kept is not None and worse.best_kept.version == first.version.version
+    assert get_version(sqlite_uri, name, alias="best").version == 1
+    assert registered_text(worse, "accuracy") == (
+        f"registered {name} v2 (accuracy 0.5367); best stays on v1 (accuracy 0.7867), better on dev"
+    )
+    tied = point_best(sqlite_uri, outcome(3, "accuracy", 0.78671, None), "accuracy")
+    assert tied.best_kept is None and get_version(sqlite_uri, name, alias="best").version == 3
+    other_metric = point_best(sqlite_uri, outcome(4, "f1", 0.1, None), "f1")  # not comparable
+    assert other_metric.best_kept is None
+    assert get_version(sqlite_uri, name, alias="best").version == 4
+    lower_loss = point_best(sqlite_uri, outcome(5, "mse", 0.9, None), "mse")
+    assert get_version(sqlite_uri, name, alias="best").version == 5
+    higher_loss = point_best(sqlite_uri, outcome(6, "mse", 1.2, None), "mse")
+    assert higher_loss.best_kept is not None and higher_loss.best_kept.version == 5
+    assert point_best(sqlite_uri, lower_loss, "mse").best_kept is None  # its own version

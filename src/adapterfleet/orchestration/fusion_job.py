@@ -8,7 +8,9 @@ registered for the same adapter versions and settings is not trained again.
 
 With several `fusion.seeds`, one fusion per seed is trained and registered (tagged `seed`),
 and `best` points at the one with the best dev metric; each is found again by its lineage key,
-so a re-run trains only the seeds that are missing.
+so a re-run trains only the seeds that are missing. `best` moves to a new fusion only when the
+version it is on did not score better on the same dev metric: a quick `fuse --wait --epochs 1`
+registers its fusion without taking `best` from a better one.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from adapterfleet.registry import (
     ModelVersionInfo,
     adapter_model_name,
     fusion_model_name,
+    get_version,
     pull,
     register_version,
     set_alias,
@@ -64,6 +67,7 @@ class FusionOutcome:
     trained: bool  # False: it was registered already for these adapters
     wait_seconds: float  # from the job's start until all its adapters were found
     start_delay: float  # from the last adapter's registration until training began
+    best_kept: ModelVersionInfo | None = None  # `best` stayed on this version: better on dev
 
 
 def run_fusion_job(
@@ -107,23 +111,37 @@ def run_fusion_job(
     versions = {names[n]: info for n, info in found.items()}
     seeds = seed_configs(config)
     if len(seeds) == 1:
-        return _fusion_for_seed(
-            config, target, uri, experiment_id, versions, waited, say, BEST_ALIAS
-        )
+        outcome = _fusion_for_seed(config, target, uri, experiment_id, versions, waited, say)
+        return point_best(uri, outcome, config.fusion.training.metric)
     metric = config.fusion.training.metric
     outcomes = []
     for seeded in seeds:
-        outcome = _fusion_for_seed(seeded, target, uri, experiment_id, versions, waited, say, None)
+        outcome = _fusion_for_seed(seeded, target, uri, experiment_id, versions, waited, say)
         seed = seeded.fusion.training.seed
         say(f"fusion {target}: seed {seed} {registered_text(outcome, metric)}")
         outcomes.append(outcome)
     best = max(outcomes, key=lambda o: signed(metric, o.dev_metrics.get(metric, float("nan"))))
-    set_alias(uri, best.version.name, BEST_ALIAS, best.version.version)
     say(
         f"fusion {target}: best of {len(outcomes)} seeds is v{best.version.version} "
         f"(seed {best.version.tags.get(TAG_SEED)}, {metric} {best.dev_metrics.get(metric, 0):.4f})"
     )
-    return best
+    return point_best(uri, best, metric)
+
+
+def point_best(uri: str, outcome: FusionOutcome, metric: str) -> FusionOutcome:
+    """Point `best` at the outcome's version, unless the version it is on scored better on the
+    same dev metric (compared as both are tagged, to 4 decimals; a tie moves it): then it stays
+    there and the outcome says so."""
+    name, number = outcome.version.name, outcome.version.version
+    current = get_version(uri, name, alias=BEST_ALIAS)
+    ours = outcome.dev_metrics.get(metric)
+    if current is not None and int(current.version) != int(number) and ours is not None:
+        theirs = current.tags.get(f"dev_{metric}") if current.tags.get("metric") == metric else None
+        mine = float(notes.tag_number(ours))
+        if theirs is not None and signed(metric, float(theirs)) > signed(metric, mine):
+            return replace(outcome, best_kept=current)
+    set_alias(uri, name, BEST_ALIAS, number)
+    return outcome
 
 
 def _fusion_for_seed(
@@ -134,9 +152,9 @@ def _fusion_for_seed(
     versions: dict[str, ModelVersionInfo],
     waited: float,
     say: Say,
-    alias: str | None,
 ) -> FusionOutcome:
-    """The fusion over `versions` with `config`'s seed: found registered, or trained now."""
+    """The fusion over `versions` with `config`'s seed: found registered, or trained now (its
+    version without an alias: the caller points `best`)."""
     key = lineage_key(config, target, versions)
     work = Path(config.storage).resolve() / "fusion" / target / key[:12]
     with training_claim(work, lambda: say(f"fusion {target}: another job trains it; waiting")):
@@ -144,12 +162,10 @@ def _fusion_for_seed(
         if plan.existing is not None:
             existing = plan.existing
             say(f"fusion {target}: already registered as v{existing.version} for these adapters")
-            if alias:
-                set_alias(uri, existing.name, alias, existing.version)
             tags = existing.tags
             metrics = {k[4:]: float(v) for k, v in tags.items() if k.startswith("dev_")}
             return FusionOutcome(target, existing, metrics, False, waited, 0.0)
-        return _train_and_register(config, plan, uri, experiment_id, work, waited, say, alias=alias)
+        return _train_and_register(config, plan, uri, experiment_id, work, waited, say, alias=None)
 
 
 def _warm_up(config: PipelineConfig, target: str) -> None:
@@ -222,7 +238,12 @@ def registered_text(outcome: FusionOutcome, metric: str) -> str:
     value = outcome.dev_metrics.get(metric)
     shown = f"{metric} {value:.4f}" if value is not None else metric
     before = "" if outcome.trained else ", trained before"
-    return f"registered {outcome.version.name} v{outcome.version.version} ({shown}{before})"
+    text = f"registered {outcome.version.name} v{outcome.version.version} ({shown}{before})"
+    kept = outcome.best_kept
+    if kept is not None:
+        theirs = kept.tags.get(f"dev_{metric}")
+        text += f"; best stays on v{kept.version} ({metric} {float(theirs):.4f}), better on dev"
+    return text
 
 
 def _pull_adapters(config: PipelineConfig, plan: FusionPlan, uri: str, folder: Path) -> list[Path]:

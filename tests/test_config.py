@@ -310,6 +310,29 @@ def test_duplicate_task_names_are_refused_with_the_line(tmp_path):
         load_config(_write(tmp_path, text))
 
 
+@pytest.mark.parametrize(
+    ("written", "read"), [("no", False), ("on", True), ("Off", False), ("~", None)]
+)
+def test_a_key_yaml_reads_as_a_boolean_or_null_is_refused_with_the_quote_fix(
+    tmp_path, written, read
+):
+    """An unquoted `no:` task became a task named False; `on:` under a section an unknown True
+    that broke the sorting of the unknown-key message (a traceback)."""
+    text = f"name: p\ntasks:\n  {written}: {{train: a.tsv}}\n"
+    with pytest.raises(ConfigError) as caught:
+        load_config(_write(tmp_path, text))
+    expected = f'line 3, column 3: key {written} reads as {read} in YAML: quote it ("{written}")'
+    assert str(caught.value).endswith(expected)
+    with pytest.raises(ConfigError, match=r"'adapters=\{on: 1\}': .*key on reads as True"):
+        load_config(_write(tmp_path, BASE), ["adapters={on: 1}"])
+
+
+def test_a_number_key_beside_names_is_an_unknown_key_not_a_traceback(tmp_path):
+    for override in ("adapters={1: 2, foo: 3}", "adapters.training={1: 2, foo: 3}"):
+        with pytest.raises(ConfigError, match=r"unknown (key|field)\(s\) \[1, 'foo'\]"):
+            load_config(_write(tmp_path, BASE), [override])
+
+
 def test_yaml_syntax_error_names_the_line(tmp_path):
     path = _write(tmp_path, "name: p\ntasks: [unclosed\n")
     with pytest.raises(ConfigError, match="line 3"):

@@ -56,6 +56,8 @@ def read_document(path: Path) -> dict[str, Any]:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        if isinstance(error, yaml.constructor.ConstructorError):  # a duplicate or boolean key
+            raise ConfigError(f"{path}{where.replace(' at', ',')}: {problem}") from None
         raise ConfigError(f"{path}: YAML syntax error{where}: {problem}") from None
     if not isinstance(document, Mapping):
         raise ConfigError(f"{path}: expected a mapping of settings at the top level")
@@ -139,7 +141,7 @@ def _scalar(item: str, raw: str) -> Any:
     if not raw.strip():
         return None
     try:
-        return yaml.safe_load(raw)
+        return load_yaml(raw)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at column {mark.column + 1}" if mark else ""

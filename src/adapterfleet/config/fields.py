@@ -117,7 +117,7 @@ def choice(value: Any, allowed: Sequence[str], where: str) -> str:
 
 
 def refuse_unknown(raw: Mapping[str, Any], allowed: Sequence[str], where: str) -> None:
-    unknown = sorted(set(raw) - set(allowed))
+    unknown = sorted(set(raw) - set(allowed), key=str)  # a number key sorts among names
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {unknown}; allowed: {', '.join(allowed)}")
 

@@ -19,7 +19,9 @@ TOP_KEYS = ("data_root", "tasks")
 class _UniqueKeyLoader(yaml.SafeLoader):
     """yaml.safe_load keeps the last of two equal keys; a config file that names a task (or any
     setting) twice is a mistake to report, not to resolve silently. Merge keys (`<<: *base`)
-    stay YAML's: the keys written beside one override those it merges."""
+    stay YAML's: the keys written beside one override those it merges. A key YAML reads as a
+    boolean or null (an unquoted `no:`, `on:`, `~:`) is refused: it would silently become a task
+    named `False`, or a setting no schema knows under a name that is not the one written."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
@@ -27,6 +29,12 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             if key_node.tag == "tag:yaml.org,2002:merge":
                 continue
             key = self.construct_object(key_node, deep=deep)
+            if key is None or isinstance(key, bool):
+                written = key_node.value or "(empty)"
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {written} reads as {key!r} in YAML: quote it (\"{written}\")",
+                    key_node.start_mark,
+                )  # fmt: skip
             if key in seen:
                 raise yaml.constructor.ConstructorError(
                     None, None, f"duplicate key {key!r}: give each key once", key_node.start_mark

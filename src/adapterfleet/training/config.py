@@ -108,7 +108,7 @@ class TrainConfig:
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
         """Build from a dict; unknown keys are refused (they are usually typos)."""
         known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
+        unknown = sorted(set(data) - known, key=str)
         if unknown:
             raise ValueError(f"TrainConfig: unknown field(s) {unknown}; allowed: {sorted(known)}")
         return cls(**data)

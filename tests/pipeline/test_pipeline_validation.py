@@ -64,6 +64,14 @@ def _unknown_base_model(doc: dict[str, Any]) -> None:
     doc["base_model"] = "no-such-org/no-such-model"
 
 
+def _weights_gone(doc: dict[str, Any]) -> None:
+    """A base model folder whose weights were never saved (config and tokenizer only)."""
+    model = Path(doc["base_model"])
+    bare = Path(doc["storage"]).parent / "no-weights"
+    shutil.copytree(model, bare, ignore=shutil.ignore_patterns("*.safetensors"))
+    doc["base_model"] = str(bare)
+
+
 def _missing_data_file(doc: dict[str, Any]) -> None:
     doc["tasks"]["water"]["dev"] = "water_dev_missing.tsv"
 
@@ -299,6 +307,38 @@ CASES = {
         _cuda_without_gpu,
         (),
         r"adapters.training.device: cuda, but resources.gpu is 0",
+    ),
+    # found by a review of bad configs: these passed validation and failed after Ray started
+    "fp16 without a GPU for the trials": (
+        lambda doc: doc["adapters"]["training"].update(precision="fp16", device="auto"),
+        (),
+        r"adapters.training.precision: fp16, but resources.gpu is 0, .*or precision: bf16",
+    ),
+    "a storage folder that cannot be made": (
+        lambda doc: doc.update(storage="/proc/adapterfleet-runs"),
+        (),
+        r"storage: cannot use /proc/adapterfleet-runs \(cannot make a folder in /proc: .*\); "
+        r"choose a writable folder",
+    ),
+    "a tracking URI MLflow has no store for": (
+        lambda doc: doc.update(tracking_uri="ftp://example.org/runs"),
+        (),
+        r"tracking URI 'ftp://example.org/runs': MLflow has no tracking store for ftp://; use ",
+    ),
+    "a base model path that is not a folder": (
+        lambda doc: doc.update(base_model="/no/such/model"),
+        (),
+        r"base_model: /no/such/model is not a folder on this machine; give a local folder",
+    ),
+    "a base model folder without weights": (
+        _weights_gone,
+        (),
+        r"base_model: .*no-weights holds no weights \(model.safetensors, .*save_pretrained",
+    ),
+    "a name close to the packaged encoder": (
+        lambda doc: doc.update(base_model="minilm-l12"),
+        (),
+        r"base_model: cannot load 'minilm-l12' \(.*\); did you mean minilm-l6",
     ),
     "a fusion over no adapter": (
         lambda doc: doc.update(fusion={"targets": {"fruit": []}}),

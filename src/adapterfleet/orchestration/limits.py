@@ -92,16 +92,22 @@ def trainings(config: PipelineConfig) -> dict[str, TrainConfig]:
     return found
 
 
-def check_devices(config: PipelineConfig, *, local: bool) -> None:
-    """`device: cuda` (and `cuda_graphs: true`) needs a GPU: on this machine for a local run;
-    for the pipeline's trials, `resources.gpu` (Ray gives a trial no GPU otherwise; whether a
-    node has one is checked with the other resources)."""
+def check_devices(config: PipelineConfig, *, local: bool, precision: bool = True) -> None:
+    """`device: cuda` (and `cuda_graphs: true`, `precision: fp16`) needs a GPU: on this machine
+    for a local run; for the pipeline's trials, `resources.gpu` (Ray gives a trial no GPU
+    otherwise; whether a node has one is checked with the other resources). `precision`
+    False: only evaluating, in the run's own precision (float32 for fp16 off a GPU)."""
     for where, training in trainings(config).items():
         if training.device == "cuda":
             setting, here, on_ray = f"{where}.device: cuda", "device: auto or cpu", "device: auto"
         elif training.cuda_graphs is True:
             setting, here = f"{where}.cuda_graphs: true", "cuda_graphs: false"
             on_ray = here
+        elif training.precision == "fp16" and precision:  # autocast to float16 runs on CUDA only
+            setting, here = f"{where}.precision: fp16", "precision: bf16 (or fp32)"
+            on_ray = here
+            if training.device == "cpu":
+                raise ConfigError(f"{setting} needs a CUDA GPU, and device is cpu; set {here}")
         else:
             continue
         if local:
@@ -136,9 +142,10 @@ def check_single_run(
     option: str = "--task",
     mode: str | None = None,
     reduction_factor: int | None = None,
+    trains: bool = True,
 ) -> Any:
-    """`train` / `fuse` / `evaluate`: the task, mode and reduction factor given, the base
-    model's limits and this machine's devices; the base model's config."""
+    """`train` / `fuse` / `evaluate` (`trains` False): the task, mode and reduction factor
+    given, the base model's limits and this machine's devices; the base model's config."""
     from adapterfleet.orchestration.validate import base_model_config, check_base_layout
 
     if task not in config.tasks:
@@ -157,7 +164,7 @@ def check_single_run(
         check_reduction_factor(reduction_factor, int(model_config.hidden_size))
     check_max_length(config, model_config)
     check_tokenizer(config, model_config)
-    check_devices(config, local=True)
+    check_devices(config, local=True, precision=trains)
     return model_config
 
 

@@ -142,7 +142,7 @@ def evaluate_run(config: PipelineConfig, task: str, run_dir: Path) -> dict[str, 
     run_dir = Path(run_dir)
     info = read_run_info(run_dir)
     base = run_base(config, run_dir, info)  # another named base: refused before any load
-    check_single_run(config, task)
+    check_single_run(config, task, trains=False)
     model = load_run(config, task, run_dir, info, base)
     tokenized = prepare_task(config, task)
     training = config.adapters.training_for(task)

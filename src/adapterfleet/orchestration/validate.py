@@ -2,25 +2,49 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
-from adapterfleet.adapters import AdapterConfig, resolve_base_model
+from adapterfleet.adapters import MINILM, AdapterConfig, resolve_base_model
 from adapterfleet.config import ConfigError, PipelineConfig
 from adapterfleet.data import TaskData, load_task
 
+WEIGHT_FILES = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+)
+
 
 def base_model_config(name: str) -> Any:
-    """The base model's HF config (read from its folder or the hub, no weights loaded)."""
+    """The base model's HF config (read from its folder or the hub, no weights loaded); a path
+    that is not a folder here, a folder without weights, or a name that cannot be loaded is
+    refused with what `base_model` takes."""
     from transformers import AutoConfig
 
     path = resolve_base_model(name)
+    local = os.path.isdir(path)
+    takes = "a local folder (config.json, the weights, the tokenizer), a hub id, or minilm-l6"
+    if not local and name.startswith(("/", ".", "~")):
+        raise ConfigError(f"base_model: {name} is not a folder on this machine; give {takes}")
+    if local and not any(os.path.isfile(os.path.join(path, f)) for f in WEIGHT_FILES):
+        raise ConfigError(
+            f"base_model: {name} holds no weights ({', '.join(WEIGHT_FILES)}); save the model "
+            "there with save_pretrained, or give another base_model"
+        )
     try:
-        return AutoConfig.from_pretrained(path, local_files_only=os.path.isdir(path))
+        return AutoConfig.from_pretrained(path, local_files_only=local)
     except (OSError, ValueError) as error:
         first = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise ConfigError(f"base_model: cannot load {name!r} ({first})") from None
+        near = difflib.get_close_matches(name, [MINILM], n=1, cutoff=0.7)
+        fix = f"did you mean {MINILM}, the packaged encoder?" if near else f"give {takes}"
+        if not local and not near:
+            fix += " (a hub id loads from the network or the Hugging Face cache, HF_HOME)"
+        raise ConfigError(f"base_model: cannot load {name!r} ({first}); {fix}") from None
 
 
 def check_reduction_factors(config: PipelineConfig, hidden_size: int) -> None:
@@ -75,6 +99,7 @@ def validate_pipeline(
     tracking store and the resources, then load every task (files, columns, labels, empty
     splits). Returns the loaded tasks. The tasks come last: a demo config's first load writes
     its generated data, which a refusal of anything else must not leave behind."""
+    check_storage(config)
     model_config = base_model_config(config.base_model)
     check_base_layout(config, model_config)
     hidden = int(model_config.hidden_size)
@@ -85,6 +110,19 @@ def validate_pipeline(
     if nodes is not None:
         check_resources(config, nodes)
     return {task: load_task(config.tasks[task]) for task in used_tasks(config)}
+
+
+def check_storage(config: PipelineConfig) -> None:
+    """The storage folder (checkpoints, data cache, locks; the SQLite store by default) is one,
+    or can be made: found here, not after Ray has started."""
+    from adapterfleet.registry.store import folder_problem
+
+    problem = folder_problem(Path(config.storage))
+    if problem:
+        raise ConfigError(
+            f"storage: cannot use {config.storage} ({problem}); choose a writable folder "
+            "(-o storage=<folder>)"
+        )
 
 
 def check_model_limits(config: PipelineConfig, model_config: Any) -> None:

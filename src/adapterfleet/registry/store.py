@@ -158,6 +158,12 @@ def check_tracking_uri(
         if folder is None or not create:
             return
         _check_creatable(folder.parent if scheme == "sqlite" else folder, shown)
+    elif scheme and scheme.split("+")[0] not in _store_schemes():
+        raise RegistryError(
+            f"tracking URI {shown!r}: MLflow has no tracking store for {scheme}://; use "
+            "http(s)://<host>:<port>, sqlite:///<path>/mlflow.db, file:///<path> or a database "
+            "URI (postgresql://, mysql://, mssql://)"
+        )
     elif scheme and scheme != "databricks":
         _check_tcp(uri, shown, timeout)
     elif not scheme:
@@ -165,6 +171,38 @@ def check_tracking_uri(
             f"tracking URI {shown!r} has no scheme; use sqlite:///<path>/mlflow.db "
             "or http://<host>:<port>"
         )
+
+
+def _store_schemes() -> set[str]:
+    """The URI schemes MLflow has a tracking store for: its own and those of installed plugins
+    (the `mlflow.tracking_store` entry points)."""
+    from importlib.metadata import entry_points
+
+    plugins = {entry.name for entry in entry_points(group="mlflow.tracking_store")}
+    own = {"http", "https", "sqlite", "file", "postgresql", "mysql", "mssql"}
+    return own | {"databricks", "databricks-uc", "uc"} | plugins
+
+
+def folder_problem(folder: Path) -> str | None:
+    """Why `folder` cannot be used or made (None when it can): its nearest existing ancestor is
+    a file, or a folder in which no folder can be made (tried, and removed again)."""
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{existing} is a file, not a folder"
+    if existing == folder:
+        return None if os.access(folder, os.W_OK | os.X_OK) else f"{folder} is not writable"
+    probe = existing / folder.relative_to(existing).parts[0]
+    try:
+        probe.mkdir()
+    except FileExistsError:  # made meanwhile by another process
+        return None
+    except OSError as error:
+        return f"cannot make a folder in {existing}: {error.strerror or error}"
+    with contextlib.suppress(OSError):  # another process may be filling it already
+        probe.rmdir()
+    return None
 
 
 def _check_sqlite_file(db: Path, shown: str) -> None:
@@ -189,15 +227,7 @@ def _check_sqlite_file(db: Path, shown: str) -> None:
 
 
 def _check_creatable(folder: Path, shown: str) -> None:
-    """`folder` is one, or can be made: its nearest existing ancestor is a writable folder."""
-    existing = folder
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    problem = None
-    if not existing.is_dir():
-        problem = f"{existing} is a file, not a folder"
-    elif not os.access(existing, os.W_OK | os.X_OK):
-        problem = f"{existing} is not writable"
+    problem = folder_problem(folder)
     if problem:
         raise RegistryError(
             f"tracking URI {shown}: cannot create the store's folder {folder} ({problem}); "

@@ -90,7 +90,7 @@ def test_every_command_that_reads_a_config_takes_its_budget() -> None:
         commands = command.commands if hasattr(command, "commands") else {name: command}
         for sub, leaf in commands.items():
             options = {o for p in leaf.params for o in getattr(p, "opts", [])}
-            if "--config" in options and "--budget" not in options and sub != "demo":
+            if "--config" in options and "--budget" not in options:
                 missing.append(sub)
     assert missing == []
 

@@ -240,6 +240,7 @@ def predict(
 def demo(
     config: ConfigOpt = DEMO_CONFIG,
     num_cpus: Annotated[int | None, typer.Option(help="CPUs of the local Ray.")] = None,
+    budget: BudgetOpt = None,
     set_: SetOpt = None,
     verbose: VerboseOpt = False,
     quiet: QuietOpt = False,
@@ -253,6 +254,7 @@ def demo(
         resume=False,
         address=None,
         num_cpus=num_cpus,
+        budget=budget,
         set_=set_,
         verbose=verbose,
         quiet=quiet,

@@ -67,6 +67,24 @@ def test_a_run_trained_on_another_named_base_is_refused_before_loading(config, s
     )
 
 
+def test_a_run_that_is_not_a_run_folder_says_so(config, st_a, tmp_path) -> None:
+    """A folder that does not exist, or an adapter folder alone (import-adapter's output), was
+    reported as a missing head/head_config.json."""
+    adapter_only = Path(shutil.copytree(st_a.out_dir / "adapter", tmp_path / "imported"))
+    cases = {
+        tmp_path / "nope": "does not exist",
+        adapter_only: "has no run.json, head/ or heads/: it is not a run folder",
+        adapter_only / "adapter.safetensors": "is a file",
+    }
+    for run, problem in cases.items():
+        with pytest.raises(UserError) as caught:
+            evaluate_run(config, "fruit", run)
+        assert str(caught.value) == (
+            f"--run {run} {problem}; give the --out folder of a train or fuse run (an adapter "
+            "folder alone is used with fuse --adapters)"
+        )
+
+
 def test_a_head_that_does_not_score_the_tasks_labels_is_refused(config, st_a) -> None:
     with pytest.raises(UserError) as caught:
         evaluate_run(config, "fruit4", st_a.out_dir)

@@ -140,6 +140,7 @@ def evaluate_run(config: PipelineConfig, task: str, run_dir: Path) -> dict[str, 
     from adapterfleet.training.runtime import resolve_device
 
     run_dir = Path(run_dir)
+    check_run_folder(run_dir)
     info = read_run_info(run_dir)
     base = run_base(config, run_dir, info)  # another named base: refused before any load
     check_single_run(config, task, trains=False)
@@ -152,6 +153,20 @@ def evaluate_run(config: PipelineConfig, task: str, run_dir: Path) -> dict[str, 
     precision = info.get("train_config", {}).get("precision", training.precision)
     dtype = prediction_dtype(precision, device)
     return evaluate(model.to(device).eval(), dev, names, device=device, dtype=dtype)
+
+
+def check_run_folder(run_dir: Path) -> None:
+    """`--run` is a folder that train or fuse wrote: its run.json, or a head/ (heads/: MT-A)."""
+    if not run_dir.is_dir():
+        problem = "is a file" if run_dir.exists() else "does not exist"
+    elif not any((run_dir / name).exists() for name in (RUN_FILE, "head", "heads")):
+        problem = f"has no {RUN_FILE}, head/ or heads/: it is not a run folder"
+    else:
+        return
+    raise ConfigError(
+        f"--run {run_dir} {problem}; give the --out folder of a train or fuse run (an adapter "
+        "folder alone is used with fuse --adapters)"
+    )
 
 
 def read_run_info(run_dir: Path) -> dict[str, Any]:

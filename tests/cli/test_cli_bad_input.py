@@ -233,6 +233,29 @@ def test_a_store_file_that_is_not_a_database_is_one_line(
     assert sorted(p.name for p in store.parent.iterdir()) == ["mlflow.db"]
 
 
+def test_a_pipeline_named_without_its_config_finds_its_store_by_set(pipeline: Path) -> None:
+    """`status NAME -o storage=...` (what the store errors suggest) used to be ignored: the
+    default store was read and said to have no experiment, pointing at `adapterfleet jobs`."""
+    from adapterfleet.registry import default_tracking_uri, ensure_experiment
+
+    runs = pipeline.parent / "elsewhere"
+    ensure_experiment(default_tracking_uri(runs), "p")
+    found = runner.invoke(app, ["status", "p", "-o", f"storage={runs}"])
+    assert found.exit_code == 0, found.output
+    refused(
+        runner.invoke(app, ["status", "q", "-o", f"storage={runs}"]),
+        "no pipeline 'q' in sqlite:///",
+        "(pipelines there: p); check the name, or point at its store",
+    )
+    refused(runner.invoke(app, ["status", "p"]), "no tracking store at", "-o storage=...")
+    refused(
+        runner.invoke(app, ["report", "p", "-o", "max_length=8"]),
+        "-o max_length: without -c CONFIG only -o storage=... and -o tracking_uri=... apply",
+    )
+    refused(runner.invoke(app, ["status", "p", "--budget", "tiny"]), "--budget tiny: a budget")
+    assert not (pipeline.parent / "adapterfleet-runs").exists()
+
+
 def test_status_shows_the_plan_without_creating_a_store(pipeline: Path) -> None:
     result = runner.invoke(app, ["status", "-c", str(pipeline)])
     assert result.exit_code == 0, result.output

@@ -57,8 +57,9 @@ def status(
     from adapterfleet.results.status import pipeline_status, status_by_name
 
     ref = resolve(name, config, tracking_uri, budget, set_)
-    # a pipeline that has not run yet has no store: its plan is shown all the same
-    checked_store(ref.tracking_uri, read_only=True, must_exist=False)
+    # a pipeline that has not run yet has no store: its plan is shown all the same (with -c;
+    # a NAME alone has no plan, so a missing store is said as such)
+    checked_store(ref.tracking_uri, read_only=True, must_exist=ref.config is None)
     if ref.config is not None:
         typer.echo(pipeline_status(ref.config, ref.tracking_uri).render())
     else:

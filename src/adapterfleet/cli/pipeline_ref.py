@@ -34,7 +34,28 @@ def resolve(
         return PipelineRef(cfg.name, _given(tracking_uri) or cfg.tracking_uri, cfg)
     if name is None:
         raise ConfigError("give the pipeline NAME or its config with -c CONFIG")
-    return PipelineRef(name, _given(tracking_uri) or default_uri())
+    if budget:
+        raise ConfigError(f"--budget {budget}: a budget is a section of a config; give -c CONFIG")
+    store = _store_overrides(overrides or [])
+    given = _given(tracking_uri) or _given(store.get("tracking_uri"))
+    if given is None and "storage" in store:
+        given = resolve_tracking_uri(None, absolute_storage(store["storage"]))
+    return PipelineRef(name, given or default_uri())
+
+
+def _store_overrides(overrides: list[str]) -> dict[str, Any]:
+    """With NAME and no config, `-o storage=...` and `-o tracking_uri=...` name the store (as
+    the store errors suggest); any other key needs the config it would change."""
+    from adapterfleet.config.document import apply_overrides
+
+    values = apply_overrides({}, overrides)
+    other = sorted(set(values) - {"storage", "tracking_uri"}, key=str)
+    if other:
+        raise ConfigError(
+            f"-o {other[0]}: without -c CONFIG only -o storage=... and -o tracking_uri=... "
+            "apply (they name the store); give -c CONFIG to change other keys"
+        )
+    return values
 
 
 def _given(tracking_uri: str | None) -> str | None:

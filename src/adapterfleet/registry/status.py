@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from adapterfleet.registry import rest_read, sqlite_read
 from adapterfleet.registry.errors import RegistryError, failed_reading
 from adapterfleet.registry.sqlite_read import Unreadable
-from adapterfleet.registry.store import check_tracking_uri, get_client, sqlite_path
+from adapterfleet.registry.store import check_tracking_uri, get_client, missing_store, sqlite_path
 from adapterfleet.registry.tags import (
     TAG_KIND,
     TAG_PARENT_RUN,
@@ -102,6 +102,18 @@ def experiment_runs(uri: str, experiment_name: str) -> list[RunRecord] | None:
     or the experiment does not exist."""
     found = experiment_runs_and_tags(uri, experiment_name)
     return None if found is None else found[0]
+
+
+def experiment_names(uri: str, limit: int = 20) -> list[str]:
+    """The names of the store's active experiments (MLflow's `Default` left out), for a
+    message; empty when the store cannot say, or does not exist (none is created)."""
+    if missing_store(uri) is not None:
+        return []
+    try:
+        found = get_client(uri).search_experiments(max_results=limit)
+    except Exception:  # noqa: BLE001 - only a hint in an error message
+        return []
+    return sorted(e.name for e in found if e.name != "Default")
 
 
 def experiment_runs_and_tags(

@@ -24,6 +24,7 @@ from adapterfleet.registry import (
     safe_uri,
 )
 from adapterfleet.registry.status import FAILED, RUNNING, experiment_runs_and_tags
+from adapterfleet.registry.status import experiment_names as experiments_in
 from adapterfleet.results.formats import metric_label, number_from_tag, version_label
 
 BEST_ALIAS = "best"
@@ -232,9 +233,10 @@ def status_by_name(name: str, tracking_uri: str) -> PipelineStatus:
     started = time.perf_counter()
     found = experiment_runs_and_tags(tracking_uri, name)  # None, creating no store, if absent
     if found is None:
+        there = ", ".join(experiments_in(tracking_uri)) or "none"
         raise RegistryError(
-            f"no pipeline {name!r} in {safe_uri(tracking_uri)}: no experiment of that name; "
-            "check the name (`adapterfleet jobs`, the MLflow UI) or pass --tracking-uri"
+            f"no pipeline {name!r} in {safe_uri(tracking_uri)} (pipelines there: {there}); "
+            "check the name, or point at its store (-o storage=..., --tracking-uri)"
         )
     records, tags = found
     plan = StatusPlan.from_tags(name, tags, records)

@@ -4,6 +4,7 @@ choices of different counts, an answer that is not among the labels, a layout th
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from test_data_choices import (
     mc_task,
 )
 
-from adapterfleet.data import TaskError, TaskSpec
+from adapterfleet.data import TaskError, TaskSpec, load_task, load_tasks_config
 
 
 def refused(tmp_path: Path, write_config, rows: list, declaration: dict) -> str:
@@ -99,6 +100,46 @@ def test_a_list_that_is_not_a_list(tmp_path: Path, write_config) -> None:
     assert "choices.list: holds a str, not a list" in message
 
 
+@pytest.mark.parametrize("at", [0, 1])
+def test_a_mapping_of_choices_written_as_text_is_refused_with_its_record(
+    tmp_path: Path, write_config, at: int
+) -> None:
+    """First (it crashed on a substring test) or later (it was skipped as a missing value)."""
+    rows = [dict(row) for row in CSQA_ROWS]
+    rows[at]["choices"] = "see text"
+    message = refused(tmp_path, write_config, rows, CSQA)
+    assert (
+        "train column 'choices.text' (choices.list): 'choices' holds text ('see text'), not a "
+        f"mapping with 'text' (record {at + 1} of " in message
+    )
+    assert "a TSV/CSV cell is always text, so nested choices need a JSONL, JSON or" in message
+
+
+def test_a_tsv_cell_holding_the_choices_as_json_is_refused(tmp_path: Path, write_config) -> None:
+    cells = [(r["id"], r["question"], json.dumps(r["choices"]), r["answerKey"]) for r in CSQA_ROWS]
+    lines = ["id\tquestion\tchoices\tanswerKey", *("\t".join(cell) for cell in cells)]
+    (tmp_path / "mc.tsv").write_text("\n".join(lines) + "\n")
+    task = {"type": "multiple_choice", "train": "mc.tsv", "dev": "mc.tsv", **CSQA}
+    with pytest.raises(TaskError) as error:
+        load_task(load_tasks_config(write_config({"mc": task}))["mc"])
+    message = str(error.value)
+    assert "\n" not in message and "'choices' holds text ('{\"label\": [" in message
+    assert (
+        f"not a mapping with 'text' (record 1 of {tmp_path / 'mc.tsv'}); fix the record" in message
+    )
+
+
+def test_numbers_of_over_4300_digits_are_text_that_is_refused(tmp_path: Path, write_config) -> None:
+    """`int` refuses such digits: no index, no JSON list (an answer, a list cell)."""
+    digits = "1" + "0" * 5000
+    answer = refused(tmp_path, write_config, [{**COSMOS_ROWS[0], "label": digits}], COSMOS)
+    assert "answer '10000" in answer and "is not a label name" in answer
+    rows = [{**HELLASWAG_ROWS[0], "endings": f"[{digits}]"}]
+    assert "choices.list: holds a str, not a list" in refused(
+        tmp_path, write_config, rows, HELLASWAG
+    )
+
+
 def test_row_labels_of_another_length(tmp_path: Path, write_config) -> None:
     choices = {**CSQA_ROWS[0]["choices"], "label": ["A", "B", "C", "D"]}
     message = refused(tmp_path, write_config, [{**CSQA_ROWS[0], "choices": choices}], CSQA)
@@ -160,3 +201,8 @@ def test_a_prediction_input_needs_the_layouts_columns_not_the_answer(
         read_input(spec, write_jsonl(tmp_path / "bad.jsonl", renamed))
     assert "input column 'question' (choices.context): not found" in str(error.value)
     assert "or name the file's columns with --columns" in str(error.value)
+    unlabelled[0]["choices"] = "see text"
+    with pytest.raises(TaskError) as error:
+        read_input(spec, write_jsonl(tmp_path / "text.jsonl", unlabelled))
+    assert "input column 'choices.text' (choices.list): 'choices' holds text" in str(error.value)
+    assert "(record 1 of" in str(error.value)

@@ -185,3 +185,47 @@ def test_a_codec_that_is_not_a_text_encoding_is_refused(
     spec = {**SPEC, "train": {"path": "train.tsv", "encoding": codec}}
     with pytest.raises(TaskError, match=f"train.encoding: '{codec}' is not a text encoding"):
         load_tasks_config(write_config({"rte": spec}))
+
+
+BIG = "1" + "0" * 5000  # past Python's 4,300-digit limit for reading an integer
+DEEP = "[" * 100_000 + "]" * 100_000  # past Python's recursion limit
+
+
+def _records(tmp_path: Path, fmt: str, unused: str) -> str:
+    """Ten RTE records as JSON lines or one JSON list; record 5 holds `unused` in a field the
+    task does not read."""
+    labels = SPEC["label_names"]
+    records = [
+        json.dumps({"sentence1": f"A cat {i}.", "sentence2": "An animal.", "label": labels[i % 2]})
+        for i in range(10)
+    ]
+    records[4] = records[4][:-1] + f', "unused": {unused}}}'
+    text = "\n".join(records) + "\n" if fmt == "jsonl" else "[" + ",\n".join(records) + "]"
+    (tmp_path / f"t.{fmt}").write_text(text)
+    return f"t.{fmt}"
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "json"])
+def test_an_integer_of_over_4300_digits_makes_its_record_malformed(
+    tmp_path: Path, write_config, fmt: str
+) -> None:
+    spec = {**SPEC, "train": _records(tmp_path, fmt, BIG)}
+    (tmp_path / "dev.tsv").write_text(GOOD)
+    task = load_task(load_tasks_config(write_config({"rte": spec}))["rte"])
+    assert task.skipped_by_split == {"train": 1, "dev": 0} and len(task.train) == 9
+    message = _load_error(tmp_path, write_config, {**spec, "max_skipped_fraction": 0})
+    assert f"1 of 10 records of {tmp_path / spec['train']} (10%) were skipped" in message
+    assert "(malformed at lines/records 5)" in message
+
+
+def test_json_nested_past_the_recursion_limit_is_malformed(tmp_path: Path, write_config) -> None:
+    spec = {**SPEC, "train": _records(tmp_path, "jsonl", DEEP), "max_skipped_fraction": 0}
+    assert "(malformed at lines/records 5)" in _load_error(tmp_path, write_config, spec)
+    spec["train"] = _records(tmp_path, "json", DEEP)
+    message = _load_error(tmp_path, write_config, spec)
+    assert "train.path: " in message and "is not valid JSON (nested deeper than Python" in message
+
+
+def test_a_label_of_over_4300_digits_is_an_unknown_label(tmp_path: Path, write_config) -> None:
+    message = _load_error(tmp_path, write_config, SPEC, GOOD + f"2\tA.\tB.\t{BIG}\n")
+    assert "train 'label': unknown label value '10000" in message and "(record 3 of" in message

@@ -99,6 +99,31 @@ def test_a_label_that_is_not_a_number_names_the_record_and_value(
     assert "a regression label is a number; fix the row or label_field" in message
 
 
+@pytest.mark.parametrize("score", ["0_5", "1_000", " 2_5 "])
+def test_a_label_with_an_underscore_is_not_a_number(
+    tmp_path: Path, write_config, score: str
+) -> None:
+    """Python's `float` reads digit grouping (`0_5` as 5.0); nobody writes a score so."""
+    spec = _task(tmp_path, write_config, train=ROWS + f"Snow.\tIce.\t{score}\n")
+    with pytest.raises(TaskError) as info:
+        load_task(spec)
+    message = str(info.value)
+    assert message.startswith(f"task 'sts', train 'score': {score!r} is not a number (record 4 of ")
+
+
+def test_a_json_integer_past_floats_range_is_not_a_number(tmp_path: Path, write_config) -> None:
+    lines = [f'{{"s1": "A cat.", "s2": "A dog.", "score": {v}}}' for v in ("1.5", "1" + "0" * 400)]
+    (tmp_path / "train.jsonl").write_text("\n".join(lines) + "\n")
+    (tmp_path / "dev.tsv").write_text(ROWS)
+    spec = load_tasks_config(write_config({"sts": {**SPEC, "train": "train.jsonl"}}))["sts"]
+    with pytest.raises(TaskError) as info:
+        load_task(spec)
+    message = str(info.value)
+    assert "\n" not in message and len(message) < 300
+    assert "train 'score': 1000000000000000000000000000000000000... is not a number" in message
+    assert "(record 2 of" in message and "fix the row or label_field" in message
+
+
 def test_a_label_outside_the_range_is_refused(tmp_path: Path, write_config) -> None:
     spec = _task(tmp_path, write_config, train=ROWS + "Snow.\tIce.\t7.5\n", range=[0, 5])
     with pytest.raises(TaskError, match=r"7\.5 is outside range \[0, 5\].*widen range"):

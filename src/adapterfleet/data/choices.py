@@ -42,7 +42,11 @@ COUNT_FIX = (
     "one count, and a padded choice would need a mask through the head, the loss and the "
     "predictions; drop or fix those rows, or declare each count as its own task"
 )
-_INT = re.compile(r"^[+-]?\d+$")
+TEXT_FIX = (
+    "fix the record; a TSV/CSV cell is always text, so nested choices need a JSONL, JSON or "
+    "Parquet file (in a TSV/CSV give them as a JSON list in their own column, or choices.fields)"
+)
+_INT = re.compile(r"^[+-]?\d{1,18}$")  # more digits: no index, and `int` may refuse them
 _MISSING = object()
 Fail = Callable[..., TaskError]
 
@@ -149,8 +153,9 @@ _EXAMPLE = (
 
 
 def value_at(record: Mapping[str, Any], column: str) -> Any:
-    """`record[column]`, else the dotted path into nested mappings; `_MISSING` when absent."""
-    if column in record:
+    """`record[column]`, else the dotted path into nested mappings; `_MISSING` when absent (or
+    `record` is not a mapping: `in` on a string would test for a substring)."""
+    if isinstance(record, Mapping) and column in record:
         return record[column]
     node: Any = record
     for part in column.split("."):
@@ -188,8 +193,8 @@ def check_columns(spec: TaskSpec, split: str, raw: RawSplit, *, labels: bool = F
 def _check_nested(spec: TaskSpec, split: str, raw: RawSplit, key: str, column: str) -> None:
     top, rest = column.split(".", 1)
     first = next((r[top] for r in raw.rows if r.get(top) is not None), None)
-    if first is None or value_at(first, rest) is not _MISSING:
-        return
+    if first is None or isinstance(first, str) or value_at(first, rest) is not _MISSING:
+        return  # text is refused with its record, by `_at`
     keys = ", ".join(first) if isinstance(first, Mapping) else f"a {type(first).__name__}"
     raise TaskError(
         spec.name,
@@ -211,7 +216,7 @@ def choice_rows(
     for number, record in enumerate(raw.rows, start=first):
         where = RowRef(spec, split, raw.source, number)
         texts = record_texts(spec, record, where)
-        answer = value_at(record, spec.label_field)
+        answer = _at(record, spec.label_field, "label_field", where)
         if texts is None or answer is None or answer is _MISSING:
             missing.append(number)
             continue
@@ -232,7 +237,7 @@ def record_texts(
     sentence without its blank are refused."""
     layout = spec.choice_layout
     texts = _choice_texts(layout, record, where)
-    context = [_present(value_at(record, name)) for name in layout.context]
+    context = [_present(_at(record, name, "choices.context", where)) for name in layout.context]
     if texts is None or None in texts or None in context:
         return None
     parts = [
@@ -247,7 +252,7 @@ def record_texts(
         raise where.error("choices", problem, COUNT_FIX)
     if layout.fill is not None:
         key = f"column {layout.fill!r} (choices.fill)"
-        sentence = cell_text(_present(value_at(record, layout.fill)), key, where)
+        sentence = cell_text(_present(_at(record, layout.fill, "choices.fill", where)), key, where)
         if sentence is None:
             return None
         prefix, texts = _filled(sentence, texts, layout.blank, where)
@@ -260,10 +265,12 @@ def _choice_texts(
 ) -> list[str | None] | None:
     """The texts of a record's choices (None in it: a choice missing; None: the list is)."""
     if layout.list_column is not None:
-        values = _as_list(value_at(record, layout.list_column), "choices.list", where)
+        values = _as_list(
+            _at(record, layout.list_column, "choices.list", where), "choices.list", where
+        )
         keys = [f"column {layout.list_column!r} (choices.list)"] * len(values or ())
     else:
-        values = [value_at(record, name) for name in layout.fields]
+        values = [_at(record, name, "choices.fields", where) for name in layout.fields]
         keys = [f"column {name!r} (choices.fields)" for name in layout.fields]
     if values is None:
         return None
@@ -271,6 +278,27 @@ def _choice_texts(
         cell_text(_present(v), key, where, numbers=True, empty=True)
         for v, key in zip(values, keys, strict=True)
     ]
+
+
+def _at(record: Mapping[str, Any], column: str, role: str, where: RowRef) -> Any:
+    """`value_at`, refusing a record where text stands in a dotted column's way: a mapping of
+    choices written as a string (as every TSV/CSV cell is) is not read, nor skipped as missing."""
+    value = value_at(record, column)
+    if value is not _MISSING:
+        return value
+    node: Any = record
+    parts = column.split(".")
+    for depth, part in enumerate(parts):
+        if isinstance(node, str):
+            shown = repr(node) if len(repr(node)) <= 40 else repr(node)[:37] + "..."
+            problem = (
+                f"{'.'.join(parts[:depth])!r} holds text ({shown}), not a mapping with {part!r}"
+            )
+            raise where.error(f"column {column!r} ({role})", problem, TEXT_FIX)
+        if not isinstance(node, Mapping) or part not in node:
+            break
+        node = node[part]
+    return value
 
 
 def _present(value: Any) -> Any:
@@ -296,7 +324,7 @@ def _as_list(value: Any, key: str, where: RowRef) -> list[Any] | None:
     if value is None or value is _MISSING:
         return None
     if isinstance(value, str) and value.lstrip().startswith("["):
-        with contextlib.suppress(json.JSONDecodeError):
+        with contextlib.suppress(ValueError):  # not JSON, or an integer of over 4,300 digits
             value = json.loads(value)
     if hasattr(value, "tolist"):  # a numpy array from a Parquet or hub dataset
         value = value.tolist()
@@ -312,7 +340,7 @@ def _row_labels(spec: TaskSpec, record: Mapping[str, Any], count: int, where: Ro
     column = spec.choice_layout.labels_column
     if column is None:
         return None
-    labels = _as_list(value_at(record, column), "choices.labels", where)
+    labels = _as_list(_at(record, column, "choices.labels", where), "choices.labels", where)
     if labels is None:
         return _MISSING
     if len(labels) != count:

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     import datasets
 
 logger = logging.getLogger(__name__)
-_INT = re.compile(r"^[+-]?\d+$")
+_INT = re.compile(r"^[+-]?\d{1,18}$")  # more digits: no index, and `int` may refuse them
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,8 @@ declaration; the id column defaults to the first of `ID_FIELDS` found in the fil
 
 from __future__ import annotations
 
+import contextlib
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +33,7 @@ class PredictionInput:
     fields: tuple[str, ...]
     texts: list[tuple[str, ...]]
     id_field: str | None = None
-    ids: list[Any] | None = None
+    ids: list[str | None] | None = None  # as text: `id_text`
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -81,7 +83,7 @@ def read_input(
         raise TaskError(task, "input", f"{path} holds no rows", "give at least one row")
     texts = [_texts(spec, path, n, row, fields) for n, row in enumerate(rows, start=1)]
     id_field = _id_field(task, path, id_field, present)
-    ids = [row.get(id_field) for row in rows] if id_field else None
+    ids = [id_text(row.get(id_field)) for row in rows] if id_field else None
     return PredictionInput(str(path), fields, texts, id_field, ids)
 
 
@@ -172,6 +174,21 @@ def _id_field(task: str, path: Path, id_field: str | None, present: Sequence[str
             task, "--id-field", f"column {id_field!r} not found in {path}", "name an existing one"
         )
     return id_field
+
+
+def id_text(value: Any) -> str | None:
+    """A row's id as text, as the output writes it whatever its type in the input (a Parquet
+    timestamp, bytes or Decimal is no JSON): `str` of it; a whole float as an integer (a
+    pandas column of ids with a gap is float); bytes as UTF-8 where they are; a missing or NaN
+    id is None, written as null (JSON lines) or an empty cell (CSV)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, bytes):
+        with contextlib.suppress(UnicodeDecodeError):
+            return value.decode("utf-8")
+    return str(value)
 
 
 def _texts(

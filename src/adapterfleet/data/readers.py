@@ -128,10 +128,10 @@ def _read_jsonl(path: Path, encoding: str) -> RawSplit:
             if not line.strip():
                 continue
             try:
-                record = json.loads(line, object_pairs_hook=_Record)
+                record, too_long = _parse_json(line)
             except json.JSONDecodeError:
-                record = None
-            if not isinstance(record, dict):
+                record, too_long = None, False
+            if not isinstance(record, dict) or too_long:
                 _bad(raw, number)
                 continue
             _note_repeats(raw, record, f"line {number}")
@@ -142,7 +142,7 @@ def _read_jsonl(path: Path, encoding: str) -> RawSplit:
 
 def _read_json(task: str, split: str, path: Path, encoding: str) -> RawSplit:
     try:
-        document = json.loads(path.read_text(encoding=encoding), object_pairs_hook=_Record)
+        document, too_long = _parse_json(path.read_text(encoding=encoding))
     except json.JSONDecodeError as exc:
         raise TaskError(task, f"{split}.path", f"{path} is not valid JSON ({exc})") from None
     fix = 'use a list of records or an object of records {"0": {...}, "1": {...}}'
@@ -158,7 +158,7 @@ def _read_json(task: str, split: str, path: Path, encoding: str) -> RawSplit:
         raise TaskError(task, f"{split}.path", f"{path} holds no records", fix)
     raw = RawSplit(str(path), [], [])
     for number, record in enumerate(records, start=1):
-        if isinstance(record, dict):
+        if isinstance(record, dict) and not (too_long and _holds_long(record)):
             _note_repeats(raw, record, f"record {number}")
             raw.rows.append(record)
         else:
@@ -180,6 +180,39 @@ def _read_parquet(task: str, split: str, path: Path) -> RawSplit:
     raw = RawSplit(str(path), list(table.column_names), table.to_pylist())
     _note_repeats(raw, table.column_names, "the Parquet schema")
     return raw
+
+
+class _LongInt(str):
+    """The digits of a JSON integer longer than Python converts (`sys.get_int_max_str_digits`,
+    4,300 digits by default): its record is malformed, like one that is not JSON."""
+
+
+def _parse_json(text: str) -> tuple[Any, bool]:
+    """The JSON value of `text` (each object a `_Record`), and whether it holds an integer too
+    long for Python (then kept as `_LongInt`). A syntax error, or nesting deeper than Python's
+    recursion limit, raises `json.JSONDecodeError`."""
+    try:
+        return json.loads(text, object_pairs_hook=_Record), False
+    except json.JSONDecodeError:
+        raise
+    except RecursionError:
+        raise json.JSONDecodeError("nested deeper than Python reads", text, 0) from None
+    except ValueError:  # "Exceeds the limit (4300 digits) for integer string conversion"
+        return json.loads(text, object_pairs_hook=_Record, parse_int=_long_int), True
+
+
+def _long_int(digits: str) -> int | _LongInt:
+    try:
+        return int(digits)
+    except ValueError:
+        return _LongInt(digits)
+
+
+def _holds_long(value: Any) -> bool:
+    """Whether `value` (a JSON value) holds a `_LongInt` anywhere."""
+    if isinstance(value, dict | list):
+        return any(_holds_long(v) for v in (value.values() if isinstance(value, dict) else value))
+    return isinstance(value, _LongInt)
 
 
 class _Record(dict):

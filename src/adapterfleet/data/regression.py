@@ -22,12 +22,14 @@ RANGE_KEY = "range"
 
 
 def _number(value: Any) -> float | None:
-    """`value` as a finite float (a number, or text holding one), else None."""
-    if isinstance(value, bool):
+    """`value` as a finite float (a number, or text holding one), else None. Text with an
+    underscore is none (`float` reads Python's digit grouping `0_5` as 5.0), nor is an integer
+    past float's range (`OverflowError`: a JSON `1` and 400 zeros)."""
+    if isinstance(value, bool) or (isinstance(value, str) and "_" in value):
         return None
     try:
-        number = float(value.strip() if isinstance(value, str) else value)
-    except (TypeError, ValueError):
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
         return None
     return number if math.isfinite(number) else None
 
@@ -58,10 +60,11 @@ class NumberLabel:
         label = _number(value)
         where = f"{split} {spec.label_field!r}"
         if label is None:
+            shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
             raise TaskError(
                 spec.name,
                 where,
-                f"{value!r} is not a number (record {number} of {source})",
+                f"{shown} is not a number (record {number} of {source})",
                 "a regression label is a number; fix the row or label_field",
             )
         if spec.value_range is not None:

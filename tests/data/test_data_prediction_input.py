@@ -1,0 +1,70 @@
+"""The input of `adapterfleet predict` (data/prediction_input.py): ids carried as text, whatever
+their type in the file, so the output can always be written; a record JSON cannot read to
+Python is refused in one line."""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from adapterfleet.data import TaskError, TaskSpec
+from adapterfleet.data.prediction_input import read_input
+
+TASK = {
+    "train": "train.tsv",
+    "dev": "dev.tsv",
+    "text_fields": ["s1", "s2"],
+    "label_names": ["entailment", "not_entailment"],
+}
+TEXTS = {"s1": ["A cat.", "A dog."], "s2": ["An animal.", "A fish."]}
+
+
+@pytest.fixture
+def spec(tmp_path: Path) -> TaskSpec:
+    return TaskSpec.from_mapping("rte", TASK, tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("ids", "expected"),
+    [
+        (
+            pa.array([datetime.datetime(2024, 1, 1), datetime.datetime(2024, 1, 2, 9, 30)]),
+            ["2024-01-01 00:00:00", "2024-01-02 09:30:00"],
+        ),
+        (pa.array([b"a1", b"\x00\xff"], pa.binary()), ["a1", "b'\\x00\\xff'"]),
+        (
+            pa.array([decimal.Decimal("7"), decimal.Decimal("8.50")], pa.decimal128(5, 2)),
+            ["7.00", "8.50"],
+        ),
+        (pa.array([3.0, float("nan")]), ["3", None]),
+        (pa.array([None, 12], pa.int64()), [None, "12"]),
+    ],
+)
+def test_parquet_ids_of_any_type_are_read_as_text(
+    tmp_path: Path, spec: TaskSpec, ids: pa.Array, expected: list[Any]
+) -> None:
+    pq.write_table(pa.table({"id": ids, **TEXTS}), tmp_path / "in.parquet")
+    data = read_input(spec, tmp_path / "in.parquet")
+    assert data.id_field == "id" and data.ids == expected
+    json.dumps([{"id": value} for value in data.ids], allow_nan=False)  # what predict writes
+
+
+def test_an_integer_of_over_4300_digits_is_a_malformed_input_row(
+    tmp_path: Path, spec: TaskSpec
+) -> None:
+    rows = [{"id": i, "s1": TEXTS["s1"][i], "s2": TEXTS["s2"][i]} for i in range(2)]
+    lines = [json.dumps(row) for row in rows]
+    lines[1] = lines[1][:-1] + ', "extra": 1' + "0" * 5000 + "}"
+    (tmp_path / "in.jsonl").write_text("\n".join(lines) + "\n")
+    with pytest.raises(TaskError) as error:
+        read_input(spec, tmp_path / "in.jsonl")
+    message = str(error.value)
+    assert "\n" not in message and message.startswith("task 'rte', input: 1 malformed rows in ")
+    assert "(first at lines/records 2); fix or remove them" in message

@@ -99,3 +99,26 @@ def test_off_a_terminal_lines_are_plain_and_quiet_says_nothing() -> None:
     with progress_say(Level.VERBOSE, log.write, "pipeline demo", io.StringIO()) as say:
         assert say == log.write
     assert log.getvalue() == "a line"
+
+
+def test_a_failed_ray_task_is_said_by_its_cause_not_rays_traceback(ray_local, tmp_path) -> None:
+    """A baseline's error was cut to 300 characters of Ray's traceback, which ended before the
+    cause (`reduction_factor 7 does not divide ...`)."""
+    import json
+
+    import ray
+
+    from adapterfleet.config import load_config
+    from adapterfleet.errors import cause_text
+
+    said = []
+    for function, argument in ((json.loads, "[1,"), (load_config, tmp_path / "none.yaml")):
+        with pytest.raises(Exception) as caught:  # noqa: PT011 - Ray's own wrapper of it
+            ray.get(ray.remote(max_retries=0)(function).remote(argument))
+        assert "ray::" in str(caught.value) and "File " in str(caught.value)  # the traceback
+        said.append(cause_text(caught.value))
+    assert said == [
+        "JSONDecodeError: Expecting value: line 1 column 4 (char 3)",
+        f"config file {tmp_path / 'none.yaml'} not found; pass the path of a pipeline YAML file",
+    ]
+    assert cause_text(RuntimeError("z" * 400), limit=10) == "z" * 9 + "…"

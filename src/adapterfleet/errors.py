@@ -26,6 +26,20 @@ class PathError(UserError, ValueError):
     """A path that was given cannot be resolved (a symlink loop, a folder that cannot be read)."""
 
 
+def cause_text(error: BaseException, limit: int = 300) -> str:
+    """An error raised in a Ray task or Tune trial as one line: its cause (a `UserError` as its
+    own message; another as `ValueError: ...`, cut at `limit`), not the traceback text Ray and
+    Tune wrap it in, which cut short hides the cause."""
+    cause = getattr(error, "cause", None)  # ray.exceptions.RayTaskError
+    cause = cause if isinstance(cause, BaseException) else error
+    text = " ".join(str(cause).split())
+    if isinstance(cause, UserError):
+        return text
+    if cause is not error or not text:
+        text = f"{type(cause).__name__}: {text}".rstrip(": ")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def user_path(value: str | Path, where: str) -> Path:
     """`value` made absolute (`~` expanded, links followed); `where` names it in the error."""
     if "\x00" in str(value):

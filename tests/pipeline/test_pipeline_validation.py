@@ -335,6 +335,13 @@ CASES = {
         (),
         r"base_model: .*no-weights holds no weights \(model.safetensors, .*save_pretrained",
     ),
+    "a baseline reduction factor that does not divide the hidden size": (
+        lambda doc: doc.update(
+            baselines={"systems": ["st-a-houlsby"], "tasks": ["fruit"], "reduction_factor": 7}
+        ),
+        (),
+        r"baselines.reduction_factor: reduction_factor 7 does not divide the hidden size 32",
+    ),
     "a name close to the packaged encoder": (
         lambda doc: doc.update(base_model="minilm-l12"),
         (),

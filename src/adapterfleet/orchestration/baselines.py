@@ -28,8 +28,13 @@ import torch
 
 from adapterfleet.config import PipelineConfig
 from adapterfleet.console import Say
+from adapterfleet.errors import cause_text
 from adapterfleet.orchestration.baseline_training import BaselineTraining
-from adapterfleet.orchestration.relay import WorkerRelay, WorkerSay, relayed_remote
+from adapterfleet.orchestration.relay import (
+    WorkerRelay,
+    WorkerSay,
+    relayed_remote,
+)
 from adapterfleet.registry import (
     TAG_PARENT_RUN,
     MlflowRunLogger,
@@ -278,7 +283,7 @@ def collect_baselines(
         try:
             outcome = ray.get(ready[0])
         except Exception as error:  # noqa: BLE001 - reported with the job, the rest go on
-            summary.errors[job.label] = " ".join(str(error).split())[:300]
+            summary.errors[job.label] = cause_text(error)
             say(f"baseline {job.label}: failed: {summary.errors[job.label]}")
             continue
         summary.outcomes.append(outcome)

@@ -28,6 +28,7 @@ from typing import Any
 
 from adapterfleet.config import PipelineConfig
 from adapterfleet.console import Level, Say
+from adapterfleet.errors import cause_text
 from adapterfleet.masking import masked_settings
 from adapterfleet.orchestration.baselines import (
     BaselineSummary,
@@ -321,7 +322,7 @@ def _join_fusions(gates: Sequence[FusionGate], summary: PipelineSummary) -> None
         if gate.outcome is not None:
             summary.fusions[gate.target] = gate.outcome
         elif gate.error is not None and not isinstance(gate.error, InterruptedError):
-            summary.errors[f"fusion {gate.target}"] = str(gate.error)
+            summary.errors[f"fusion {gate.target}"] = cause_text(gate.error)
 
 
 def _join_baselines(

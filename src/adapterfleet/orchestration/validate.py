@@ -52,6 +52,8 @@ def check_reduction_factors(config: PipelineConfig, hidden_size: int) -> None:
     fields = {"adapters.reduction_factors": stage.reduction_factors}
     for task, points in stage.task_grid.items():
         fields[f"adapters.task_grid.{task}.reduction_factors"] = points.reduction_factors
+    if set(config.baselines.systems) - {"head", "full"}:  # a baseline that trains adapters
+        fields["baselines.reduction_factor"] = (config.baselines.reduction_factor,)
     for where, factors in fields.items():
         for rf in factors:
             try:

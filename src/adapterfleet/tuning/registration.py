@@ -20,6 +20,7 @@ import ray.tune
 from adapterfleet.adapters import ADAPTER_WEIGHTS, HEAD_WEIGHTS, sha256_file
 from adapterfleet.config import PipelineConfig
 from adapterfleet.console import Say
+from adapterfleet.errors import cause_text
 from adapterfleet.registry import (
     TAG_SWEEP,
     TAG_TASK,
@@ -57,6 +58,7 @@ class TrialOutcome:
     params: TrialParams
     status: str  # "finished", "error" or "running" (anything not ended)
     result: dict[str, Any]
+    error: str = ""  # a failed trial's cause, one line (`ValueError: ...`)
 
     @property
     def ended(self) -> bool:
@@ -80,13 +82,25 @@ def outcome_of_trial(trial: Any, status: str | None = None) -> TrialOutcome:
     if status is None:
         status = {"TERMINATED": "finished", "ERROR": "error"}.get(trial.status, "running")
     result = dict(trial.last_result or {})
-    return TrialOutcome(TrialParams.from_config(trial.config), status, result)
+    error = _trial_error(trial) if status == "error" else ""
+    return TrialOutcome(TrialParams.from_config(trial.config), status, result, error)
+
+
+def _trial_error(trial: Any) -> str:
+    """The cause of a failed Tune trial, from the error Tune saved for it ("" if none)."""
+    try:
+        error = trial.get_pickled_error()
+    except Exception:  # noqa: BLE001 - only the wording of a failure line
+        return ""
+    return cause_text(error) if isinstance(error, BaseException) else ""
 
 
 def outcome_of_result(result: Any) -> TrialOutcome:
     """From a `ray.tune.Result` of the grid `fit()` returns."""
     status = "error" if result.error is not None else "finished"
-    return TrialOutcome(TrialParams.from_config(result.config), status, dict(result.metrics or {}))
+    error = cause_text(result.error) if result.error is not None else ""
+    params = TrialParams.from_config(result.config)
+    return TrialOutcome(params, status, dict(result.metrics or {}), error)
 
 
 def choose_best(outcomes: Iterable[TrialOutcome], metric: str) -> TrialOutcome:
@@ -173,7 +187,7 @@ class Registrar:
             what += f"{value:.4f}"
             self._mark_stopped(outcome)
         else:
-            what = "FAILED"
+            what = f"FAILED ({outcome.error})" if outcome.error else "FAILED"
         self.progress(f"trial {outcome.params.trial_id}: {what} [{done}/{total}]")
         self.observe(outcomes)
 
@@ -191,8 +205,9 @@ class Registrar:
                 continue
             bad = [o.params.trial_id for o in ended if not o.ok and not o.stopped]
             finished = [o for o in ended if o.ok]
+            cause = next((f" ({o.error})" for o in ended if o.error), "")
             if bad:
-                self.fail(task, f"trial(s) {', '.join(bad)} failed")
+                self.fail(task, f"trial(s) {', '.join(bad)} failed{cause}")
             elif not finished:
                 self.fail(task, "every trial was stopped early")
             else:

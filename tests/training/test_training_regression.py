@@ -120,3 +120,23 @@ def test_fit_on_float_labels_defaults_to_mse_and_the_regression_metrics() -> Non
     result = fit(model, list(model.parameters()), batches, batches, config)  # no loss, no names
     assert set(result.best_metrics) == {"pearson"} and result.best_metric > 0.99
     assert result.history[-1]["train_loss"] < result.history[0]["train_loss"] / 4
+
+
+def test_a_loss_that_is_no_longer_a_number_stops_the_fit_with_the_fixes() -> None:
+    """A regression label of 1e300 with no declared range trained on to `train loss nan` and
+    saved a NaN adapter and head; the fit now stops at that epoch, naming the fixes."""
+    from adapterfleet.errors import UserError
+
+    x = torch.randn(32, 4, generator=torch.Generator().manual_seed(0))
+    y = torch.ones(32)
+    y[5] = 1e30  # squared: inf in float32
+    batches = [{"x": x[i : i + 16], "labels": y[i : i + 16]} for i in range(0, 32, 16)]
+    model = _Line()
+    config = TrainConfig(learning_rate=0.01, max_epochs=3, metric="mse")
+    with pytest.raises(UserError) as caught:
+        fit(model, list(model.parameters()), batches, batches, config)
+    assert str(caught.value) == (
+        "epoch 1: the mean train loss is inf: training diverged; lower learning_rate (now 0.01), "
+        "check the labels (a regression task: declare their range, which scales them), or train "
+        "in fp32"
+    )

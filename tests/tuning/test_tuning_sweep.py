@@ -167,3 +167,25 @@ def test_registering_again_and_registering_after_a_restore(swept: Swept) -> None
     once_more = run_adapter_stage(swept.config, progress=lines.append)
     assert once_more["water"].version == 1 and once_more["water"].aliases == ("best",)
     assert version_numbers(swept.uri, name) == [1]
+
+
+def test_a_trial_that_diverges_fails_the_sweep_naming_its_cause(
+    ray_local: None, tiny_model: Path, tmp_path: Path
+) -> None:
+    """A learning rate that turns the loss into NaN trained on and registered a NaN adapter;
+    now the trial stops, and its line and the sweep's error say why (they said `FAILED`)."""
+    from adapterfleet.tuning.spec import SweepError
+
+    document = config_document(tmp_path, tiny_model, reduction_factors=[4], learning_rates=[1e12])
+    document["adapters"]["tasks"] = ["fruit"]
+    document["adapters"]["training"]["max_epochs"] = 1
+    config = parse_config(document, tmp_path)
+    lines: list[str] = []
+    with pytest.raises(SweepError) as caught:
+        run_adapter_stage(config, progress=lines.append, max_failures=0)
+    cause = (
+        "(epoch 1: the mean train loss is nan: training diverged; lower learning_rate (now 1e+12)"
+    )
+    assert f"fruit: trial(s) fruit-rf4-lr1e+12-s0 failed {cause}" in str(caught.value)
+    assert any(line.startswith(f"trial fruit-rf4-lr1e+12-s0: FAILED {cause}") for line in lines)
+    assert version_numbers(config.tracking_uri, "tinysweep.adapter.fruit") == []

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import torch
 
+from adapterfleet.errors import UserError
 from adapterfleet.training.callbacks import Callback, EpochReport, FitResult
 from adapterfleet.training.checkpoint import TrainingParts, load_checkpoint, save_checkpoint
 from adapterfleet.training.config import TrainConfig
@@ -41,6 +42,10 @@ from adapterfleet.training.runtime import (
 from adapterfleet.training.state import LoopState, RngState, seed_everything
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+class TrainingDiverged(UserError, ArithmeticError):
+    """The train loss of an epoch is NaN or infinite: nothing after it can learn."""
 
 
 def fit(
@@ -163,6 +168,12 @@ class _FitRun:
         start = time.perf_counter()
         replays = self.graphs.replays if self.graphs is not None else 0
         train_loss, examples = self._train_epoch(epoch)
+        if not math.isfinite(train_loss):
+            raise TrainingDiverged(
+                f"epoch {epoch}: the mean train loss is {train_loss}: training diverged; lower "
+                f"learning_rate (now {self.config.learning_rate:g}), check the labels (a "
+                "regression task: declare their range, which scales them), or train in fp32"
+            )
         replays = self.graphs.replays - replays if self.graphs is not None else None
         throughput = examples / max(time.perf_counter() - start, 1e-9)
         dev = evaluate(

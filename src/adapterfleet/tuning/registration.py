@@ -87,9 +87,14 @@ def outcome_of_trial(trial: Any, status: str | None = None) -> TrialOutcome:
 
 
 def _trial_error(trial: Any) -> str:
-    """The cause of a failed Tune trial, from the error Tune saved for it ("" if none)."""
+    """The cause of a failed Tune trial, from the error Tune pickled for it in the trial's
+    local folder just before it calls back ("" if none: `get_pickled_error` reads the storage
+    copy, which is synced later)."""
+    from ray import cloudpickle
+
     try:
-        error = trial.get_pickled_error()
+        with open(trial.pickled_error_file, "rb") as file:
+            error = cloudpickle.load(file)
     except Exception:  # noqa: BLE001 - only the wording of a failure line
         return ""
     return cause_text(error) if isinstance(error, BaseException) else ""
@@ -312,7 +317,9 @@ class RegistrationCallback(ray.tune.Callback):
         registrar = _ACTIVE.get(self.sweep_name)
         if registrar is not None:
             trial_id = TrialParams.from_config(trial.config).trial_id
-            registrar.progress(f"trial {trial_id}: failed, retrying from its last checkpoint")
+            cause = _trial_error(trial)
+            failed = f"failed ({cause})" if cause else "failed"
+            registrar.progress(f"trial {trial_id}: {failed}, retrying from its last checkpoint")
 
     def _ended(self, trials: list, trial: Any, status: str) -> None:
         registrar = _ACTIVE.get(self.sweep_name)

@@ -68,3 +68,23 @@ def test_an_integer_of_over_4300_digits_is_a_malformed_input_row(
     message = str(error.value)
     assert "\n" not in message and message.startswith("task 'rte', input: 1 malformed rows in ")
     assert "(first at lines/records 2); fix or remove them" in message
+
+
+def test_a_missing_text_column_gets_the_fix_of_where_the_names_came_from(spec, tmp_path) -> None:
+    """It always said "or name its columns with --columns", which over a header line is refused
+    (--columns needs --no-header) and with --no-header predicted the header as a row."""
+    path = tmp_path / "in.csv"
+    path.write_text("id,s1,review\n1,A cat.,An animal.\n")
+    cases = {
+        (True, None): "columns there: id, s1, review (its first line); name a header column "
+        "'s2', or, if that line is a row, pass --no-header (and --columns)",
+        (False, ("id", "s1", "x")): "columns there: id, s1, x; name the columns with --columns, "
+        "one of them 's2'",
+    }
+    for (header, columns), fix in cases.items():
+        with pytest.raises(TaskError) as caught:
+            read_input(spec, path, header=header, columns=columns)
+        assert str(caught.value).endswith(f"input column 's2': not found in {path}; {fix}")
+    (tmp_path / "in.jsonl").write_text('{"s1": "A cat."}\n')
+    with pytest.raises(TaskError, match=r"columns there: s1; give a file with the task's fields"):
+        read_input(spec, tmp_path / "in.jsonl")

@@ -198,7 +198,14 @@ def test_headerless_tsv_with_named_columns(world, tmp_path):
         ("unknown target", ConfigError, ["target 'nope'", "tasks there: fruit, water"]),
         ("no fusion", RegistryError, ["tinysweep.fusion.water", "--adapter"]),
         ("no version", RegistryError, ["version 7", "--alias/--version"]),
-        ("missing field", TaskError, ["input column 'text'", "columns there: id, sentence"]),
+        (
+            "missing field",
+            TaskError,
+            [
+                "input column 'text'",
+                "columns there: id, sentence (its first line); name a header column 'text'",
+            ],
+        ),
         ("missing file", TaskError, ["file not found", "--input"]),
         ("bad json", TaskError, ["not valid JSON"]),
         ("bad format", TaskError, ["unknown format", "--format"]),

@@ -72,7 +72,7 @@ def read_input(
     if spec.is_multiple_choice:
         check_columns(spec, "input", RawSplit(str(path), present, rows, repeated=repeated))
     else:
-        _check_fields(task, path, fields, present)
+        _check_fields(task, path, fields, present, _input_format(task, path, fmt), header)
         check_once(
             spec,
             "input",
@@ -153,17 +153,24 @@ def _input_source(
     )
 
 
-def _check_fields(task: str, path: Path, fields: Sequence[str], present: Sequence[str]) -> None:
-    """Every text field the task declares must be a column of the file."""
+def _check_fields(
+    task: str, path: Path, fields: Sequence[str], present: Sequence[str], fmt: str, header: bool
+) -> None:
+    """Every text field the task declares must be a column of the file; the fix depends on
+    where the names came from (a header line, --columns, the file's own keys)."""
     for name in fields:
         if name not in present:
-            raise TaskError(
-                task,
-                f"input column {name!r}",
-                f"not found in {path}",
-                f"columns there: {', '.join(present) or '(none)'}; give a file with the task's "
-                f"fields {list(fields)} (or name its columns with --columns)",
-            )
+            there = f"columns there: {', '.join(present) or '(none)'}"
+            if fmt not in ("tsv", "csv"):
+                fix = f"{there}; give a file with the task's fields {list(fields)}"
+            elif header:
+                fix = (
+                    f"{there} (its first line); name a header column {name!r}, or, if that line "
+                    f"is a row, pass --no-header (and --columns)"
+                )
+            else:
+                fix = f"{there}; name the columns with --columns, one of them {name!r}"
+            raise TaskError(task, f"input column {name!r}", f"not found in {path}", fix)
 
 
 def _id_field(task: str, path: Path, id_field: str | None, present: Sequence[str]) -> str | None:

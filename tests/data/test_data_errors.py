@@ -229,3 +229,29 @@ def test_json_nested_past_the_recursion_limit_is_malformed(tmp_path: Path, write
 def test_a_label_of_over_4300_digits_is_an_unknown_label(tmp_path: Path, write_config) -> None:
     message = _load_error(tmp_path, write_config, SPEC, GOOD + f"2\tA.\tB.\t{BIG}\n")
     assert "train 'label': unknown label value '10000" in message and "(record 3 of" in message
+
+
+LABELS = ("entailment", "not_entailment")
+
+
+def test_a_quote_left_open_in_a_csv_counts_every_line_it_swallows(
+    tmp_path: Path, write_config
+) -> None:
+    """The record opening the quote took every line to the end of the file with it; that was
+    one skipped row of 20 (under the 10% limit), so 10 rows were lost without a refusal."""
+    lines = ["index,sentence1,sentence2,label"]
+    lines += [f"{i},A cat {i}.,An animal.,{LABELS[i % 2]}" for i in range(20)]
+    lines[11] = '10,"A cat left open.,An animal.,entailment'  # line 12 of the file
+    spec = {**SPEC, "train": "train.csv"}
+    (tmp_path / "train.csv").write_text("\n".join(lines) + "\n")
+    (tmp_path / "dev.tsv").write_text(GOOD)
+    with pytest.raises(TaskError) as info:
+        load_task(load_tasks_config(write_config({"rte": spec}))["rte"])
+    assert "10 of 20 records of" in str(info.value)
+    assert "(malformed at lines/records 12" in str(info.value) and "quotes" in str(info.value)
+    lines[11] = '10,"A cat closed later.,An animal.,entailment'
+    lines[13] = '12,A cat.",An animal.'  # closes it: lines 12-14 are one bad record of 3 lines
+    (tmp_path / "train.csv").write_text("\n".join(lines) + "\n")
+    spec["max_skipped_fraction"] = 0.2
+    loaded = load_task(load_tasks_config(write_config({"rte": spec}))["rte"])
+    assert (len(loaded.train), loaded.skipped_by_split["train"]) == (17, 3)

@@ -124,7 +124,7 @@ def check_skipped(
         split,
         f"{skipped} of {total} records of {raw.source} ({skipped / total:.0%}) were skipped "
         f"({'; '.join(places)}); more than {SKIP_KEY} {limit:g} is refused",
-        f"check the file's format, delimiter, columns and encoding, or raise {SKIP_KEY}",
+        f"check the file's format, delimiter, quotes, columns and encoding, or raise {SKIP_KEY}",
     )
 
 

@@ -106,7 +106,9 @@ def _read_delimited(path: Path, source: SplitSource, encoding: str) -> RawSplit:
             reader = csv.reader(handle)
         columns = list(source.columns) if source.columns else None
         raw = RawSplit(str(path), columns or [], [])
+        end = 0  # the last line of the record before
         for row in reader:
+            start, end = end + 1, reader.line_num
             if not row:
                 continue
             if columns is None:
@@ -115,7 +117,9 @@ def _read_delimited(path: Path, source: SplitSource, encoding: str) -> RawSplit:
                 _note_repeats(raw, columns, f"header line {reader.line_num}")
                 continue
             if len(row) != len(columns):
-                _bad(raw, reader.line_num)
+                # a quote left open swallows the lines up to the next quote (or the end): each
+                # counts, so the skip limit sees them, and the record is named by its first line
+                _bad(raw, start, lines=end - start + 1)
                 continue
             raw.rows.append(dict(zip(columns, row, strict=True)))
     return raw
@@ -238,9 +242,10 @@ def _note_repeats(raw: RawSplit, names: Iterable[str] | _Record, where: str) -> 
         raw.repeated.setdefault(name, where)
 
 
-def _bad(raw: RawSplit, line: int) -> None:
-    raw.skipped += 1
-    raw.skips.append((len(raw.rows), line))
+def _bad(raw: RawSplit, line: int, lines: int = 1) -> None:
+    """A malformed record at `line` that took `lines` lines of the file: as many skipped rows."""
+    raw.skipped += lines
+    raw.skips.extend([(len(raw.rows), line)] * lines)
     if len(raw.bad_lines) < 5:
         raw.bad_lines.append(line)
 

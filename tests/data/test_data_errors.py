@@ -255,3 +255,22 @@ def test_a_quote_left_open_in_a_csv_counts_every_line_it_swallows(
     spec["max_skipped_fraction"] = 0.2
     loaded = load_task(load_tasks_config(write_config({"rte": spec}))["rte"])
     assert (len(loaded.train), loaded.skipped_by_split["train"]) == (17, 3)
+
+
+def test_dev_reading_the_train_records_is_said(tmp_path: Path, write_config, caplog) -> None:
+    """`dev: train.tsv` loaded silently: every dev metric (best epoch, the adapter registered)
+    was a training score. Said once, not refused: a smoke test may read one file twice."""
+    spec = _labelled(tmp_path, write_config, ["yes", "no"] * 4, ["no", "yes"])
+    with caplog.at_level("WARNING", logger="adapterfleet.data.loading"):
+        load_task(spec)
+    said = [r.getMessage() for r in caplog.records if "same records" in r.getMessage()]
+    assert said == [
+        f"task 't': dev reads the same records as train ({tmp_path / 'all.jsonl'}): its dev "
+        "metric measures training data; give dev its own file or split, or disjoint rows: slices"
+    ]
+    caplog.clear()
+    (tmp_path / "train.tsv").write_text(GOOD)
+    (tmp_path / "dev.tsv").write_text(GOOD)
+    with caplog.at_level("WARNING", logger="adapterfleet.data.loading"):
+        load_task(load_tasks_config(write_config({"rte": SPEC}))["rte"])
+    assert not [r for r in caplog.records if "same records" in r.getMessage()]

@@ -74,6 +74,7 @@ def load_task(spec: TaskSpec) -> TaskData:
     train = _rows(spec, "train", spec.train, skipped)
     if spec.dev is not None:
         dev = _rows(spec, "dev", spec.dev, skipped)
+        _warn_if_dev_is_train(spec, spec.train, spec.dev)
     else:
         _nonempty(spec, "train", train, skipped)
         train, dev = _hold_out(spec, train)
@@ -83,6 +84,22 @@ def load_task(spec: TaskSpec) -> TaskData:
     _nonempty(spec, "dev", dev, skipped)
     check_labels(spec, train)
     return TaskData(spec, _dataset(spec, train), _dataset(spec, dev), skipped)
+
+
+def _warn_if_dev_is_train(spec: TaskSpec, train: SplitSource, dev: SplitSource) -> None:
+    """Said, not refused (a smoke test may read one small file twice): dev rows that are the
+    train rows make the dev metric, which picks the best epoch and adapter, a training score."""
+    if train.rows is not None or dev.rows is not None:
+        return  # slices of one file are checked apart when the config is read
+    same_file = train.path is not None and dev.path is not None
+    same_file = same_file and Path(train.path).resolve() == Path(dev.path).resolve()
+    if same_file or (train.split is not None and train.split == dev.split):
+        logger.warning(
+            "task %r: dev reads the same records as train (%s): its dev metric measures "
+            "training data; give dev its own file or split, or disjoint rows: slices",
+            spec.name,
+            train.path or f"split {train.split}",
+        )
 
 
 def _rows(

@@ -206,3 +206,14 @@ def test_a_prediction_input_needs_the_layouts_columns_not_the_answer(
         read_input(spec, write_jsonl(tmp_path / "text.jsonl", unlabelled))
     assert "input column 'choices.text' (choices.list): 'choices' holds text" in str(error.value)
     assert "(record 1 of" in str(error.value)
+
+
+def test_a_row_whose_labels_name_a_choice_twice_is_refused(tmp_path: Path, write_config) -> None:
+    """Labels [A, A, C, D, E] with answer A loaded, the answer silently the first choice."""
+    rows = json.loads(json.dumps(CSQA_ROWS))
+    rows[1]["choices"]["label"] = ["A", "A", "C", "D", "E"]
+    message = refused(tmp_path, write_config, rows, CSQA)
+    assert (
+        "train choices.labels: the row's labels ['A', 'A', 'C', 'D', 'E'] name a choice " in message
+    )
+    assert "twice (record 2 of " in message and message.endswith("give each choice its own label")

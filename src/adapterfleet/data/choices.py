@@ -346,7 +346,11 @@ def _row_labels(spec: TaskSpec, record: Mapping[str, Any], count: int, where: Ro
     if len(labels) != count:
         problem = f"{len(labels)} labels for {count} choices"
         raise where.error("choices.labels", problem, "give one label per choice")
-    return [_text(v) for v in labels]
+    texts = [_text(v) for v in labels]
+    if len(set(texts)) != len(texts):  # the answer key would name more than one choice
+        problem = f"the row's labels {texts} name a choice twice"
+        raise where.error("choices.labels", problem, "give each choice its own label")
+    return texts
 
 
 def answer_index(

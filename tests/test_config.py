@@ -333,6 +333,20 @@ def test_a_number_key_beside_names_is_an_unknown_key_not_a_traceback(tmp_path):
             load_config(_write(tmp_path, BASE), [override])
 
 
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("base_model=''", "base_model: expected a non-empty string, got ''"),  # was minilm-l6
+        ("demo_tasks=yes2", "demo_tasks: expected true or false, got 'yes2'"),  # was the demo
+        ("demo_tasks='false'", "demo_tasks: expected true or false, got 'false'"),
+    ],
+)
+def test_values_that_silently_meant_something_else_are_refused(tmp_path, override, message):
+    with pytest.raises(ConfigError) as caught:
+        load_config(_write(tmp_path, BASE), [override])
+    assert str(caught.value) == message
+
+
 def test_yaml_syntax_error_names_the_line(tmp_path):
     path = _write(tmp_path, "name: p\ntasks: [unclosed\n")
     with pytest.raises(ConfigError, match="line 3"):

@@ -101,3 +101,6 @@ def test_tasks_takes_a_budget(tmp_path: Path) -> None:
     result = runner.invoke(app, ["tasks", "-c", str(config), "--budget", "nope", "-o", storage])
     assert result.exit_code == 2
     assert "budget: 'nope' is not declared in budgets; declared: full, cpu, tiny" in result.output
+    empty = runner.invoke(app, ["tasks", "-c", str(config), "--budget", "", "-o", storage])
+    assert empty.exit_code == 2  # it was ignored: the config ran on its own settings
+    assert "--budget: empty; give the name of a budget in the config's budgets:" in empty.output

@@ -89,6 +89,8 @@ def output_level(verbose: bool, quiet: bool) -> Level:
 
 def budget_overrides(budget: str | None, overrides: list[str] | None) -> list[str]:
     """`--budget NAME` as the override it stands for, before the command line's own."""
+    if budget is not None and not budget.strip():
+        raise ConfigError("--budget: empty; give the name of a budget in the config's budgets:")
     return [*([f"budget={budget}"] if budget else []), *(overrides or [])]
 
 

@@ -104,9 +104,12 @@ def list_at(raw: Mapping[str, Any], key: str, default: list[Any], where: str = "
 
 
 def string_at(document: Mapping[str, Any], key: str, default: str) -> str:
-    value = document.get(key) or default
-    if not isinstance(value, str):
-        raise ConfigError(f"{key}: expected a string, got {value!r}")
+    """`document[key]`, `default` when absent or null; an empty string is refused (it would
+    silently mean the default)."""
+    value = document.get(key)
+    value = default if value is None else value
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{key}: expected a non-empty string, got {value!r}")
     return value
 
 

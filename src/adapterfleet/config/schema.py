@@ -212,6 +212,9 @@ def read_tasks(document: Mapping[str, Any], base_dir: Path, storage: Path) -> di
     first loaded, so loading a config writes nothing). Beside `tasks_file` or `demo_tasks`,
     `tasks:` changes their tasks key by key (`--set tasks.rte.max_train_examples=200`, a
     budget's changes); it cannot add one."""
+    demo = document.get("demo_tasks")
+    if demo is not None and not isinstance(demo, bool):
+        raise ConfigError(f"demo_tasks: expected true or false, got {demo!r}")
     sources = [k for k in ("tasks_file", "demo_tasks") if document.get(k)]
     changes = document.get("tasks")
     if len(sources) > 1 or not (sources or changes):

@@ -256,6 +256,13 @@ def test_a_pipeline_named_without_its_config_finds_its_store_by_set(pipeline: Pa
     assert not (pipeline.parent / "adapterfleet-runs").exists()
 
 
+def test_pull_of_a_task_the_config_lacks_lists_its_tasks(pipeline: Path) -> None:
+    """It said the model had no alias 'best' (once a store existed) or that no store was there."""
+    result = runner.invoke(app, ["pull", "ghost", "-c", str(pipeline), "--to", "x"])
+    refused(result, "pull: 'ghost' is not a task of the config; tasks there: a, b")
+    assert not (pipeline.parent / "x").exists() and not (pipeline.parent / "runs").exists()
+
+
 def test_status_shows_the_plan_without_creating_a_store(pipeline: Path) -> None:
     result = runner.invoke(app, ["status", "-c", str(pipeline)])
     assert result.exit_code == 0, result.output

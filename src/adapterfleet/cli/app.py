@@ -4,7 +4,6 @@ prints; no logic. Each command imports what it calls when it runs, so `--help` l
 from __future__ import annotations
 
 import inspect
-import json
 import os
 import shlex
 import sys
@@ -277,11 +276,11 @@ def _report(run) -> None:  # noqa: ANN001
                 **run.dev_metrics,
                 "best epoch": run.fit.best_epoch,
                 "trainable": run.trainable_parameters,
-                "examples/s": round(run.fit.examples_per_second, 1),
+                "examples/s": f"{run.fit.examples_per_second:.1f}",
             }
         ]
     )
-    typer.echo(f"run folder: {run.out_dir}  ({json.dumps(str(run.out_dir / 'run.json'))})")
+    typer.echo(f"run folder: {run.out_dir} (its settings, metrics and lineage: run.json)")
 
 
 pipeline.register(app)

@@ -106,7 +106,7 @@ def sweep_resume(
             cfg, ray_address=address, num_cpus=num_cpus, progress=say, level=level
         )
     metrics_table(
-        [{"task": t, "model": i.name, "version": i.version} for t, i in registered.items()]
+        [{"task": t, "model": i.name, "version": f"v{i.version}"} for t, i in registered.items()]
     )
 
 
@@ -123,9 +123,10 @@ def pull(
     set_: SetOpt = None,
 ) -> None:
     """Download a registered adapter (or fusion) and verify its sha256."""
-    from adapterfleet.results.models import pull_registered
+    from adapterfleet.results.models import check_pull_task, pull_registered
 
     cfg = load(config, set_, budget)
+    check_pull_task(cfg, task)
     checked_store(cfg.tracking_uri, read_only=True)
     name, dest = pull_registered(cfg, task, to, fusion=fusion, alias=alias, version=version)
     typer.echo(f"{name} -> {dest} (sha256 verified)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from adapterfleet.config import PipelineConfig
+from adapterfleet.config import ConfigError, PipelineConfig
 from adapterfleet.registry import adapter_model_name, fusion_model_name, list_models, pull
 from adapterfleet.registry.info import KINDS
 from adapterfleet.registry.tags import BEST_ALIAS
@@ -36,6 +36,13 @@ def registered_rows(config: PipelineConfig) -> list[dict[str, Any]]:
     return rows
 
 
+def check_pull_task(config: PipelineConfig, task: str) -> None:
+    """`pull TASK` names a task of the config (checked before the store is opened)."""
+    if task not in config.tasks:
+        known = ", ".join(config.tasks) or "(none)"
+        raise ConfigError(f"pull: {task!r} is not a task of the config; tasks there: {known}")
+
+
 def pull_registered(
     config: PipelineConfig,
     task: str,
@@ -47,6 +54,7 @@ def pull_registered(
 ) -> tuple[str, Path]:
     """Download `task`'s registered adapter (or fusion) into `to`, sha256-verified: by
     `version` when given, else by `alias`. (model name, folder)."""
+    check_pull_task(config, task)
     name = (fusion_model_name if fusion else adapter_model_name)(config.registry_prefix, task)
     dest = pull(config.tracking_uri, name, to, alias=None if version else alias, version=version)
     return name, dest

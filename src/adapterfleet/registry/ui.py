@@ -80,6 +80,8 @@ def ui_command(uri: str, host: str, port: int) -> list[str]:
         "ui",
         "--backend-store-uri",
         uri,
+        "--registry-store-uri",  # said, it is the same store: MLflow's note on it is noise
+        uri,
         "--host",
         host,
         "--port",
@@ -133,6 +135,8 @@ def run_until_stopped(command: list[str]) -> int:
     """Run `command` in its own process group until it ends or this process is interrupted
     (Ctrl-C, SIGTERM); then the whole group (mlflow ui and its uvicorn) is stopped."""
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    # MLflow's own import of a deprecated Starlette module warns at every start, with a path
+    env.setdefault("PYTHONWARNINGS", "ignore:starlette.middleware.wsgi is deprecated")
     proc = subprocess.Popen(command, env=env, start_new_session=True)
     main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _interrupt) if main else None

@@ -45,8 +45,12 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_tasks_lists_each_task_with_its_type_and_metric() -> None:
     listed = _cli("tasks", "-c", "configs/paper-tasks.yaml", "--set", "budget=tiny")
     assert listed.returncode == 0, listed.stderr[-2000:]
-    rows = [[c.strip() for c in r.split("|")[1:-1]] for r in listed.stdout.splitlines()[2:]]
-    seen = {row[0]: (row[1], row[2], row[3], row[5], row[6]) for row in rows}  # no labels
+    lines = listed.stdout.splitlines()
+    header = [c.strip() for c in lines[0].split("|")[1:-1]]
+    cells = [[c.strip() for c in r.split("|")[1:-1]] for r in lines[2:]]
+    rows = [dict(zip(header, row, strict=True)) for row in cells]
+    keys = ("type", "train", "dev", "metric", "skipped rows")
+    seen = {row["task"]: tuple(row[k] for k in keys) for row in rows}  # no labels
     assert seen == {
         "rte": ("classification", "32", "32", "accuracy", "0"),
         "mrpc": ("classification", "32", "32", "accuracy", "0"),
@@ -54,8 +58,10 @@ def test_tasks_lists_each_task_with_its_type_and_metric() -> None:
         "stsb": ("regression", "32", "32", "pearson", "0"),
         "csqa": ("multiple_choice", "32", "32", "accuracy", "0"),
     }
-    labels = {row[0]: row[4] for row in rows}
+    labels = {row["task"]: row["labels"] for row in rows}
     assert labels["stsb"] == "numbers in [0, 5]" and labels["csqa"] == "A, B, C, D, E"
+    texts = {row["task"]: row["text columns"] for row in rows}  # what a predict input holds
+    assert texts["rte"] == "sentence1, sentence2" and texts["csqa"] == "question, choices.text"
 
 
 @pytest.fixture(scope="module")

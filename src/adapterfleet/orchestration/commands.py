@@ -8,7 +8,7 @@ from typing import Any
 
 from adapterfleet.config import ConfigError, PipelineConfig, training_with
 from adapterfleet.console import Say
-from adapterfleet.data import load_task
+from adapterfleet.data import TaskSpec, load_task
 from adapterfleet.orchestration.fusion_job import FusionOutcome, registered_text, run_fusion_job
 from adapterfleet.orchestration.limits import check_single_run
 from adapterfleet.orchestration.prune import PruneReport, prune_fusion
@@ -75,6 +75,7 @@ def task_summaries(config: PipelineConfig) -> list[dict[str, Any]]:
             {
                 "task": name,
                 "type": spec.kind,
+                "text columns": _text_columns(spec),
                 "train": len(data.train),
                 "dev": len(data.dev),
                 "labels": ", ".join(data.label_names) or _numbers(spec.value_range),
@@ -83,6 +84,15 @@ def task_summaries(config: PipelineConfig) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def _text_columns(spec: TaskSpec) -> str:
+    """The columns a task's rows (and a `predict` input) hold its texts in."""
+    if not spec.is_multiple_choice:
+        return ", ".join(spec.text_fields)
+    layout = spec.choice_layout
+    choices = layout.list_column or ", ".join(layout.fields)
+    return ", ".join([*layout.context, choices])
 
 
 def _numbers(value_range: tuple[float, float] | None) -> str:

@@ -160,7 +160,7 @@ def test_budget_section_lists_the_command_line_overrides_after_the_budget() -> N
     lines = budget_section(budget_data(tags))
     assert "`tasks.qqp.max_train_examples` | `2000`" in "\n".join(lines)
     assert lines[-1] == (
-        "The last `adapterfleet run` also changed, with `--set` (these win): "
+        "The pipeline's last run also changed, with `--set` (these win): "
         "`tasks.qqp.max_train_examples=6000`, `storage=/x`."
     )
     assert budget_section(budget_data({TAG_OVERRIDES: "[]"})) == [

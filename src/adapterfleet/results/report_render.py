@@ -125,7 +125,7 @@ def _override_lines(overrides: Sequence[str]) -> list[str]:
     if not overrides:
         return []
     listed = ", ".join(f"`{item}`" for item in overrides)
-    return ["", f"The last `adapterfleet run` also changed, with `--set` (these win): {listed}."]
+    return ["", f"The pipeline's last run also changed, with `--set` (these win): {listed}."]
 
 
 def missing_notes(

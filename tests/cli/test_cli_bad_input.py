@@ -252,6 +252,7 @@ def test_a_pipeline_named_without_its_config_finds_its_store_by_set(pipeline: Pa
         "-o max_length: without -c CONFIG only -o storage=... and -o tracking_uri=... apply",
     )
     refused(runner.invoke(app, ["status", "p", "--budget", "tiny"]), "--budget tiny: a budget")
+    refused(runner.invoke(app, ["status", "p", "-o", "tracking_uri=5"]), "tracking_uri: expected")
     assert not (pipeline.parent / "adapterfleet-runs").exists()
 
 

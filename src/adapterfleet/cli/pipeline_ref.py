@@ -37,7 +37,10 @@ def resolve(
     if budget:
         raise ConfigError(f"--budget {budget}: a budget is a section of a config; give -c CONFIG")
     store = _store_overrides(overrides or [])
-    given = _given(tracking_uri) or _given(store.get("tracking_uri"))
+    uri = store.get("tracking_uri")
+    if uri is not None and not isinstance(uri, str):
+        raise ConfigError(f"tracking_uri: expected a URI (http://..., sqlite:///...), got {uri!r}")
+    given = _given(tracking_uri) or _given(uri)
     if given is None and "storage" in store:
         given = resolve_tracking_uri(None, absolute_storage(store["storage"]))
     return PipelineRef(name, given or default_uri())

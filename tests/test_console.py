@@ -122,3 +122,34 @@ def test_a_failed_ray_task_is_said_by_its_cause_not_rays_traceback(ray_local, tm
         f"config file {tmp_path / 'none.yaml'} not found; pass the path of a pipeline YAML file",
     ]
     assert cause_text(RuntimeError("z" * 400), limit=10) == "z" * 9 + "…"
+
+
+def test_a_dead_ray_worker_is_said_in_one_short_line(ray_local) -> None:
+    """A trial whose worker was killed said `failed (The actor died unexpectedly ...` cut at
+    300 characters of Ray's advice on OOM killers, before it said which process."""
+    import os
+    import signal
+
+    import ray
+
+    from adapterfleet.errors import cause_text
+
+    @ray.remote(max_restarts=0)
+    class Sleeper:
+        def pid(self) -> int:
+            return os.getpid()
+
+        def wait(self) -> None:
+            import time
+
+            time.sleep(60)
+
+    sleeper = Sleeper.remote()
+    pid = ray.get(sleeper.pid.remote())
+    waiting = sleeper.wait.remote()
+    os.kill(pid, signal.SIGKILL)
+    with pytest.raises(ray.exceptions.RayActorError) as caught:
+        ray.get(waiting, timeout=60)
+    said = cause_text(caught.value)
+    assert said.startswith(f"its Ray worker pid {pid} on "), said
+    assert said.endswith("died: killed, out of memory or its node left; `ray logs` says which")

@@ -12,6 +12,7 @@ NUL character in a YAML document, which no file system, URI or shell takes.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -33,11 +34,32 @@ def cause_text(error: BaseException, limit: int = 300) -> str:
     cause = getattr(error, "cause", None)  # ray.exceptions.RayTaskError
     cause = cause if isinstance(cause, BaseException) else error
     text = " ".join(str(cause).split())
+    if type(cause).__name__ in _WORKER_DEATHS and not getattr(cause, "actor_init_failed", False):
+        return _worker_death(text)
     if isinstance(cause, UserError):
         return text
     if cause is not error or not text:
         text = f"{type(cause).__name__}: {text}".rstrip(": ")
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# Ray's errors for a worker process (or its node) that went away: their text is a page on
+# OOM killers and resource isolation, which cut short says neither which process nor where.
+_WORKER_DEATHS = {
+    "ActorDiedError",
+    "ActorUnavailableError",
+    "LocalRayletDiedError",
+    "NodeDiedError",
+    "WorkerCrashedError",
+}
+
+
+def _worker_death(text: str) -> str:
+    pid, ip = (re.search(rf"\b{name}: (\S+)", text) for name in ("pid", "ip"))
+    who = (f" pid {pid[1]}" if pid else "") + (f" on {ip[1]}" if ip else "")
+    return (
+        f"its Ray worker{who} died: killed, out of memory or its node left; `ray logs` says which"
+    )
 
 
 def user_path(value: str | Path, where: str) -> Path:

@@ -36,7 +36,9 @@ def test_a_killed_trial_worker_resumes_after_its_last_finished_epoch(
         raise killer.error
     assert killer.killed_pid is not None
     assert killer.epoch_at_kill is not None and killer.epoch_at_kill < EPOCHS, "killed too late"
-    assert any("failed, retrying from its last checkpoint" in line for line in lines), lines
+    retried = f"failed (its Ray worker pid {killer.killed_pid} on "
+    retry_lines = [line for line in lines if "retrying from its last checkpoint" in line]
+    assert retry_lines and all(retried in line for line in retry_lines), lines
     assert sorted(registered) == ["fruit"]
 
     uri = config.tracking_uri

@@ -189,3 +189,18 @@ def test_a_trial_that_diverges_fails_the_sweep_naming_its_cause(
     assert f"fruit: trial(s) fruit-rf4-lr1e+12-s0 failed {cause}" in str(caught.value)
     assert any(line.startswith(f"trial fruit-rf4-lr1e+12-s0: FAILED {cause}") for line in lines)
     assert version_numbers(config.tracking_uri, "tinysweep.adapter.fruit") == []
+
+
+def test_a_trial_that_patience_ends_says_so_on_its_line(
+    ray_local: None, tiny_model: Path, tmp_path: Path
+) -> None:
+    """A trial that early stopping ended at epoch 2 of 6 said only its best epoch, which read
+    as a trial that trained its six epochs."""
+    document = config_document(tmp_path, tiny_model, reduction_factors=[4], learning_rates=[1e-12])
+    document["adapters"]["tasks"] = ["fruit"]
+    document["adapters"]["training"].update(max_epochs=6, patience=1)  # dev never improves
+    config = parse_config(document, tmp_path)
+    lines: list[str] = []
+    run_adapter_stage(config, progress=lines.append)
+    ended = [line for line in lines if line.startswith("trial fruit-rf4-lr1e-12-s0: dev ")]
+    assert len(ended) == 1 and ended[0].endswith(", patience 1 ended it at epoch 2/6 [1/1]"), lines

@@ -187,6 +187,7 @@ class Registrar:
         value = outcome.result.get(f"best_dev_{metric}", float("nan"))
         if outcome.ok:
             what = f"dev {metric} {value:.4f} (epoch {outcome.result.get('best_epoch')})"
+            what += self._patience_note(outcome)
         elif outcome.stopped:
             what = f"stopped early after epoch {outcome.result.get('epoch')}, dev {metric} "
             what += f"{value:.4f}"
@@ -195,6 +196,14 @@ class Registrar:
             what = f"FAILED ({outcome.error})" if outcome.error else "FAILED"
         self.progress(f"trial {outcome.params.trial_id}: {what} [{done}/{total}]")
         self.observe(outcomes)
+
+    def _patience_note(self, outcome: TrialOutcome) -> str:
+        """The note `, patience 3 ended it at epoch 9/30` for a trial early stopping ended."""
+        if outcome.result.get("stop_reason") != "early_stopping":
+            return ""
+        training = self.config.adapters.training_for(outcome.params.task)
+        last, most = outcome.result.get("epochs_run"), training.max_epochs
+        return f", patience {training.patience} ended it at epoch {last}/{most}"
 
     def observe(self, outcomes: Iterable[TrialOutcome]) -> None:
         """Register every task whose trials have all ended and succeeded (or were stopped

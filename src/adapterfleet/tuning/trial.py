@@ -168,6 +168,7 @@ def run_trial(config: dict[str, Any], ctx: SweepContext) -> None:
                 resume_from=start[1] if start is not None else None,
             )
         final = finish_run(workdir, logger, params, result.dev_metrics, result.fit.best_epoch)
+        final.update(epochs_run=result.fit.epochs_run, stop_reason=result.fit.stop_reason)
     except BaseException as error:
         if isinstance(error, SystemExit) and tune_report.stopped_after is not None:
             end_stopped_early(logger, tune_report.stopped_after)

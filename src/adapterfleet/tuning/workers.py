@@ -67,6 +67,7 @@ def run_trial_on_workers(config: dict[str, Any], ctx: SweepContext) -> None:
         build_trainer(ctx, params, config, logger).fit()
         fitted = read_run_file(workdir.run_dir).fit
         final = finish_run(workdir, logger, params, fitted.best_metrics, fitted.best_epoch)
+        final.update(epochs_run=fitted.epochs_run, stop_reason=fitted.stop_reason)
     except BaseException as error:
         end_failed(logger, error)
         raise

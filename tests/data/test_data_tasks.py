@@ -70,6 +70,16 @@ def test_invalid_values_name_the_field(change: dict, field: str) -> None:
     assert f", {field}:" in _error(mapping)
 
 
+def test_a_fraction_yaml_reads_as_text_is_read_as_the_number() -> None:
+    """PyYAML reads `dev_fraction: 1e-1` as the text '1e-1', which was refused as "'1e-1' is
+    not in (0, 1)"; text that is no number, or digits grouped with `_`, still are."""
+    spec = TaskSpec.from_mapping("t", {**BASE, "dev": None, "dev_fraction": "1e-1"}, Path("/d"))
+    assert spec.dev_fraction == 0.1
+    for value in ("a tenth", "0_1", "1e0"):
+        message = _error({**BASE, "dev": None, "dev_fraction": value}, name="t")
+        assert message.endswith(f"dev_fraction: {value!r} is not a fraction in (0, 1); e.g. 0.1")
+
+
 def test_format_inferred_and_explicit() -> None:
     spec = TaskSpec.from_mapping(
         "t",

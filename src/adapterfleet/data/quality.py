@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from adapterfleet.data.errors import TaskError
+from adapterfleet.data.numbers import parse_fraction
 
 if TYPE_CHECKING:
     from adapterfleet.data.readers import RawSplit
@@ -98,10 +99,7 @@ def parse_skip_limit(fail: Any, value: Any) -> float | None:
     """A task's `max_skipped_fraction`: a number in [0, 1]; None (not given): `SKIP_LIMIT`."""
     if value is None:
         return None
-    ok = isinstance(value, int | float) and not isinstance(value, bool)
-    if not ok or not 0.0 <= value <= 1.0:
-        raise fail(SKIP_KEY, f"{value!r} is not a fraction in [0, 1]", f"e.g. {SKIP_LIMIT}")
-    return float(value)
+    return parse_fraction(fail, SKIP_KEY, value, ends=True, example=SKIP_LIMIT)
 
 
 def check_skipped(

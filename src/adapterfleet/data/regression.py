@@ -8,10 +8,10 @@ metrics and the predictions stay in the labels' own units.
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any
 
 from adapterfleet.data.errors import TaskError
+from adapterfleet.data.numbers import as_number
 
 if TYPE_CHECKING:
     import datasets
@@ -21,22 +21,9 @@ if TYPE_CHECKING:
 RANGE_KEY = "range"
 
 
-def _number(value: Any) -> float | None:
-    """`value` as a finite float (a number, or text holding one), else None. Text with an
-    underscore is none (`float` reads Python's digit grouping `0_5` as 5.0), nor is an integer
-    past float's range (`OverflowError`: a JSON `1` and 400 zeros)."""
-    if isinstance(value, bool) or (isinstance(value, str) and "_" in value):
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError, OverflowError):
-        return None
-    return number if math.isfinite(number) else None
-
-
 def parse_range(task: str, raw: Any) -> tuple[float, float]:
     """The `range:` of a regression task: two finite, increasing numbers."""
-    numbers = [_number(v) for v in raw] if isinstance(raw, list | tuple) else []
+    numbers = [as_number(v) for v in raw] if isinstance(raw, list | tuple) else []
     low, high = numbers if len(numbers) == 2 else (None, None)
     if isinstance(raw, str) or low is None or high is None or not low < high:
         raise TaskError(
@@ -57,7 +44,7 @@ class NumberLabel:
     def index(self, value: Any, split: str, number: int, source: str) -> float:
         """The label of record `number` as a float (`index` mirrors the class labels' reader)."""
         spec = self.spec
-        label = _number(value)
+        label = as_number(value)
         where = f"{split} {spec.label_field!r}"
         if label is None:
             shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."

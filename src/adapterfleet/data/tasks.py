@@ -11,6 +11,7 @@ from typing import Any
 from adapterfleet.data.choices import ChoiceLayout
 from adapterfleet.data.encodings import DEFAULT_ENCODING, parse_encoding
 from adapterfleet.data.errors import TaskError
+from adapterfleet.data.numbers import parse_fraction
 from adapterfleet.data.quality import SKIP_KEY, parse_skip_limit
 from adapterfleet.data.regression import RANGE_KEY, parse_range
 from adapterfleet.data.slices import check_rows_apart, row_range
@@ -208,10 +209,9 @@ class _Parser:
         dev = None if raw.get("dev") is None else self.split("dev", raw["dev"], hub is not None)
         dev_fraction = raw.get("dev_fraction")
         if dev_fraction is not None:
-            ok = isinstance(dev_fraction, int | float) and not isinstance(dev_fraction, bool)
-            if not ok or not 0.0 < dev_fraction < 1.0:
-                raise self.fail("dev_fraction", f"{dev_fraction!r} is not in (0, 1)", "e.g. 0.1")
-            dev_fraction = float(dev_fraction)
+            dev_fraction = parse_fraction(
+                self.fail, "dev_fraction", dev_fraction, ends=False, example=0.1
+            )
         if (dev is None) == (dev_fraction is None):
             raise self.fail(
                 "dev", "declare exactly one of dev and dev_fraction", "dev: <source> or 0.1"

@@ -118,7 +118,14 @@ def pull(
     version: Annotated[
         int | None, typer.Option(help="A version number instead of the alias.")
     ] = None,
-    fusion: Annotated[bool, typer.Option("--fusion", help="Pull the task's fusion.")] = False,
+    fusion: Annotated[
+        bool,
+        typer.Option(
+            "--fusion",
+            help="Pull the task's fusion layer: its weights alone (predict and prune fetch the "
+            "adapters and head a fusion needs themselves).",
+        ),
+    ] = False,
     budget: BudgetOpt = None,
     set_: SetOpt = None,
 ) -> None:

@@ -478,6 +478,13 @@ def test_set_changes_the_tasks_of_a_tasks_file_and_of_the_demo(tmp_path):
     storage = f"storage={tmp_path / 'runs'}"
     changed = load_config(demo, [storage, "tasks.demo_sentiment.max_train_examples=200"])
     assert changed.tasks["demo_sentiment"].max_train_examples == 200
+    both = ["tasks.demo_sentiment.max_train_examples=200", "tasks.demo_aspect.max_train_examples=9"]
+    changed = load_config(demo, [storage, *both])  # the second was "no task 'demo_aspect'"
+    sizes = [changed.tasks[t].max_train_examples for t in ("demo_sentiment", "demo_aspect")]
+    assert sizes == [200, 9]
+    both = ["tasks.a.max_train_examples=1", "tasks.b.max_train_examples=2"]
+    changed = load_config(path, both)
+    assert (changed.tasks["a"].max_train_examples, changed.tasks["b"].max_train_examples) == (1, 2)
     for config_path, name in ((path, "aa"), (demo, "demo_sentimnt")):
         with pytest.raises(ConfigError, match=f"task '{name}', overrides: no such task"):
             load_config(config_path, [storage, f"tasks.{name}.max_train_examples=1"])

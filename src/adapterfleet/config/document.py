@@ -108,7 +108,7 @@ def apply_overrides(document: dict[str, Any], overrides: Sequence[str]) -> dict[
             if not parts:
                 break
             path.append(part)
-            if path == ["tasks", part] and isinstance(node, dict) and node and part not in node:
+            if path == ["tasks", part] and _declares_tasks(document) and part not in node:
                 known = ", ".join(map(str, node))
                 raise ConfigError(
                     f"override {item!r}: no task {part!r} in tasks (tasks: {known}); check the name"
@@ -125,6 +125,15 @@ def apply_overrides(document: dict[str, Any], overrides: Sequence[str]) -> dict[
             part = parts[0]
         node[part] = _scalar(item, raw)
     return document
+
+
+def _declares_tasks(document: Mapping[str, Any]) -> bool:
+    """Whether the document's `tasks` is the whole list of tasks (inline, with `data_root`);
+    beside `tasks_file` or `demo_tasks` it holds changes to some of their tasks only, which
+    `read_tasks` checks against the tasks the file or the demo declares."""
+    tasks = document.get("tasks")
+    inline = not (document.get("tasks_file") or document.get("demo_tasks"))
+    return inline and isinstance(tasks, dict) and bool(tasks)
 
 
 def _next_key(node: Mapping[str, Any], parts: list[str]) -> tuple[str, list[str]]:

@@ -92,3 +92,68 @@ def test_a_killed_driver_resumes_without_redoing_work(tiny_model: Path, tmp_path
         assert best is not None
         assert best.tags["adapterfleet.trial_id"] == expected_best(trial_runs, task)
         assert f"REGISTERED {task} {name} v1 {best.sha256}" in output
+
+
+def test_ctrl_c_mid_sweep_is_one_line_and_the_same_command_continues(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    """Ctrl-C (SIGINT to the terminal's foreground group) during `adapterfleet run` went to
+    Tune's handler, which ended fit() early, and the driver died in a 70-line traceback over
+    results of trials that never started. Now: `interrupted: ...`, exit 130, and the same
+    command again finishes the sweep without a second run of any trial."""
+    document = config_document(tmp_path, tiny_model)
+    document["adapters"]["training"]["max_epochs"] = EPOCHS
+    document["resources"] = {"cpu": 2}
+    config_path = write_config(tmp_path, document)
+    storage = tmp_path / "runs"
+    marker = f"ADAPTERFLEET_KILL_TEST={uuid.uuid4().hex}"
+    env = {
+        **os.environ,
+        marker.split("=")[0]: marker.split("=")[1],
+        "PYTHONPATH": ":".join(sys.path),
+    }
+    command = [str(Path(sys.executable).with_name("adapterfleet")), "run", str(config_path)]
+    command += ["--num-cpus", "2"]
+
+    def default_sigint() -> None:  # as in a terminal (a background job ignores SIGINT)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+    with open(tmp_path / "driver1.log", "w") as log:
+        driver = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+            preexec_fn=default_sigint,
+        )  # fmt: skip
+        deadline = time.monotonic() + START_DEADLINE_S
+        try:
+            while _first_checkpoint(storage) is None:
+                assert driver.poll() is None, (tmp_path / "driver1.log").read_text()[-3000:]
+                assert time.monotonic() < deadline, "no trial finished an epoch in time"
+                time.sleep(0.05)
+            os.killpg(driver.pid, signal.SIGINT)
+            driver.wait(timeout=120)
+        finally:
+            if driver.poll() is None:
+                os.killpg(driver.pid, signal.SIGKILL)
+            end_all(marker, grace_s=30)
+    output = (tmp_path / "driver1.log").read_text()
+    assert driver.returncode == 130, output[-3000:]
+    assert "Traceback" not in output, output[-3000:]
+    said = [line for line in output.splitlines() if line.startswith("interrupted")]
+    assert said == [
+        "interrupted: finished epochs, trials and registered versions are kept; run the same "
+        "command again to continue (or: adapterfleet sweep resume CONFIG)"
+    ], output[-3000:]
+
+    again = subprocess.run(
+        command, capture_output=True, text=True, env=env, timeout=RESUME_DEADLINE_S
+    )
+    end_all(marker, grace_s=10)
+    assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
+    uri = default_tracking_uri(storage)
+    trial_runs = runs_of(uri, "trial")
+    assert len(trial_runs) == 4 and all(r.info.status == "FINISHED" for r in trial_runs)
+    for run in trial_runs:  # each epoch once: the interrupted trials went on from a checkpoint
+        steps = metric_steps(uri, run.info.run_id, "dev_accuracy")
+        assert steps == list(range(1, EPOCHS + 1)), (run.info.run_name, steps)
+    for task in ("fruit", "water"):
+        assert version_numbers(uri, f"tinysweep.adapter.{task}") == [1]

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import typer
@@ -16,7 +17,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def fail_cleanly(command: F) -> F:
     """Print a `UserError` (bad config, data, files, a store that does not answer, ...) as one
-    line `error: ...`, secrets masked, and exit 2. Anything else is a bug: its traceback stays.
+    line `error: ...`, secrets masked, and exit 2; Ctrl-C as `interrupted`, exit 130. Anything
+    else is a bug: its traceback stays.
 
     `wrap_commands` applies it to every command of the app, so no command can miss it."""
     if getattr(command, "_fails_cleanly", False):
@@ -29,9 +31,23 @@ def fail_cleanly(command: F) -> F:
         except UserError as error:
             typer.secho(f"error: {error_line(error)}", err=True, fg=typer.colors.RED)
             raise typer.Exit(2) from None
+        except KeyboardInterrupt:
+            typer.secho("interrupted", err=True, fg=typer.colors.YELLOW)
+            raise typer.Exit(130) from None
 
     wrapper._fails_cleanly = True  # type: ignore[attr-defined]
     return wrapper  # type: ignore[return-value]
+
+
+@contextmanager
+def resumable(kept: str) -> Iterator[None]:
+    """Ctrl-C in the block: one line, `interrupted: <kept>`, and exit 130 (the shell's code for
+    SIGINT) instead of a traceback from wherever the driver was."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        typer.secho(f"interrupted: {kept}", err=True, fg=typer.colors.YELLOW)
+        raise typer.Exit(130) from None
 
 
 def error_line(error: BaseException) -> str:

@@ -25,11 +25,19 @@ from adapterfleet.cli.options import (
     load,
     output_level,
 )
-from adapterfleet.cli.output import metrics_table
+from adapterfleet.cli.output import metrics_table, resumable
 from adapterfleet.config import ConfigError
 from adapterfleet.console import duration_text, progress_say
 from adapterfleet.masking import masked_settings
 from adapterfleet.registry.tags import BEST_ALIAS
+
+# What Ctrl-C leaves of a pipeline or sweep: every finished epoch is checkpointed and every
+# registered version kept; `run` (which resumes an interrupted sweep of the same settings) or
+# `sweep resume` goes on from there.
+KEPT = (
+    "finished epochs, trials and registered versions are kept; run the same command again "
+    "to continue (or: adapterfleet sweep resume CONFIG)"
+)
 
 sweep_app = typer.Typer(help="Adapter sweeps.", no_args_is_help=True)
 
@@ -63,7 +71,7 @@ def run(
     level = output_level(verbose, quiet)
     at_least(num_cpus, 1, "--num-cpus")
     cfg = load(config, set_, budget)
-    with progress_say(level, typer.echo, f"pipeline {cfg.name}") as say:
+    with resumable(KEPT), progress_say(level, typer.echo, f"pipeline {cfg.name}") as say:
         summary = run_pipeline(
             cfg,
             resume=True if resume else None,
@@ -101,7 +109,7 @@ def sweep_resume(
     level = output_level(verbose, quiet)
     at_least(num_cpus, 1, "--num-cpus")
     cfg = load(chosen_config(config_arg, config), set_, budget)
-    with progress_say(level, typer.echo, f"sweep {cfg.name}") as say:
+    with resumable(KEPT), progress_say(level, typer.echo, f"sweep {cfg.name}") as say:
         registered = resume_sweep(
             cfg, ray_address=address, num_cpus=num_cpus, progress=say, level=level
         )

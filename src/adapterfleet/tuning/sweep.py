@@ -8,6 +8,7 @@ a per-task searcher; `adapters.scheduler: asha` stops trials early, per task (tu
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -161,18 +162,28 @@ QUIET_TUNE = {
 }
 
 
+# Ctrl-C raises KeyboardInterrupt in the driver, as a kill would end it (the sweep's MLflow runs
+# end KILLED, a later run resumes), rather than Tune's own handler, which ends `fit()` early as
+# if the sweep were done and hands back results of trials that never started.
+OWN_SIGINT = {"TUNE_DISABLE_SIGINT_HANDLER": "1"}
+
+
 @contextmanager
 def tune_output(verbose: int) -> Iterator[None]:
     """Tune's own console output while the block runs: none at `verbose` 0 (`QUIET_TUNE`); our
-    lines come from `RegistrationCallback` either way."""
-    if verbose:
-        yield
-        return
-    before = {name: os.environ.get(name) for name in QUIET_TUNE}
-    os.environ.update(QUIET_TUNE)
+    lines come from `RegistrationCallback` either way. Ctrl-C is ours (`OWN_SIGINT`)."""
+    settings = {**({} if verbose else QUIET_TUNE), **OWN_SIGINT}
+    before = {name: os.environ.get(name) for name in settings}
+    os.environ.update(settings)
+    # a resumed sweep's trials that had reported nothing yet: "Failed to fetch metrics ..."
+    analysis = logging.getLogger("ray.tune.analysis.experiment_analysis")
+    level = analysis.level
+    if not verbose:
+        analysis.setLevel(logging.ERROR)
     try:
         yield
     finally:
+        analysis.setLevel(level)
         for name, value in before.items():
             if value is None:
                 os.environ.pop(name, None)
@@ -219,10 +230,11 @@ def run_sweep(
         verb = "resuming" if plan.restore else "starting"
         trials = sum(task.size for task in tasks.values())
         progress(f"sweep {plan.sweep_name}: {verb}, {len(plan.pending)} task(s), {trials} trial(s)")
-        tuner = build_tuner(plan, trainable, max_failures=max_failures, verbose=verbose)
         with tune_output(verbose):
+            tuner = build_tuner(plan, trainable, max_failures=max_failures, verbose=verbose)
             results = tuner.fit()
-        registrar.observe([outcome_of_result(result) for result in results])
+        # a trial that never started has no config: its task is then among the unfinished
+        registrar.observe([outcome_of_result(result) for result in results if result.config])
     registered = {**plan.registered, **registrar.registered}
     unfinished = [t for t in plan.pending if t not in registered and t not in registrar.failed]
     failed = {**registrar.failed, **{t: "trials did not finish" for t in unfinished}}

@@ -4,6 +4,7 @@ exit codes, one-line errors."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -59,3 +60,43 @@ def test_refusals_and_unknown_formats_are_one_line_and_exit_2(exported, tmp_path
     assert len(errors) == 1 and "config.phm_layer=True" in errors[0]
     result = _run("export", exported, "--format", "peft", "--out", tmp_path / "x")
     assert result.returncode == 2 and "--format 'peft' is unknown" in result.stderr
+
+
+def test_an_out_folder_whose_files_a_conversion_would_replace_is_refused(ours, exported, tmp_path):
+    """`export RUN --out RUN/adapter` wrote the reference's adapter_config.json over the run's
+    own (the run no longer evaluated); a folder of other files got the export mixed in; a file
+    as --out was a FileExistsError traceback."""
+    import shutil
+
+    import pytest
+
+    from adapterfleet.interop import InteropError, export_adapterhub, import_adapterhub
+
+    run = tmp_path / "run"
+    shutil.copytree(ours / "run", run)
+    (run / "run.json").write_text("{}")  # what makes it a run folder
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "notes.txt").write_text("mine")
+    (tmp_path / "a-file").write_text("mine")
+    cases = [
+        (export_adapterhub, run, run / "adapter", "is inside the source"),
+        (import_adapterhub, exported, run / "adapter", "holds files this would replace or mix"),
+        (export_adapterhub, run, notes, "holds files this would replace or mix with (notes.txt)"),
+        (export_adapterhub, run, ours / "b", "holds files this would replace or mix with (adapt"),
+        (import_adapterhub, exported, tmp_path / "a-file", "is a file; give a folder"),
+        (export_adapterhub, tmp_path / "none", tmp_path / "x", "none is not a directory"),
+    ]
+    for convert, source, out, said in cases:
+        with pytest.raises(InteropError, match=re.escape(said)):
+            convert(source, out)
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+    assert [p.name for p in notes.iterdir()] == ["notes.txt"]
+    again = tmp_path / "again"  # an earlier conversion's folder is written over
+    for _ in range(2):
+        export_adapterhub(ours / "run", again)
+        import_adapterhub(exported, tmp_path / "back")
+    result = _run("export", run, "--format", "adapterhub", "--out", tmp_path / "a-file")
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "a-file is a file; give a folder to write into" in result.stderr

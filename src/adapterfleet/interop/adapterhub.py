@@ -46,14 +46,16 @@ from adapterfleet.interop import configs
 from adapterfleet.interop import reference as ref
 from adapterfleet.interop.bases import check_reference_base, reference_pooling
 from adapterfleet.interop.folders import (
+    OUR_NAMES,
+    REFERENCE_NAMES,
     Saved,
     Tensors,
+    check_out,
     first_line,
     our_base,
     our_folders,
     read_reference_dir,
     reference_base,
-    refuse_same,
     write_reference,
 )
 from adapterfleet.interop.reference import InteropError, Layout
@@ -88,7 +90,7 @@ def import_adapterhub(
     one line naming the field, any setting adapterfleet does not implement.
     """
     src, out = Path(src), Path(out)
-    refuse_same(src, out)
+    check_out(src, out, OUR_NAMES)
     parts = read_reference_dir(src)
     planned = _translate(parts)  # every refusal of a setting, before a base model is loaded
     base = base_model if base_model is not None else reference_base(parts.values(), src)
@@ -226,7 +228,7 @@ def export_adapterhub(
     record.
     """
     src, out = Path(src), Path(out)
-    refuse_same(src, out)
+    check_out(src, out, REFERENCE_NAMES)
     folders = our_folders(src)
     base = base_model if base_model is not None else our_base(folders, src)
     names: dict[str, Any] = {}

@@ -15,9 +15,9 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from adapterfleet.adapters import ADAPTER_CONFIG, HEAD_CONFIG
+from adapterfleet.adapters import ADAPTER_CONFIG, ADAPTER_WEIGHTS, HEAD_CONFIG, HEAD_WEIGHTS
 from adapterfleet.adapters.files import read_config
-from adapterfleet.fusion import FUSION_CONFIG
+from adapterfleet.fusion import FUSION_CONFIG, FUSION_WEIGHTS
 from adapterfleet.interop import reference as ref
 from adapterfleet.interop.reference import InteropError
 
@@ -40,12 +40,58 @@ class Saved:
         return str(self.meta.get("name", ""))
 
 
-def refuse_same(src: Path, out: Path) -> None:
+REFERENCE_NAMES = frozenset(
+    name
+    for files in REFERENCE_FILES.values()
+    for name in (files.config, files.safetensors, files.torch_bin)
+)
+OUR_NAMES = frozenset(
+    (ADAPTER_CONFIG, ADAPTER_WEIGHTS, HEAD_CONFIG, HEAD_WEIGHTS, FUSION_CONFIG, FUSION_WEIGHTS)
+)
+
+
+def check_out(src: Path, out: Path, writes: frozenset[str]) -> None:
+    """`out` may take the files a conversion `writes`: a new or empty folder, or one an earlier
+    conversion the same way wrote (its files replaced); never the source or a folder inside it,
+    nor a folder of other files or a part of a run (a run's own adapter would be replaced)."""
     if src.resolve() == out.resolve():
         raise InteropError(
             f"{out} is the source directory; write to another one (both formats use some of "
             "the same file names)"
         )
+    if src.resolve() in out.resolve().parents:
+        raise InteropError(
+            f"--out: {out} is inside the source {src}; its files would be overwritten; give a "
+            "folder outside it"
+        )
+    if out.exists() and not out.is_dir():
+        raise InteropError(f"--out: {out} is a file; give a folder to write into")
+    held = sorted(p.name for p in out.iterdir()) if out.exists() else []
+    others = [name for name in held if name not in writes]
+    if held and (others or not _written_as(out, writes)):
+        shown = ", ".join((others or held)[:5]) + (", ..." if len(others or held) > 5 else "")
+        raise InteropError(
+            f"--out: {out} holds files this would replace or mix with ({shown}); give a new or "
+            "empty folder (one an earlier conversion the same way wrote is written over)"
+        )
+
+
+def _written_as(folder: Path, writes: frozenset[str]) -> bool:
+    """Whether `folder`'s configs are of the side `writes` names (ours carry `format_version`)
+    and it is not part of a run (a `run.json` beside it)."""
+    ours = writes == OUR_NAMES
+    for config in (folder / name for name in writes if name.endswith(".json")):
+        if config.is_file() and ("format_version" in _json_or_empty(config)) != ours:
+            return False
+    return not (folder.parent / "run.json").is_file()
+
+
+def _json_or_empty(path: Path) -> dict[str, Any]:
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
 
 
 def first_line(error: BaseException) -> str:
@@ -146,6 +192,8 @@ def our_folders(src: Path) -> dict[str, Path]:
     """Where our adapter, head and fusion files are: `src` itself, or its run subfolders. A
     run that fine-tuned its encoder (`model/`: full, MT-A) is refused: its head and adapters
     work only on that encoder, which the exported files would not carry."""
+    if not src.is_dir():
+        raise InteropError(f"{src} is not a directory")
     if (src / "model").is_dir():
         raise InteropError(
             f"{src} fine-tuned its encoder (its model/ folder): its head and adapters score "
@@ -166,7 +214,7 @@ def our_folders(src: Path) -> dict[str, Path]:
         if "format_version" not in read_config(folder, _OUR_CONFIGS[kind]):
             raise InteropError(
                 f"{folder / _OUR_CONFIGS[kind]} was not written by adapterfleet; to convert "
-                "a reference directory use import"
+                "a reference directory use adapterfleet import-adapter"
             )
     return folders
 

@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -149,3 +150,35 @@ def test_head_with_another_label_count_is_refused_and_not_added(tmp_path):
     with pytest.raises(WeightsFileError, match="shape"):
         load_head(other, tmp_path / "head")
     assert "rte" not in other.heads
+
+
+def test_weights_and_a_replaced_run_folder_take_the_umask_mode(tmp_path: Path) -> None:
+    """mkstemp/mkdtemp made every weights file 0600 and a replaced run folder 0700, whatever
+    the umask: on shared storage no other account of the group could read a trained adapter."""
+    import subprocess
+    import sys
+
+    code = """
+import os, sys
+from pathlib import Path
+import torch
+os.umask(0o027)
+from adapterfleet.adapters.files import write_weights
+from adapterfleet.orchestration.run_folder import fresh_run_dir
+out = Path(sys.argv[1]) / "run"
+out.mkdir()
+(out / "run.json").write_text("{}")
+with fresh_run_dir(out) as staging:
+    write_weights(staging / "adapter", "c.json", {}, "w.safetensors", {"x": torch.zeros(1)})
+    (staging / "run.json").write_text("{}")
+"""
+    subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True, timeout=120)
+    run = tmp_path / "run"
+    modes = {p.relative_to(run).as_posix(): p.stat().st_mode & 0o777 for p in run.rglob("*")}
+    assert run.stat().st_mode & 0o777 == 0o750
+    assert modes == {
+        "adapter": 0o750,
+        "adapter/c.json": 0o640,
+        "adapter/w.safetensors": 0o640,
+        "run.json": 0o640,
+    }

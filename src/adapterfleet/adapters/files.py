@@ -14,6 +14,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from adapterfleet._files import follow_umask
 from adapterfleet._hashing import sha256_file  # noqa: F401 - re-exported
 from adapterfleet.adapters.architectures import describe_base
 from adapterfleet.errors import UserError
@@ -30,6 +31,7 @@ def _atomic_write(path: Path, write: Any) -> None:
     os.close(handle)
     try:
         write(tmp)
+        follow_umask(tmp)  # mkstemp made it 0600
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from adapterfleet._files import follow_umask
 from adapterfleet.data.errors import TaskError
 from adapterfleet.data.loading import TaskData
 
@@ -245,6 +246,7 @@ def _write_atomic(table: pa.Table, path: Path) -> None:
             pq.write_table(table, handle)
             handle.flush()
             os.fsync(handle.fileno())
+        follow_umask(tmp)  # mkstemp made it 0600
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

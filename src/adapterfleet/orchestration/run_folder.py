@@ -9,6 +9,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from adapterfleet._files import follow_umask
 from adapterfleet.adapters import read_adapter_config
 from adapterfleet.config import ConfigError
 from adapterfleet.training.modes import RUN_FILE
@@ -37,6 +38,7 @@ def fresh_run_dir(out_dir: Path) -> Iterator[Path]:
             "(a folder an earlier run wrote is replaced once the new run is saved)"
         )
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.new-", dir=out.parent))
+    follow_umask(staging)  # it becomes the run folder: not mkdtemp's 0700
     try:
         yield staging
         _swap(staging, out)

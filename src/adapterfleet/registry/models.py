@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from adapterfleet._files import follow_umask
 from adapterfleet.registry.errors import RegistryError, call_with_retry, safe_uri
 from adapterfleet.registry.info import (
     ModelVersionInfo,
@@ -324,6 +325,7 @@ def _fetch_verified(
     dest = dest.expanduser().resolve()
     dest.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.pull-", dir=dest.parent))
+    follow_umask(staging)  # it becomes the pulled folder: not mkdtemp's 0700
     try:
         local = Path(_download(uri, info.run_id, artifact_path, staging, retry_timeout_s))
         if local.is_file():

@@ -50,6 +50,11 @@ def test_a_corrupt_run_file_is_one_line_naming_it(config, st_a, tmp_path) -> Non
     message = str(caught.value)
     assert message.startswith(f"{run / 'run.json'} is not valid JSON (")
     assert "\n" not in message
+    info = json.loads((st_a.out_dir / "run.json").read_text())
+    for bad in ({"lineage": 7}, {"train_config": "oops"}, {"lineage": {"adapter_dirs": "a"}}):
+        (run / "run.json").write_text(json.dumps({**info, **bad}))  # was an AttributeError
+        with pytest.raises(UserError, match="does not have the shape train and fuse write"):
+            evaluate_run(config, "fruit", run)
 
 
 def test_a_run_trained_on_another_named_base_is_refused_before_loading(config, st_a, tmp_path):
@@ -123,6 +128,10 @@ def test_a_fusion_over_an_adapter_retrained_since_is_refused(config, st_a, tmp_p
     training = fusion_training(config, "fruit", **FAST)
     fusion = fuse_task(config, "fruit", adapters, tmp_path / "fusion", train_config=training)
     assert evaluate_run(config, "fruit", fusion.out_dir) == pytest.approx(fusion.dev_metrics)
+    (tmp_path / "water").rename(tmp_path / "moved")  # said only "adapter_config.json is missing"
+    with pytest.raises(UserError, match=r"lineage.adapter_dirs\) is gone; move it back"):
+        evaluate_run(config, "fruit", fusion.out_dir)
+    (tmp_path / "moved").rename(tmp_path / "water")
     again = dataclasses.replace(water, seed=water.seed + 1)
     train_task(config, "water", "st-a", tmp_path / "water", train_config=again)  # in place
     with pytest.raises(UserError) as caught:

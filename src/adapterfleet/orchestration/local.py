@@ -170,8 +170,21 @@ def check_run_folder(run_dir: Path) -> None:
 
 
 def read_run_info(run_dir: Path) -> dict[str, Any]:
-    """The run's run.json (a corrupt one refused in one line); empty when it has none."""
-    return read_config(run_dir, RUN_FILE) if (run_dir / RUN_FILE).is_file() else {}
+    """The run's run.json (a corrupt one, or one whose parts have the wrong shape, refused in
+    one line); empty when it has none."""
+    info = read_config(run_dir, RUN_FILE) if (run_dir / RUN_FILE).is_file() else {}
+    dirs = (info.get("lineage") or {}).get("adapter_dirs", []) if _mappings(info) else None
+    if dirs is None or not isinstance(dirs, list) or not all(isinstance(d, str) for d in dirs):
+        raise ConfigError(
+            f"{run_dir / RUN_FILE}: lineage, train_config or lineage.adapter_dirs does not have "
+            "the shape train and fuse write (a mapping, a mapping, a list of folders); restore "
+            "the file or train the run again"
+        )
+    return info
+
+
+def _mappings(info: dict[str, Any]) -> bool:
+    return all(isinstance(info.get(key) or {}, dict) for key in ("lineage", "train_config"))
 
 
 def load_run(
@@ -196,6 +209,12 @@ def load_run(
         dirs = lineage.get("adapter_dirs", [])
         hashes = hashes if isinstance(hashes, list) and len(hashes) == len(dirs) else []
         for adapter_dir, sha in itertools.zip_longest(dirs, hashes):
+            if not Path(adapter_dir).is_dir():
+                raise ConfigError(
+                    f"--run {run_dir}: its fusion's adapter folder {adapter_dir} (run.json "
+                    "lineage.adapter_dirs) is gone; move it back, or fuse again with --adapters "
+                    "at its new place"
+                )
             load_recorded(model, Path(adapter_dir), sha, run_dir)
         set_active_fusion(model, load_fusion(model, run_dir / "fusion", name=task))
     elif (run_dir / "adapter").is_dir():

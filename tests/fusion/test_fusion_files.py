@@ -1,3 +1,5 @@
+import json
+
 import pytest
 import torch
 from helpers import batch, hidden, perturb, tiny_encoder
@@ -59,3 +61,25 @@ def test_fusion_from_another_hidden_size_is_refused(saved):
     other = tiny_encoder("bert", hidden_size=48)
     with pytest.raises(WeightsFileError, match="hidden_size"):
         load_fusion(other, root / "fusion")
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "said"),
+    [
+        ("temperature", "hot", "fusion temperature must be a number, got 'hot'"),
+        ("value", "yes", "fusion value must be true or false, got 'yes'"),
+        ("regularization_lambda", -1, "fusion regularization_lambda must be >= 0, got -1"),
+        ("dropout", [0.1], r"fusion dropout must be a number, got \[0.1\]"),
+    ],
+)
+def test_a_fusion_config_value_of_the_wrong_type_names_its_field(saved, key, value, said):
+    _, root = saved
+    path = root / "fusion" / "adapter_fusion_config.json"
+    raw = json.loads(path.read_text())
+    raw["config"][key] = value  # was "'<=' not supported between 'str' and 'int'"
+    path.write_text(json.dumps(raw))
+    fresh = tiny_encoder("bert")
+    load_adapter(fresh, root / "a")
+    load_adapter(fresh, root / "b")
+    with pytest.raises(WeightsFileError, match=f"adapter_fusion_config.json: {said}"):
+        load_fusion(fresh, root / "fusion")

@@ -6,6 +6,7 @@ import torch
 from adapterfleet.adapters import (
     AdapterConfig,
     AdapterModel,
+    BaseModelError,
     HeadConfig,
     add_adapter,
     load_encoder,
@@ -28,6 +29,17 @@ def test_packaged_weights_are_the_pinned_ones():
     assert sha256_file(path / "model.safetensors") == MINILM_SHA256
     assert resolve_base_model("minilm-l6") == str(path)
     assert resolve_base_model("org/some-model") == "org/some-model"
+
+
+def test_a_base_model_path_that_is_no_folder_is_named_before_the_hub_is_asked(tmp_path):
+    """transformers read `/no/such/dir` as a hub id: `Repo id must be in the form ...`."""
+    assert resolve_base_model(str(tmp_path)) == str(tmp_path)
+    for name in ("/no/such/dir", "./models/bert", "~/no-such-model", "a/b/c"):
+        with pytest.raises(BaseModelError, match=f"base_model: {name} is not a folder on this"):
+            load_encoder(name)
+    (tmp_path / "weights").write_text("")
+    with pytest.raises(BaseModelError, match="weights is a file, not a folder on this machine"):
+        load_tokenizer(str(tmp_path / "weights"))
 
 
 def test_minilm_takes_adapters_and_a_fusion(minilm):

@@ -187,8 +187,13 @@ def test_broken_or_foreign_folders_are_refused(ours, exported, tmp_path):
     torch.save({"w": Path("/")}, pickled / "pytorch_adapter.bin")  # not tensors only
     message = _refused(pickled, tmp_path / "e", "cannot read the weights", "PosixPath")
     assert "use_safetensors=True" in message and "weights_only=False" not in message
-    with pytest.raises(InteropError, match="cannot load the base model '/no/such/base-model'"):
-        import_adapterhub(exported, tmp_path / "g", NO_BASE)
+    message = _refused(exported, tmp_path / "g", NO_BASE, base=NO_BASE)
+    assert message == (  # was "(Repo id must be in the form 'repo_name' or ...)"
+        f"base model {NO_BASE} is not a folder on this machine; give a local folder "
+        "(config.json, the weights, the tokenizer), a hub id, or minilm-l6 (--base-model)"
+    )
+    with pytest.raises(InteropError, match="is a file, not a folder on this machine"):
+        import_adapterhub(exported, tmp_path / "h", exported / ADAPTER[0])
     with pytest.raises(InteropError, match="is the source directory"):
         import_adapterhub(exported, exported)
     with pytest.raises(InteropError, match="not written by adapterfleet"):

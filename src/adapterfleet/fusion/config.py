@@ -24,6 +24,19 @@ class FusionConfig:
     dropout: float | None = None
 
     def __post_init__(self) -> None:
+        for name in ("query", "key", "value", "regularization"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(
+                    f"fusion {name} must be true or false, got {getattr(self, name)!r}"
+                )
+        for name in ("temperature", "regularization_lambda", "dropout"):
+            value = getattr(self, name)
+            if not _is_number(value) and not (name == "dropout" and value is None):
+                raise ValueError(f"fusion {name} must be a number, got {value!r}")
+        if self.regularization_lambda < 0:
+            raise ValueError(
+                f"fusion regularization_lambda must be >= 0, got {self.regularization_lambda}"
+            )
         if self.temperature <= 0:
             raise ValueError(f"fusion temperature must be > 0, got {self.temperature}")
         if self.regularization and not self.value:
@@ -48,3 +61,7 @@ class FusionConfig:
         if unknown:
             raise ValueError(f"unknown fusion config keys {unknown}; allowed: {sorted(allowed)}")
         return cls(**data)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)

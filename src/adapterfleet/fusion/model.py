@@ -54,7 +54,8 @@ def add_fusion(
     missing = [a for a in adapter_names if a not in configs]
     if missing:
         raise ValueError(
-            f"fusion {name!r}: adapters {missing} are not in the model; load them first"
+            f"fusion {name!r}: adapters {missing} are not in the model; add each of them "
+            "(load_adapter of its folder) before the fusion"
         )
     wrong = [a for a in adapter_names if configs[a].architecture != "pfeiffer"]
     if wrong:

@@ -22,6 +22,7 @@ from torch import nn
 from adapterfleet.adapters import (
     AdapterConfig,
     AdapterModel,
+    BaseModelError,
     adapter_configs,
     adapter_modules,
     add_adapter,
@@ -359,6 +360,9 @@ def _host_adapters(model: nn.Module, names: list[str], where: str) -> None:
 def _load_base(name: str) -> nn.Module:
     try:
         return load_encoder(name)
+    except BaseModelError as error:
+        found = str(error).removeprefix("base_model: ")
+        raise InteropError(f"base model {found} (--base-model)") from None
     except (OSError, ValueError) as error:
         raise InteropError(
             f"cannot load the base model {name!r} ({first_line(error)}); "

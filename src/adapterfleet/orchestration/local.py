@@ -180,7 +180,21 @@ def read_run_info(run_dir: Path) -> dict[str, Any]:
             "the shape train and fuse write (a mapping, a mapping, a list of folders); restore "
             "the file or train the run again"
         )
+    if not _hashes_shaped((info.get("lineage") or {}).get("adapter_sha256")):
+        raise ConfigError(
+            f"{run_dir / RUN_FILE}: lineage.adapter_sha256 is not what train and fuse write (a "
+            "sha256, a list of them, or task: sha256), so the adapters cannot be checked; "
+            "restore the file or train the run again"
+        )
     return info
+
+
+def _hashes_shaped(hashes: object) -> bool:
+    """None (a run.json from before the hashes), one text, a list or a task mapping of them."""
+    if hashes is None or isinstance(hashes, str):
+        return True
+    values = list(hashes.values()) if isinstance(hashes, dict) else hashes
+    return isinstance(values, list) and all(isinstance(value, str) for value in values)
 
 
 def _mappings(info: dict[str, Any]) -> bool:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from adapterfleet.adapters import MINILM, AdapterConfig, resolve_base_model
+from adapterfleet.adapters.base_model import BASE_MODEL_TAKES
 from adapterfleet.config import ConfigError, PipelineConfig
 from adapterfleet.data import TaskData, load_task
 
@@ -28,9 +29,7 @@ def base_model_config(name: str) -> Any:
 
     path = resolve_base_model(name)
     local = os.path.isdir(path)
-    takes = "a local folder (config.json, the weights, the tokenizer), a hub id, or minilm-l6"
-    if not local and name.startswith(("/", ".", "~")):
-        raise ConfigError(f"base_model: {name} is not a folder on this machine; give {takes}")
+    takes = BASE_MODEL_TAKES
     if local and not any(os.path.isfile(os.path.join(path, f)) for f in WEIGHT_FILES):
         raise ConfigError(
             f"base_model: {name} holds no weights ({', '.join(WEIGHT_FILES)}); save the model "

@@ -32,6 +32,10 @@ def test_export_then_import_round_trips_a_run_folder(ours, tmp_path):
     assert result.returncode == 0, result.stderr
     assert "| adapter | a" in result.stdout and "a, b" in result.stdout
     assert not list((tmp_path / "ref").glob("*.bin"))  # safetensors only, unless --torch-bin
+    assert (  # the fusion mixes a (in the run) and b (not): the export alone does not load
+        "the reference loads the fusion only after the adapters it mixes: export b from its own "
+        "folder too, then load_adapter each" in result.stdout
+    )
     old_readers = tmp_path / "old"
     result = _run(
         "export", ours / "run", "--format", "adapterhub", "--out", old_readers, "--torch-bin"

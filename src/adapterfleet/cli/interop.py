@@ -61,7 +61,10 @@ def export(
 
     if format_ not in FORMATS:
         raise ConfigError(f"--format {format_!r} is unknown; use one of {', '.join(FORMATS)}")
-    _report(export_adapterhub(src, out, base_model, torch_bin=torch_bin))
+    converted = export_adapterhub(src, out, base_model, torch_bin=torch_bin)
+    _report(converted)
+    if missing := [name for name in converted.fused if name != converted.adapter]:
+        _say_fused_adapters_stay(src, missing)
 
 
 def _report(converted: Converted) -> None:
@@ -74,6 +77,21 @@ def _report(converted: Converted) -> None:
         rows[[r["kind"] for r in rows].index("fusion")]["fuses"] = ", ".join(converted.fused)
     metrics_table(rows)
     typer.echo(f"written to {converted.directory}")
+
+
+def _say_fused_adapters_stay(src: Path, missing: list[str]) -> None:
+    """The reference loads a fusion only over the adapters it mixes; a fusion run holds none
+    of them (its run.json names their folders)."""
+    from adapterfleet.orchestration.local import read_run_info
+
+    dirs = read_run_info(src).get("lineage", {}).get("adapter_dirs", []) if src.is_dir() else []
+    where = f" (run.json: {', '.join(dirs)})" if dirs else ""
+    folders = "their own folders" if len(missing) > 1 else "its own folder"
+    typer.echo(
+        f"the reference loads the fusion only after the adapters it mixes: export "
+        f"{', '.join(missing)} from {folders} too{where}, then load_adapter each before "
+        "load_adapter_fusion"
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -143,6 +143,7 @@ def test_ctrl_c_mid_sweep_is_one_line_and_the_same_command_continues(
         "interrupted: finished epochs, trials and registered versions are kept; run the same "
         "command again to continue (or: adapterfleet sweep resume CONFIG)"
     ], output[-3000:]
+    assert output.rstrip().splitlines()[-1] == said[0], output[-3000:]  # no worker line after
 
     again = subprocess.run(
         command, capture_output=True, text=True, env=env, timeout=RESUME_DEADLINE_S

@@ -46,6 +46,9 @@ def resumable(kept: str) -> Iterator[None]:
     try:
         yield
     except KeyboardInterrupt:
+        from adapterfleet.orchestration.sweep import stop_ray
+
+        stop_ray()  # a worker's late line ("Checkpoint successfully created") came after ours
         typer.secho(f"interrupted: {kept}", err=True, fg=typer.colors.YELLOW)
         raise typer.Exit(130) from None
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import sys
 from collections.abc import Callable, Iterable
 
 from adapterfleet.config import ConfigError, PipelineConfig
@@ -63,6 +64,13 @@ def ray_initialized() -> bool:
     import ray
 
     return bool(ray.is_initialized())
+
+
+def stop_ray() -> None:
+    """Leave Ray now if this process joined or started it (a local cluster stops), so the
+    lines its workers still print come before the caller's last words, not after them."""
+    if "ray" in sys.modules and sys.modules["ray"].is_initialized():
+        sys.modules["ray"].shutdown()
 
 
 def check_ray_address(address: str, timeout_s: float = 5.0) -> None:

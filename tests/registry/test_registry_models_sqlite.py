@@ -11,6 +11,7 @@ import pytest
 from mlflow import MlflowClient
 
 from adapterfleet.registry import (
+    TAG_SWEEP,
     TAG_TRIAL_ID,
     RegistryError,
     adapter_model_name,
@@ -48,6 +49,25 @@ def test_register_twice_gives_one_version_with_alias_and_hash(
     assert first.source == f"runs:/{run_id}/adapter" and first.run_id == run_id
     assert first.task == "rte" and first.kind == "adapter"
     assert get_version(sqlite_uri, name, alias="best") == first
+
+
+def test_the_same_trial_id_of_a_later_sweep_is_a_new_version(
+    sqlite_uri: str,
+    sqlite_experiment: str,
+    logged_adapter: LoggedAdapter,
+    new_name: Callable[[str], str],
+) -> None:
+    """Trial ids name grid points (`rte-rf16-lr0.0001-s0`), so a sweep of changed settings or
+    data reuses them: its adapter was mapped onto the old sweep's version and never registered."""
+    name = adapter_model_name(new_name("p"), "rte")
+    run1, w1 = logged_adapter(sqlite_uri, sqlite_experiment, seed=1)
+    run2, w2 = logged_adapter(sqlite_uri, sqlite_experiment, seed=2)
+    point = {TAG_TRIAL_ID: "rte-rf16-lr0.0001-s0"}
+    first = register_version(sqlite_uri, name, run1, "adapter", w1, {**point, TAG_SWEEP: "s-1"})
+    later = register_version(sqlite_uri, name, run2, "adapter", w2, {**point, TAG_SWEEP: "s-2"})
+    again = register_version(sqlite_uri, name, run2, "adapter", w2, {**point, TAG_SWEEP: "s-2"})
+    assert (first.version, later.version, again.version) == (1, 2, 2)
+    assert later.sha256 != first.sha256 and _versions(sqlite_uri, name) == [1, 2]
 
 
 def test_register_without_trial_tag_is_idempotent_by_run_and_path(

@@ -169,6 +169,28 @@ def test_registering_again_and_registering_after_a_restore(swept: Swept) -> None
     assert version_numbers(swept.uri, name) == [1]
 
 
+def test_a_task_whose_data_files_changed_is_trained_again(swept: Swept) -> None:
+    """The config hash names a task's files by path: a rerun after its train file was edited in
+    place said `already registered ..., skipped` and kept the adapter of the old data. (Runs
+    after the two above: it changes the module's state.)"""
+    from adapterfleet.tuning.plan import plan_sweep
+
+    water = swept.config.tasks["water"].train.path
+    rows = water.read_text().splitlines()
+    water.write_text("\n".join(rows[:1] + rows[:0:-1]) + "\n")  # the same rows, reversed
+    lines: list[str] = []
+    again = run_adapter_stage(swept.config, progress=lines.append)
+    name = swept.registered["water"].name
+    assert f"task water: its data files changed since {name} v1 was registered for these settings; training it again" in lines  # fmt: skip
+    assert sum("already registered" in line for line in lines) == 1  # fruit
+    trained = {line.split()[1].split("-")[0] for line in lines if line.startswith("trial ")}
+    assert trained == {"water"}, lines
+    assert again["water"].version == 2 and again["fruit"].version == 1
+    assert again["water"].tags["data_sha256"] != swept.registered["water"].tags["data_sha256"]
+    plan = plan_sweep(swept.config, swept.uri, "0")  # what a third run would do: nothing
+    assert plan.pending == () and not plan.changed
+
+
 def test_a_trial_that_diverges_fails_the_sweep_naming_its_cause(
     ray_local: None, tiny_model: Path, tmp_path: Path
 ) -> None:

@@ -128,6 +128,11 @@ def run_adapter_stage(
         plan = plan_sweep(config, uri, experiment_id, resume=resume)
         for task, info in plan.registered.items():
             progress(f"task {task}: already registered as {info.name} v{info.version}, skipped")
+        for task, info in plan.changed.items():
+            progress(
+                f"task {task}: its data files changed since {info.name} v{info.version} was "
+                "registered for these settings; training it again"
+            )
         if not plan.pending:
             return dict(plan.registered)
         ensure_ray(ray_address, num_cpus, ray_log_level(level))

@@ -24,6 +24,7 @@ from adapterfleet.registry.tags import (
     TAG_ARTIFACT_PATH,
     TAG_COMPANION,
     TAG_SHA256,
+    TAG_SWEEP,
     TAG_TRIAL_ID,
     TAG_WEIGHTS_FILE,
     quote,
@@ -60,8 +61,8 @@ def register_version(
 
     Tags: the caller's (redacted) plus `sha256` of the local `weights_file` (the file that was
     logged into that artifact folder), its file name and the artifact path. Idempotent: a
-    version of `name` with the same `adapterfleet.trial_id` tag (or, without that tag, the
-    same run and artifact path) is returned instead of creating another; concurrent
+    version of `name` with the same `adapterfleet.trial_id` and `.sweep` tags (or, without a
+    trial, the same run and artifact path) is returned instead of creating another; concurrent
     registrations of the same trial converge on the lowest version.
     """
     weights = Path(weights_file)
@@ -78,16 +79,16 @@ def register_version(
         TAG_ARTIFACT_PATH: artifact_path,
         **_companion_tags(name, companions or {}),
     }
-    trial_id = all_tags.get(TAG_TRIAL_ID)
+    trial = _trial_key(all_tags)
     client = get_client(uri)
-    existing = _find_registered(client, name, run_id, artifact_path, trial_id)
+    existing = _find_registered(client, name, run_id, artifact_path, trial)
     if existing is None:
         _create_registered_model(client, name, model_description)
         source = f"runs:/{run_id}/{artifact_path}"
         created = client.create_model_version(
             name, source, run_id=run_id, tags=all_tags, description=description
         )
-        existing = _find_registered(client, name, run_id, artifact_path, trial_id)
+        existing = _find_registered(client, name, run_id, artifact_path, trial)
         if existing is None:  # pragma: no cover - search cannot see what was just created
             existing = int(created.version)
         elif existing != int(created.version):
@@ -120,14 +121,23 @@ def _set_alias(client: MlflowClient, name: str, alias: str, version: int) -> Non
             time.sleep(0.2 * (attempt + 1))
 
 
+def _trial_key(tags: dict[str, str]) -> str | None:
+    """The search clause of the trial a version comes from: its id within its sweep (a later
+    sweep of other settings reuses the grid's trial ids), None for a version of no trial."""
+    if TAG_TRIAL_ID not in tags:
+        return None
+    clause = f"tags.`{TAG_TRIAL_ID}` = {quote(tags[TAG_TRIAL_ID])}"
+    if TAG_SWEEP in tags:
+        clause += f" AND tags.`{TAG_SWEEP}` = {quote(tags[TAG_SWEEP])}"
+    return clause
+
+
 def _find_registered(
-    client: MlflowClient, name: str, run_id: str, artifact_path: str, trial_id: str | None
+    client: MlflowClient, name: str, run_id: str, artifact_path: str, trial: str | None
 ) -> int | None:
     """Lowest version of `name` for this trial (or run + artifact path), None if none."""
-    if trial_id is not None:
-        found = search_versions(
-            client, f"name = {quote(name)} AND tags.`{TAG_TRIAL_ID}` = {quote(trial_id)}"
-        )
+    if trial is not None:
+        found = search_versions(client, f"name = {quote(name)} AND {trial}")
     else:
         source = f"runs:/{run_id}/{artifact_path}"
         found = [

@@ -23,7 +23,9 @@ from adapterfleet.registry.tags import BEST_ALIAS
 from adapterfleet.tuning.spec import (
     RAY_DIR,
     TAG_CONFIG_HASH,
+    TAG_DATA_SHA256,
     SweepError,
+    data_sha256,
     sweep_hash,
     task_config_hash,
 )
@@ -43,6 +45,9 @@ class SweepPlan:
     restore: bool  # resume the Tune experiment at `experiment_path`
     pending: tuple[str, ...]  # tasks without a registered adapter for their config hash
     registered: dict[str, ModelVersionInfo] = field(default_factory=dict)
+    data_hashes: dict[str, str | None] = field(default_factory=dict)  # by task: data_sha256
+    # registered for the same settings, but on data files whose content changed since
+    changed: dict[str, ModelVersionInfo] = field(default_factory=dict)
 
     @property
     def experiment_path(self) -> Path:
@@ -73,6 +78,7 @@ def read_meta(path: Path) -> dict[str, Any] | None:
 
 def write_meta(plan: SweepPlan) -> None:
     meta = {"sweep_name": plan.sweep_name, "sweep_hash": plan.sweep_hash, "tasks": plan.pending}
+    meta["data_sha256"] = {task: plan.data_hashes.get(task) for task in plan.pending}
     tmp = plan.experiment_path / (META_FILE + ".tmp")
     tmp.write_text(json.dumps(meta, indent=2))
     os.replace(tmp, plan.experiment_path / META_FILE)
@@ -103,6 +109,8 @@ def plan_sweep(
         restore,
         survey.pending,
         survey.registered,
+        survey.data_hashes,
+        survey.changed,
     )
 
 
@@ -123,20 +131,28 @@ class _Survey:
     registered: dict[str, ModelVersionInfo]
     pending: tuple[str, ...]
     meta: dict[str, Any] | None
+    data_hashes: dict[str, str | None]
+    changed: dict[str, ModelVersionInfo]
 
     @classmethod
     def of(cls, config: PipelineConfig, tracking_uri: str) -> _Survey:
         hashes = {t: task_config_hash(config, t) for t in config.adapter_tasks}
-        registered = {}
+        data = {t: data_sha256(config, t) for t in config.adapter_tasks}
+        registered, changed = {}, {}
         if missing_store(tracking_uri) is None:
             for task, config_hash in hashes.items():
                 info = registered_adapter(tracking_uri, config, task, config_hash)
-                if info is not None:
+                if info is None:
+                    continue
+                trained_on = info.tags.get(TAG_DATA_SHA256)  # absent before the tag existed
+                if None not in (trained_on, data[task]) and trained_on != data[task]:
+                    changed[task] = info
+                else:
                     registered[task] = info
         pending = tuple(t for t in config.adapter_tasks if t not in registered)
         path = experiment_path(config)
         meta = read_meta(path) if pending and _restorable(path) else None
-        return cls(path, sweep_hash(hashes), hashes, registered, pending, meta)
+        return cls(path, sweep_hash(hashes), hashes, registered, pending, meta, data, changed)
 
     @property
     def matches(self) -> bool:
@@ -146,6 +162,21 @@ class _Survey:
             meta is not None
             and meta.get("sweep_hash") == self.digest
             and set(self.pending) <= set(meta.get("tasks", ()))
+            and not self.data_changed
+        )
+
+    @property
+    def data_changed(self) -> list[str]:
+        """Tasks whose files' content differs from what their registered adapter or the
+        interrupted sweep recorded (a hash either side does not have is not compared)."""
+        started = (self.meta or {}).get("data_sha256") or {}
+        started = started if isinstance(started, dict) else {}
+        return sorted(
+            task
+            for task in self.pending
+            if task in self.changed
+            or None not in (started.get(task), self.data_hashes.get(task))
+            and started.get(task) != self.data_hashes.get(task)
         )
 
     def check_resumable(self) -> None:
@@ -153,6 +184,8 @@ class _Survey:
             return
         if self.meta is None:
             why = "no sweep was started there"
+        elif self.data_changed:
+            why = f"the data files of {', '.join(self.data_changed)} changed since it started"
         else:
             why = "the adapter settings or tasks changed since it started"
         raise SweepError(

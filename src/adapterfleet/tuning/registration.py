@@ -41,6 +41,7 @@ from adapterfleet.tuning.progress import Note, trial_counts, trial_epoch_line, w
 from adapterfleet.tuning.spec import (
     TAG_BASE_MODEL,
     TAG_CONFIG_HASH,
+    TAG_DATA_SHA256,
     TAG_METRIC,
     TAG_METRIC_DIRECTION,
     TAG_METRIC_VALUE,
@@ -131,6 +132,7 @@ class TaskPlan:
     trial_ids: frozenset[str]  # the grid's trials of the task; empty when a searcher picks them
     sweep_run: MlflowRunLogger | None = None
     samples: int = 0  # how many trials a searcher picks for the task
+    data_sha256: str | None = None  # its files' content when the sweep was planned
 
     @property
     def size(self) -> int:
@@ -261,6 +263,8 @@ class Registrar:
             "learning_rate": params.learning_rate,
             "seed": params.seed,
         }
+        if plan.data_sha256 is not None:
+            tags[TAG_DATA_SHA256] = plan.data_sha256
         run_id = str(best.result["mlflow_run_id"])
         head = weights.parent.parent / "head" / HEAD_WEIGHTS  # logged beside the adapter
         info = register_version(

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from adapterfleet._hashing import sha256_file
 from adapterfleet.config import PipelineConfig
 from adapterfleet.errors import UserError
 from adapterfleet.registry import ModelVersionInfo
@@ -28,6 +29,7 @@ TAG_CONFIG_HASH = "config_hash"
 TAG_BASE_MODEL = "base_model"
 TAG_METRIC = "metric"
 TAG_METRIC_VALUE = "metric_value"
+TAG_DATA_SHA256 = "data_sha256"  # the task's local files as the adapter trained on them
 TAG_METRIC_DIRECTION = "metric_direction"  # max, or min for a lower-is-better metric (mse)
 # In every result a trial reports: its task's best dev metric so far made higher-is-better (mse
 # negated), the one key ASHA and Optuna compare whatever metric each task is selected on.
@@ -131,6 +133,20 @@ def task_config_hash(config: PipelineConfig, task: str) -> str:
             **search_settings(config),
         }
     )
+
+
+def data_sha256(config: PipelineConfig, task: str) -> str | None:
+    """sha256 of the local files a task reads (train, then dev): the config hash names them by
+    path, this by content. None for a hub dataset or a file not there (nothing to compare)."""
+    spec = config.tasks[task]
+    digest = hashlib.sha256()
+    for source in (spec.train, spec.dev):
+        if source is None:
+            continue
+        if spec.hub is not None or source.path is None or not Path(source.path).is_file():
+            return None
+        digest.update(sha256_file(source.path).encode())
+    return digest.hexdigest()
 
 
 def search_settings(config: PipelineConfig) -> dict[str, Any]:

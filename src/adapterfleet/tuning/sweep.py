@@ -84,7 +84,7 @@ def task_plans(plan: SweepPlan, sweep_runs: Mapping[str, MlflowRunLogger]) -> di
     return {
         task: TaskPlan(
             task, plan.model_name(task), plan.config_hashes[task], frozenset(ids[task]),
-            sweep_runs.get(task), samples,
+            sweep_runs.get(task), samples, plan.data_hashes.get(task),
         )
         for task in plan.pending
     }  # fmt: skip

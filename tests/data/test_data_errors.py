@@ -274,3 +274,44 @@ def test_dev_reading_the_train_records_is_said(tmp_path: Path, write_config, cap
     with caplog.at_level("WARNING", logger="adapterfleet.data.loading"):
         load_task(load_tasks_config(write_config({"rte": SPEC}))["rte"])
     assert not [r for r in caplog.records if "same records" in r.getMessage()]
+
+
+def test_an_empty_file_is_named_empty(tmp_path: Path, write_config) -> None:
+    """A 0-byte file said `column 'sentence1' (text_fields): not found ...; columns there:
+    (none)`, as if a column name were wrong."""
+    message = _load_error(tmp_path, write_config, SPEC, b"")
+    assert message == (
+        f"task 'rte', train.path: {tmp_path / 'train.tsv'} is empty (0 bytes); give it its rows"
+    )
+
+
+def test_a_file_of_another_separator_says_so(tmp_path: Path, write_config) -> None:
+    """A semicolon (or comma) file read as TSV has one column; the error listed it as the
+    columns there, without a word on the separator."""
+    semicolons = GOOD.replace("\t", ";")
+    message = _load_error(tmp_path, write_config, SPEC, semicolons)
+    assert message.endswith(
+        "columns there: index;sentence1;sentence2;label; fix text_fields or train.rename (the "
+        "header is one column: the file is separated by semicolons; set train.format: tsv for "
+        "tabs or csv for commas, or save it with one of those)"
+    )
+    commas = _load_error(tmp_path, write_config, SPEC, GOOD.replace("\t", ","))
+    assert "the file is separated by commas; set train.format: tsv" in commas
+    assert "separated by" not in _load_error(
+        tmp_path, write_config, {**SPEC, "text_fields": ["s1"]}
+    )
+
+
+def test_a_label_no_training_row_has_is_said(tmp_path: Path, write_config, caplog) -> None:
+    """`label_names: [a, b, c]` with `c` in dev only trained a head that can never give `c`,
+    without a word."""
+    (tmp_path / "train.tsv").write_text(GOOD)
+    (tmp_path / "dev.tsv").write_text(GOOD + "2\tA.\tB.\tneutral\n")
+    spec = {**SPEC, "label_names": ["entailment", "neutral", "not_entailment"]}
+    with caplog.at_level("WARNING", logger="adapterfleet.data.loading"):
+        load_task(load_tasks_config(write_config({"rte": spec}))["rte"])
+    said = [r.getMessage() for r in caplog.records if "no training row" in r.getMessage()]
+    assert said == [
+        "task 'rte': no training row has the label(s) 'neutral' (1 dev rows do); the head never "
+        "learns to give them: add training rows for them, or drop them from label_names"
+    ]

@@ -83,7 +83,39 @@ def load_task(spec: TaskSpec) -> TaskData:
     _nonempty(spec, "train", train, skipped)
     _nonempty(spec, "dev", dev, skipped)
     check_labels(spec, train)
+    _warn_unseen_labels(spec, train, dev)
     return TaskData(spec, _dataset(spec, train), _dataset(spec, dev), skipped)
+
+
+def _separator_hint(columns: list[str], split: str) -> str:
+    """A header read as one column that holds another separator: the file's is not the one
+    its format reads (`.csv`: commas, `.tsv`: tabs)."""
+    names = {"\t": "tabs", ",": "commas", ";": "semicolons", "|": "bars"}
+    found = [name for sep, name in names.items() if len(columns) == 1 and sep in columns[0]]
+    if not found:
+        return ""
+    return (
+        f" (the header is one column: the file is separated by {found[0]}; set {split}.format: "
+        "tsv for tabs or csv for commas, or save it with one of those)"
+    )
+
+
+def _warn_unseen_labels(spec: TaskSpec, train: list, dev: list) -> None:
+    """Said, not refused: a label no training row has is one the head never learns to give,
+    while dev still counts it."""
+    if spec.is_regression or spec.is_multiple_choice:
+        return
+    seen = {row[-1] for row in train}
+    unseen = [i for i in range(len(spec.label_names)) if i not in seen]
+    if unseen:
+        in_dev = sum(row[-1] in unseen for row in dev)
+        logger.warning(
+            "task %r: no training row has the label(s) %s (%d dev rows do); the head never "
+            "learns to give them: add training rows for them, or drop them from label_names",
+            spec.name,
+            ", ".join(repr(spec.label_names[i]) for i in unseen),
+            in_dev,
+        )
 
 
 def _warn_if_dev_is_train(spec: TaskSpec, train: SplitSource, dev: SplitSource) -> None:
@@ -141,7 +173,8 @@ def _normalise(
                 spec.name,
                 f"{split} column {column!r} ({key})",
                 f"not found in {raw.source}",
-                f"columns there: {', '.join(raw.columns) or '(none)'}; fix {key} or {split}.rename",
+                f"columns there: {', '.join(raw.columns) or '(none)'}; fix {key} or {split}.rename"
+                + _separator_hint(raw.columns, split),
             )
     check_once(spec, split, raw, wanted)
     if spec.is_regression:

@@ -95,6 +95,8 @@ def _check_readable(task: str, split: str, path: Path) -> None:
         raise TaskError(task, f"{split}.path", problem, "fix the path") from None
     if not is_file:
         raise TaskError(task, f"{split}.path", f"file not found: {path}", "check data_root/path")
+    if path.stat().st_size == 0:
+        raise TaskError(task, f"{split}.path", f"{path} is empty (0 bytes)", "give it its rows")
 
 
 def _read_delimited(path: Path, source: SplitSource, encoding: str) -> RawSplit:

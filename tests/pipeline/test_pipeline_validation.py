@@ -342,6 +342,12 @@ CASES = {
         (),
         r"baselines.reduction_factor: reduction_factor 7 does not divide the hidden size 32",
     ),
+    "a local folder's name mistyped (read as a hub id)": (
+        lambda doc: doc.update(base_model="mymodle"),
+        (),
+        r"base_model: cannot load 'mymodle' \(.*\); there is no folder mymodle in /.* either; "
+        r"give a local folder",
+    ),
     "a name close to the packaged encoder": (
         lambda doc: doc.update(base_model="minilm-l12"),
         (),

@@ -43,6 +43,8 @@ def base_model_config(name: str) -> Any:
         fix = f"did you mean {MINILM}, the packaged encoder?" if near else f"give {takes}"
         if not local and not near:
             fix += " (a hub id loads from the network or the Hugging Face cache, HF_HOME)"
+        if not local and "/" not in name and not near:  # a folder's name mistyped reads as an id
+            fix = f"there is no folder {name} in {os.getcwd()} either; {fix}"
         raise ConfigError(f"base_model: cannot load {name!r} ({first}); {fix}") from None
 
 

@@ -119,8 +119,8 @@ def test_run_registers_adapters_then_the_fusion_and_a_rerun_redoes_nothing(
     again = CliRunner().invoke(app, ["run", str(path)])  # the command, in this process
     assert again.exit_code == 0, again.output
     lines = again.stdout.strip().splitlines()
-    registered = "fusion fruit: registered tinysweep.fusion.fruit v1 (accuracy "
-    assert lines[-7].startswith(registered) and lines[-7].endswith(", trained before)")
+    kept = "fusion fruit: kept tinysweep.fusion.fruit v1 (accuracy "  # it read "registered"
+    assert lines[-7].startswith(kept) and lines[-7].endswith(", registered before)")
     assert lines[-6].startswith("| task ") and lines[-1].startswith("wall time ")
     assert [line.split("|")[1].strip() for line in lines[-4:-1]] == ["fruit", "water", "fruit"]
     assert re.search(r"\| fusion +\| v1 .*\| [+-]\d\.\d{4} \|$", lines[-2])  # with its gain

@@ -233,12 +233,14 @@ def _train_and_register(
 
 
 def registered_text(outcome: FusionOutcome, metric: str) -> str:
-    """`registered demo.fusion.x v1 (accuracy 0.7867)`, said by whoever gets the outcome (the
-    job's own lines may reach a pipeline's console later than its result)."""
+    """`registered demo.fusion.x v1 (accuracy 0.7867)`, or `kept ... (..., registered before)`
+    for one found registered; said by whoever gets the outcome (the job's own lines may reach
+    a pipeline's console later than its result)."""
     value = outcome.dev_metrics.get(metric)
     shown = f"{metric} {value:.4f}" if value is not None else metric
-    before = "" if outcome.trained else ", trained before"
-    text = f"registered {outcome.version.name} v{outcome.version.version} ({shown}{before})"
+    done = "registered" if outcome.trained else "kept"  # found registered: nothing was done
+    before = "" if outcome.trained else ", registered before"
+    text = f"{done} {outcome.version.name} v{outcome.version.version} ({shown}{before})"
     kept = outcome.best_kept
     if kept is not None:
         theirs = kept.tags.get(f"dev_{metric}")

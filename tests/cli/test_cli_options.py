@@ -47,7 +47,9 @@ def test_help_gives_each_command_its_summary_as_one_unbroken_paragraph() -> None
     assert sum("\n" in inspect.getdoc(i.callback).split("\n\n")[0] for i in commands) >= 3
 
 
-@pytest.mark.parametrize("command", [["run"], ["sweep", "resume"], ["submit"]])
+@pytest.mark.parametrize(
+    "command", [["run"], ["sweep", "resume"], ["submit"], ["tasks"], ["adapters"]]
+)
 def test_positional_and_option_config_are_one_argument(command: list[str], tmp_path: Path) -> None:
     missing = tmp_path / "nowhere.yaml"
     for spelling in ([str(missing)], ["-c", str(missing)]):

@@ -16,15 +16,18 @@ import typer
 from adapterfleet.cli import cluster, interop, pipeline, prune, report
 from adapterfleet.cli.options import (
     BudgetOpt,
+    ConfigArg,
     ConfigOpt,
     EpochsOpt,
     LrOpt,
+    MaybeConfigOpt,
     QuietOpt,
     SeedOpt,
     SetOpt,
     VerboseOpt,
     at_least,
     checked_store,
+    chosen_config,
     load,
 )
 from adapterfleet.cli.output import metrics_table, usage_line, wrap_commands
@@ -49,11 +52,16 @@ BaseModelOpt = Annotated[
 
 
 @app.command()
-def tasks(config: ConfigOpt, budget: BudgetOpt = None, set_: SetOpt = None) -> None:
+def tasks(
+    config_arg: ConfigArg = None,
+    config: MaybeConfigOpt = None,
+    budget: BudgetOpt = None,
+    set_: SetOpt = None,
+) -> None:
     """Load every task of a config and show its splits and labels (validates the data)."""
     from adapterfleet.orchestration.commands import task_summaries
 
-    metrics_table(task_summaries(load(config, set_, budget)))
+    metrics_table(task_summaries(load(chosen_config(config_arg, config), set_, budget)))
 
 
 @app.command()

@@ -147,11 +147,16 @@ def pull(
     typer.echo(f"{name} -> {dest} (sha256 verified)")
 
 
-def adapters(config: ConfigOpt, budget: BudgetOpt = None, set_: SetOpt = None) -> None:
+def adapters(
+    config_arg: ConfigArg = None,
+    config: MaybeConfigOpt = None,
+    budget: BudgetOpt = None,
+    set_: SetOpt = None,
+) -> None:
     """List the registered adapters and fusions of a pipeline with metric, version and alias."""
     from adapterfleet.results.models import registered_rows
 
-    cfg = load(config, set_, budget)
+    cfg = load(chosen_config(config_arg, config), set_, budget)
     checked_store(cfg.tracking_uri, read_only=True)
     metrics_table(registered_rows(cfg))
 

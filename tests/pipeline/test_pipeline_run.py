@@ -131,6 +131,18 @@ def test_run_registers_adapters_then_the_fusion_and_a_rerun_redoes_nothing(
     assert (len(runs_of(uri, "trial")), len(runs_of(uri, "fusion"))) == before == (4, 1)
     assert version_numbers(uri, "tinysweep.adapter.fruit") == [1]
     assert version_numbers(uri, "tinysweep.fusion.fruit") == [1]
+    # water's train file edited in place: water is trained again, and the fusion waits for its
+    # new version (it took the old @best at once and said "already registered")
+    water_file = config.tasks["water"].train.path
+    water_file.write_text(water_file.read_text() + "the river is wide today\tyes\n")
+    changed = CliRunner().invoke(app, ["run", str(path)])
+    assert changed.exit_code == 0, changed.output
+    said = changed.stdout.splitlines()
+    assert "task fruit: already registered as tinysweep.adapter.fruit v1, skipped" in said
+    assert any(line.startswith("task water: its data files changed since") for line in said)
+    assert any(line.startswith("fusion fruit: training over fruit:v1,water:v2") for line in said)
+    assert not any("already registered as v1 for these adapters" in line for line in said)
+    assert version_numbers(uri, "tinysweep.fusion.fruit") == [1, 2]
 
 
 def _check_what_the_ui_shows(uri: str, summary) -> None:

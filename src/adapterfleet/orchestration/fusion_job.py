@@ -57,6 +57,7 @@ from adapterfleet.training import (
 )
 from adapterfleet.training.metrics import metric_direction, signed
 from adapterfleet.training.modes import RunResult
+from adapterfleet.tuning.plan import current_keys, is_current
 
 
 @dataclass(frozen=True)
@@ -80,11 +81,13 @@ def run_fusion_job(
     poll_s: float = 2.0,
     warm: bool = False,
     say: Say = print,
+    current_only: bool = False,
 ) -> FusionOutcome:
     """Wait for the target's adapters, then train and register its fusion (or find it
     registered). With `warm`, first tokenise the target and load the base model, then poll
     every second: a job started before its last adapter is registered takes its first step
-    seconds after it."""
+    seconds after it. `current_only` (the pipeline's): an adapter's `best` version counts only
+    once registered for the config's settings and data, not an older one its sweep replaces."""
     torch.set_num_threads(max(1, int(config.resources.cpu)))
     config = replace(config, fusion=config.fusion.for_target(target))  # the target's metric
     if warm:
@@ -104,9 +107,11 @@ def run_fusion_job(
             say(f"fusion {target}: waiting for {', '.join(sorted(names[m] for m in missing))}")
         shown[0] = set(missing)
 
+    keys = {name: current_keys(config, task) for name, task in names.items()}
     found = wait_for_models(
-        uri, list(names), BEST_ALIAS, timeout_s, poll_s, progress, max_poll_s=max_poll_s
-    )
+        uri, list(names), BEST_ALIAS, timeout_s, poll_s, progress, max_poll_s=max_poll_s,
+        accept=(lambda info: is_current(info, keys[info.name])) if current_only else None,
+    )  # fmt: skip
     waited = time.time() - started
     versions = {names[n]: info for n, info in found.items()}
     seeds = seed_configs(config)

@@ -65,7 +65,7 @@ from adapterfleet.registry.store import check_store
 from adapterfleet.registry.tags import BEST_ALIAS, TAG_BUDGET, TAG_BUDGET_TRIMMED, TAG_OVERRIDES
 from adapterfleet.results.report import ReportResult, build_report
 from adapterfleet.results.status import StatusPlan, pipeline_status
-from adapterfleet.tuning.plan import check_resumable
+from adapterfleet.tuning.plan import check_resumable, current_keys, is_current
 
 
 @dataclass
@@ -151,17 +151,18 @@ class FusionGate(threading.Thread):
     def run(self) -> None:
         import ray
 
-        names = [
-            adapter_model_name(self.config.registry_prefix, t)
-            for t in self.config.fusion.targets[self.target]
-        ]
+        sources = self.config.fusion.targets[self.target]
+        tasks = {adapter_model_name(self.config.registry_prefix, t): t for t in sources}
+        names = list(tasks)
+        keys = {name: current_keys(self.config, task) for name, task in tasks.items()}
         try:
             if self.start_now:
                 self.ref = self._submit(warm=True, timeout_s=self.timeout_s, reserve=False)
             found = wait_for_models(
-                self.uri, names, BEST_ALIAS, self.timeout_s, 1.0, self._progress, max_poll_s=2.0
-            )
-            self.state = "training"
+                self.uri, names, BEST_ALIAS, self.timeout_s, 1.0, self._progress, max_poll_s=2.0,
+                accept=lambda info: is_current(info, keys[info.name]),
+            )  # fmt: skip
+            self.state = "training"  # on the versions this run's sweep keeps, not older ones
             if self.ref is None:
                 self._open_run(found)
                 self.ref = self._submit(warm=False, timeout_s=60.0)
@@ -180,8 +181,9 @@ class FusionGate(threading.Thread):
         remote = _fusion_remote(self.config, reserve)
         args = (self.config, self.target, self.uri, self.experiment_id)
         return remote.remote(
-            run_fusion_job, WorkerSay(self.job), *args, timeout_s=timeout_s, warm=warm
-        )
+            run_fusion_job, WorkerSay(self.job), *args, timeout_s=timeout_s, warm=warm,
+            current_only=True,
+        )  # fmt: skip
 
     def _open_run(self, found: dict[str, ModelVersionInfo]) -> None:
         """Open the fusion's MLflow run now, from this warm process: the run starts when its

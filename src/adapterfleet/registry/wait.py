@@ -21,13 +21,15 @@ def wait_for_models(
     on_progress: Callable[[list[str]], None] | None = None,
     *,
     max_poll_s: float = 60.0,
+    accept: Callable[[ModelVersionInfo], bool] | None = None,
 ) -> dict[str, ModelVersionInfo]:
     """Poll until every model in `names` has `alias`; return their versions by name.
 
     The poll interval starts at `poll_s` and doubles up to `max_poll_s`. After each poll
     `on_progress(missing_names)` is called (an empty list on success). A registry that is
     briefly unreachable counts as "still missing". When `timeout_s` passes, raises
-    `RegistryTimeout` naming the missing models.
+    `RegistryTimeout` naming the missing models. `accept`: a version it refuses (one of
+    other settings, about to be replaced) counts as missing.
     """
     wanted = list(dict.fromkeys(names))
     found: dict[str, ModelVersionInfo] = {}
@@ -44,7 +46,7 @@ def wait_for_models(
                 if not is_transient(exc):
                     raise
                 info = None
-            if info is not None:
+            if info is not None and (accept is None or accept(info)):
                 found[name] = info
         missing = [name for name in wanted if name not in found]
         if on_progress is not None:

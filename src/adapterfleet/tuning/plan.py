@@ -69,6 +69,22 @@ def registered_adapter(
     return info if info is not None and info.tags.get(TAG_CONFIG_HASH) == config_hash else None
 
 
+def current_keys(config: PipelineConfig, task: str) -> tuple[str, str | None]:
+    """What a version of the task's adapter must have been registered for now: its settings'
+    config hash and its data files' sha256 (None for hub data)."""
+    return task_config_hash(config, task), data_sha256(config, task)
+
+
+def is_current(info: ModelVersionInfo, keys: tuple[str, str | None]) -> bool:
+    """`info` was registered for `keys` (`current_keys`); a version from before the data tag
+    is taken on its settings alone."""
+    config_hash, data = keys
+    trained_on = info.tags.get(TAG_DATA_SHA256)
+    if info.tags.get(TAG_CONFIG_HASH) != config_hash:
+        return False
+    return None in (trained_on, data) or trained_on == data
+
+
 def read_meta(path: Path) -> dict[str, Any] | None:
     try:
         return json.loads((path / META_FILE).read_text())

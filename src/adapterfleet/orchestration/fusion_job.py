@@ -107,7 +107,7 @@ def run_fusion_job(
             say(f"fusion {target}: waiting for {', '.join(sorted(names[m] for m in missing))}")
         shown[0] = set(missing)
 
-    keys = {name: current_keys(config, task) for name, task in names.items()}
+    keys = {name: current_keys(config, task) for name, task in names.items() if current_only}
     found = wait_for_models(
         uri, list(names), BEST_ALIAS, timeout_s, poll_s, progress, max_poll_s=max_poll_s,
         accept=(lambda info: is_current(info, keys[info.name])) if current_only else None,

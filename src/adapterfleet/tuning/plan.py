@@ -158,13 +158,9 @@ class _Survey:
         if missing_store(tracking_uri) is None:
             for task, config_hash in hashes.items():
                 info = registered_adapter(tracking_uri, config, task, config_hash)
-                if info is None:
-                    continue
-                trained_on = info.tags.get(TAG_DATA_SHA256)  # absent before the tag existed
-                if None not in (trained_on, data[task]) and trained_on != data[task]:
-                    changed[task] = info
-                else:
-                    registered[task] = info
+                if info is not None:  # its settings match: only the data can differ
+                    found = registered if is_current(info, (config_hash, data[task])) else changed
+                    found[task] = info
         pending = tuple(t for t in config.adapter_tasks if t not in registered)
         path = experiment_path(config)
         meta = read_meta(path) if pending and _restorable(path) else None

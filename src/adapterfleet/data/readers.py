@@ -95,8 +95,17 @@ def _check_readable(task: str, split: str, path: Path) -> None:
         raise TaskError(task, f"{split}.path", problem, "fix the path") from None
     if not is_file:
         raise TaskError(task, f"{split}.path", f"file not found: {path}", "check data_root/path")
-    if path.stat().st_size == 0:
+    if path.stat().st_size == 0 and _reads_nothing(path):  # /proc files say 0 and hold text
         raise TaskError(task, f"{split}.path", f"{path} is empty (0 bytes)", "give it its rows")
+
+
+def _reads_nothing(path: Path) -> bool:
+    """The file gives no byte; one that cannot be read is left to the reader, which says so."""
+    try:
+        with path.open("rb") as handle:
+            return handle.read(1) == b""
+    except OSError:
+        return False
 
 
 def _read_delimited(path: Path, source: SplitSource, encoding: str) -> RawSplit:

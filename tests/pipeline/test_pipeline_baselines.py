@@ -132,3 +132,17 @@ def test_baseline_jobs_are_named_by_their_settings(tmp_path, tiny_model):
     mt_a = plan_baselines(load_config(path, ["baselines.system_training.mt-a.max_epochs=5"]))
     moved = {j.system for j, k in zip(jobs, mt_a, strict=True) if j.job_id != k.job_id}
     assert moved == {"mt-a", "fusion-mt-a"}  # the fusion over MT-A depends on MT-A's settings
+
+
+def test_an_edited_data_file_renames_the_jobs_that_read_it(tmp_path, tiny_model):
+    path = write_config(tmp_path, _document(tmp_path, tiny_model))
+    before = {j.system: j.job_id for j in plan_baselines(load_config(path))}
+    with open(tmp_path / "data" / "water_train.tsv", "a") as handle:
+        handle.write("the river runs to the sea\tyes\n")
+    after = {j.system: j.job_id for j in plan_baselines(load_config(path))}
+    # water is an adapter task, not a baseline task: only the MT-A jobs read it
+    assert {s for s in before if before[s] != after[s]} == {"mt-a", "fusion-mt-a"}
+    with open(tmp_path / "data" / "fruit_dev.tsv", "a") as handle:
+        handle.write("a ripe pear\tyes\n")
+    last = {j.system: j.job_id for j in plan_baselines(load_config(path))}
+    assert all(after[s] != last[s] for s in after)  # every job reads fruit

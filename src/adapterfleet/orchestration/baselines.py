@@ -11,7 +11,8 @@ and seed (the runs `adapterfleet report` reads):
   MT-A's base model; it waits for its seed's MT-A job (Ray passes that job's result).
 
 A job checkpoints every epoch under `<storage>/baselines/<job id>/` and logs each epoch once; a
-re-run skips every job whose run finished for the same settings (the job id names them) and
+re-run skips every job whose run finished for the same settings and data (the job id names them:
+the content of the tasks' local files counts, so an edited file trains its jobs again) and
 resumes the others after their newest finished epoch.
 """
 
@@ -50,7 +51,7 @@ from adapterfleet.training import (
 from adapterfleet.training.modes import (
     RUN_FILE,
 )
-from adapterfleet.tuning.spec import RAY_DIR
+from adapterfleet.tuning.spec import RAY_DIR, data_sha256
 from adapterfleet.tuning.workers import TRAIN_DIR, fit_on_workers
 
 MT_A_KIND = "mt-a"  # the joint training run of MT-A; its per-task results are `baseline` runs
@@ -98,6 +99,7 @@ def plan_baselines(config: PipelineConfig) -> list[BaselineJob]:
     stage = config.baselines
     common = {"base_model": config.base_model, "max_length": config.max_length}
     mt_tasks = config.adapter_tasks
+    data = {t: data_sha256(config, t) for t in {*mt_tasks, *stage.tasks}}  # None: a hub dataset
     mt_keys = {
         seed: _digest(
             {
@@ -105,6 +107,7 @@ def plan_baselines(config: PipelineConfig) -> list[BaselineJob]:
                 "system": "mt-a",
                 "seed": seed,
                 "tasks": {t: config.tasks[t].to_mapping() for t in mt_tasks},
+                "data": {t: data[t] for t in mt_tasks},
                 "reduction_factor": stage.reduction_factor,
                 "training": _settings(stage.training_for("mt-a")),
             }
@@ -123,6 +126,7 @@ def plan_baselines(config: PipelineConfig) -> list[BaselineJob]:
                     "system": system,
                     "seed": seed,
                     "task": config.tasks[task].to_mapping(),
+                    "data": data[task],
                     "training": _settings(stage.training_for(system, task)),
                 }
                 if system == "st-a-houlsby":

@@ -22,12 +22,14 @@ from adapterfleet.registry import (
 from adapterfleet.registry import descriptions as notes
 from adapterfleet.registry.tags import TAG_LINEAGE, TAG_LINEAGE_KEY
 from adapterfleet.training.config import TrainConfig
-from adapterfleet.tuning.spec import TAG_BASE_MODEL
+from adapterfleet.tuning.spec import TAG_BASE_MODEL, data_sha256
 
 
 def lineage_key(config: PipelineConfig, target: str, versions: dict[str, ModelVersionInfo]) -> str:
-    """Identifies a fusion by what it was trained from: adapter versions + hashes + settings."""
-    payload = {
+    """Identifies a fusion by what it was trained from: adapter versions + hashes + settings, and
+    the content of the target's data files where no fused adapter stands for it (a target that
+    fuses its own adapter has its data in that adapter's version; its keys stay as they were)."""
+    payload: dict[str, object] = {
         "target": target,
         "task": config.tasks[target].to_mapping(),
         "base_model": config.base_model,
@@ -35,6 +37,9 @@ def lineage_key(config: PipelineConfig, target: str, versions: dict[str, ModelVe
         "training": _result_settings(config.fusion.training_for(target)),
         "adapters": {t: [v.version, v.sha256] for t, v in sorted(versions.items())},
     }
+    data = None if target in versions else data_sha256(config, target)
+    if data is not None:
+        payload["data"] = data
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 

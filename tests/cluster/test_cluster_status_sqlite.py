@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -24,6 +25,7 @@ from adapterfleet.registry import (
     fusion_model_name,
     register_version,
 )
+from adapterfleet.registry.interrupted import clear_interrupted, mark_interrupted
 from adapterfleet.registry.tags import TAG_KIND, TAG_SEED, TAG_STOPPED_EARLY, TAG_SYSTEM
 from adapterfleet.results.status import StatusPlan, pipeline_status, status_by_name
 
@@ -267,3 +269,38 @@ def test_status_shows_the_baselines_per_system_and_task(tmp_path: Path) -> None:
         status_by_name(config.name, store.uri).baselines
         == pipeline_status(config, config.tracking_uri).baselines
     )
+
+
+def test_runs_ctrl_c_left_running_are_interrupted_until_the_next_run(
+    populated: tuple[PipelineConfig, Store],
+) -> None:
+    """Ctrl-C leaves the runs it stopped RUNNING (the next run reopens them); with the mark it
+    leaves on the experiment, `status` counts them pending and says so in one line."""
+    config, store = populated
+    for run in store.client.search_runs([store.experiment], "tags.`adapterfleet.kind` = 'fusion'"):
+        if TAG_TASK not in run.data.tags:  # the run the fixture registered fusion b from
+            store.client.set_terminated(run.info.run_id, "FINISHED")
+    assert mark_interrupted(store.uri, config.name)
+    status = pipeline_status(config, config.tracking_uri)
+    tasks = {t.task: t for t in status.tasks}
+    assert (tasks["a"].running, tasks["a"].pending, tasks["a"].failed) == (0, 20, 20)
+    assert (tasks["d"].running, tasks["d"].pending) == (0, 100)
+    assert {f.target: f.state for f in status.fusions}["d"] == "interrupted"
+    line = status.render().splitlines()[1]
+    assert re.fullmatch(
+        r"interrupted \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC: 120 trials, 1 fusion stopped mid-way "
+        r"\(counted as pending\); run the same command again to continue",
+        line,
+    ), line
+    assert status_by_name(config.name, store.uri).interrupted == status.interrupted
+
+    clear_interrupted(store.uri, store.experiment)  # what the next run does first
+    again = pipeline_status(config, config.tracking_uri)
+    assert {t.task: t.running for t in again.tasks}["a"] == 20 and not again.interrupted
+    assert "interrupted" not in again.render()
+
+
+def test_a_mark_is_not_written_where_there_is_no_store(tmp_path: Path) -> None:
+    config = write_config(tmp_path, "")
+    assert not mark_interrupted(config.tracking_uri, config.name)
+    assert not (tmp_path / "store").exists()

@@ -5,6 +5,7 @@ task, one registered version per task, and no epoch trained twice."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -144,6 +145,10 @@ def test_ctrl_c_mid_sweep_is_one_line_and_the_same_command_continues(
         "command again to continue (or: adapterfleet sweep resume CONFIG)"
     ], output[-3000:]
     assert output.rstrip().splitlines()[-1] == said[0], output[-3000:]  # no worker line after
+    status = _status(command[0], config_path, env)  # the stopped trials are not running
+    assert re.search(r"^interrupted .+ UTC: [1-4] trials? stopped mid-way", status, re.M), status
+    rows = [line.split() for line in status.splitlines()]
+    assert [r[3] for r in rows if r[:1] in (["fruit"], ["water"])] == ["0", "0"], status  # RUN
 
     again = subprocess.run(
         command, capture_output=True, text=True, env=env, timeout=RESUME_DEADLINE_S
@@ -158,3 +163,13 @@ def test_ctrl_c_mid_sweep_is_one_line_and_the_same_command_continues(
         assert steps == list(range(1, EPOCHS + 1)), (run.info.run_name, steps)
     for task in ("fruit", "water"):
         assert version_numbers(uri, f"tinysweep.adapter.{task}") == [1]
+    assert "interrupted" not in _status(command[0], config_path, env)  # the run took it off
+
+
+def _status(adapterfleet: str, config_path: Path, env: dict[str, str]) -> str:
+    shown = subprocess.run(
+        [adapterfleet, "status", "-c", str(config_path)], capture_output=True, text=True, env=env,
+        timeout=120,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    return shown.stdout

@@ -5,12 +5,15 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
 from adapterfleet.errors import UserError
 from adapterfleet.masking import mask
+
+if TYPE_CHECKING:
+    from adapterfleet.config import PipelineConfig
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -40,15 +43,18 @@ def fail_cleanly(command: F) -> F:
 
 
 @contextmanager
-def resumable(kept: str) -> Iterator[None]:
+def resumable(kept: str, config: PipelineConfig | None = None) -> Iterator[None]:
     """Ctrl-C in the block: one line, `interrupted: <kept>`, and exit 130 (the shell's code for
-    SIGINT) instead of a traceback from wherever the driver was."""
+    SIGINT) instead of a traceback from wherever the driver was; `config`'s experiment is
+    marked interrupted for `status`."""
     try:
         yield
     except KeyboardInterrupt:
-        from adapterfleet.orchestration.sweep import stop_ray
+        from adapterfleet.orchestration.sweep import note_interrupted, stop_ray
 
         stop_ray()  # a worker's late line ("Checkpoint successfully created") came after ours
+        if config is not None:
+            note_interrupted(config)
         typer.secho(f"interrupted: {kept}", err=True, fg=typer.colors.YELLOW)
         raise typer.Exit(130) from None
 

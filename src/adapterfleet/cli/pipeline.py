@@ -71,7 +71,7 @@ def run(
     level = output_level(verbose, quiet)
     at_least(num_cpus, 1, "--num-cpus")
     cfg = load(config, set_, budget)
-    with resumable(KEPT), progress_say(level, typer.echo, f"pipeline {cfg.name}") as say:
+    with resumable(KEPT, cfg), progress_say(level, typer.echo, f"pipeline {cfg.name}") as say:
         summary = run_pipeline(
             cfg,
             resume=True if resume else None,
@@ -109,7 +109,7 @@ def sweep_resume(
     level = output_level(verbose, quiet)
     at_least(num_cpus, 1, "--num-cpus")
     cfg = load(chosen_config(config_arg, config), set_, budget)
-    with resumable(KEPT), progress_say(level, typer.echo, f"sweep {cfg.name}") as say:
+    with resumable(KEPT, cfg), progress_say(level, typer.echo, f"sweep {cfg.name}") as say:
         registered = resume_sweep(
             cfg, ray_address=address, num_cpus=num_cpus, progress=say, level=level
         )

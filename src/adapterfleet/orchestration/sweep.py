@@ -23,6 +23,7 @@ from adapterfleet.registry import (
     open_sweep_run,
 )
 from adapterfleet.registry.descriptions import TAG_NOTE
+from adapterfleet.registry.interrupted import clear_interrupted, mark_interrupted
 from adapterfleet.registry.store import check_store, login_env, missing_store
 from adapterfleet.training import end_quietly
 from adapterfleet.tuning.plan import check_resumable, plan_sweep
@@ -71,6 +72,12 @@ def stop_ray() -> None:
     lines its workers still print come before the caller's last words, not after them."""
     if "ray" in sys.modules and sys.modules["ray"].is_initialized():
         sys.modules["ray"].shutdown()
+
+
+def note_interrupted(config: PipelineConfig) -> None:
+    """After Ctrl-C: tag the pipeline's experiment, so that `status` calls the runs it stopped
+    interrupted rather than running (they stay RUNNING until the next run reopens them)."""
+    mark_interrupted(config.tracking_uri, config.name)
 
 
 def check_ray_address(address: str, timeout_s: float = 5.0) -> None:
@@ -125,6 +132,7 @@ def run_adapter_stage(
         if resume and missing_store(uri) is not None:  # refused before the store is created
             check_resumable(config, uri)
         experiment_id = ensure_experiment(uri, config.name)
+        clear_interrupted(uri, experiment_id)  # its runs are running again
         plan = plan_sweep(config, uri, experiment_id, resume=resume)
         for task, info in plan.registered.items():
             progress(f"task {task}: already registered as {info.name} v{info.version}, skipped")

@@ -59,7 +59,7 @@ from adapterfleet.results.report_render import (
     missing_notes,
     table1,
 )
-from adapterfleet.results.status import TAG_PLAN, StatusPlan
+from adapterfleet.results.status_plan import TAG_PLAN, StatusPlan
 
 TABLE_FILE = "table1.md"
 FIGURE_FILE = "figure4.png"

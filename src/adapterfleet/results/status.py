@@ -8,10 +8,10 @@ and the registered adapter; per fusion target: the registered fusion or what it 
 
 from __future__ import annotations
 
-import json
 import time
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 
 from adapterfleet.config import PipelineConfig
 from adapterfleet.config.task_metrics import higher_is_better
@@ -19,106 +19,17 @@ from adapterfleet.registry import (
     ModelVersionInfo,
     RegistryError,
     RunRecord,
-    experiment_runs,
     list_models,
     safe_uri,
 )
+from adapterfleet.registry.interrupted import interrupted_at
 from adapterfleet.registry.status import FAILED, RUNNING, experiment_runs_and_tags
 from adapterfleet.registry.status import experiment_names as experiments_in
 from adapterfleet.results.formats import metric_label, number_from_tag, version_label
+from adapterfleet.results.status_plan import StatusPlan
 
 BEST_ALIAS = "best"
-TAG_PLAN = "adapterfleet.pipeline"  # experiment tag: the StatusPlan as JSON
-_MAX_TAG_CHARS = 5000  # MLflow's limit for an experiment tag value
-
-
-@dataclass(frozen=True)
-class StatusPlan:
-    """What `status` needs to know of a pipeline: from its config, or (for `status NAME`) from
-    the tag `adapterfleet run` sets on the pipeline's experiment."""
-
-    name: str
-    prefix: str
-    metric: str
-    trials_per_task: int
-    tasks: tuple[str, ...]  # swept tasks, in config order
-    targets: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    baselines: dict[str, tuple[str, ...]] = field(default_factory=dict)  # system -> its tasks
-    baseline_seeds: int = 0
-    task_trials: dict[str, int] = field(default_factory=dict)  # tasks with a grid of their own
-    task_metrics: dict[str, str] = field(default_factory=dict)  # tasks selected on another metric
-
-    def metric_for(self, task: str) -> str:
-        """The metric `task` is selected on: its own (a regression task's pearson), else
-        `metric`."""
-        return self.task_metrics.get(task, self.metric)
-
-    @classmethod
-    def from_config(cls, config: PipelineConfig) -> StatusPlan:
-        stage = config.baselines
-        metric = config.adapters.training.metric
-        metrics = {t: config.adapters.training_for(t).metric for t in config.tasks}
-        return cls(
-            name=config.name,
-            prefix=config.registry_prefix or config.name,
-            metric=metric,
-            task_metrics={t: m for t, m in metrics.items() if m != metric},
-            trials_per_task=_grid_size(config),
-            tasks=tuple(config.adapter_tasks),
-            task_trials={
-                task: _grid_size(config, task)
-                for task in config.adapters.task_grid
-                if task in config.adapter_tasks
-            },
-            targets={t: tuple(s) for t, s in config.fusion.targets.items()},
-            baselines={
-                system: tuple(config.adapter_tasks if system == "mt-a" else stage.tasks)
-                for system in stage.systems
-            },
-            baseline_seeds=len(stage.seeds) if stage.systems else 0,
-        )
-
-    def to_tags(self) -> dict[str, str]:
-        """The experiment tag; empty when the plan is too large for one (fleets of hundreds of
-        tasks): `status NAME` then lists the tasks it finds in the runs."""
-        plan = {
-            "prefix": self.prefix,
-            "metric": self.metric,
-            "trials_per_task": self.trials_per_task,
-            "tasks": list(self.tasks),
-            "targets": {t: list(s) for t, s in self.targets.items()},
-        }
-        if self.task_trials:
-            plan["task_trials"] = self.task_trials
-        if self.task_metrics:
-            plan["task_metrics"] = self.task_metrics
-        if self.baselines:
-            plan["baselines"] = {s: list(t) for s, t in self.baselines.items()}
-            plan["baseline_seeds"] = self.baseline_seeds
-        text = json.dumps(plan, separators=(",", ":"))
-        return {TAG_PLAN: text} if len(text) <= _MAX_TAG_CHARS else {}
-
-    @classmethod
-    def from_tags(
-        cls, name: str, tags: Mapping[str, str], records: Sequence[RunRecord]
-    ) -> StatusPlan:
-        found = tuple(dict.fromkeys(r.task for r in records if r.kind == "sweep" and r.task))
-        try:
-            plan = json.loads(tags.get(TAG_PLAN, "{}"))
-        except json.JSONDecodeError:
-            plan = {}
-        return cls(
-            name=name,
-            prefix=str(plan.get("prefix", name)),
-            metric=str(plan.get("metric", "accuracy")),
-            trials_per_task=int(plan.get("trials_per_task", 0)),
-            tasks=tuple(plan.get("tasks", found)),
-            task_trials={t: int(n) for t, n in plan.get("task_trials", {}).items()},
-            task_metrics={t: str(m) for t, m in plan.get("task_metrics", {}).items()},
-            targets={t: tuple(s) for t, s in plan.get("targets", {}).items()},
-            baselines={s: tuple(t) for s, t in plan.get("baselines", {}).items()},
-            baseline_seeds=int(plan.get("baseline_seeds", 0)),
-        )
+INTERRUPTED = "INTERRUPTED"  # the status `status` gives a run that Ctrl-C left RUNNING
 
 
 @dataclass(frozen=True)
@@ -181,12 +92,15 @@ class PipelineStatus:
     elapsed_s: float = 0.0
     baselines: tuple[BaselineStatus, ...] = ()
     metric: str = "accuracy"
+    interrupted: str = ""  # what Ctrl-C stopped, when the last run ended so
 
     def render(self) -> str:
         """A compact plain-text table."""
         lines = [f"pipeline {self.name}  (tracking {safe_uri(self.tracking_uri)})"]
         if not self.experiment_found:
             lines.append("no runs yet (experiment not found)")
+        if self.interrupted:
+            lines.append(self.interrupted)
         task_rows = [("TASK", "DONE", "STOP", "RUN", "FAIL", "PEND", "BEST", "ADAPTER")]
         for t in self.tasks:
             best = metric_label(t.best, t.metric)
@@ -240,27 +154,30 @@ def status_by_name(name: str, tracking_uri: str) -> PipelineStatus:
         )
     records, tags = found
     plan = StatusPlan.from_tags(name, tags, records)
-    return plan_status(plan, tracking_uri, records, started)
+    return plan_status(plan, tracking_uri, (records, tags), started)
 
 
 def plan_status(
     plan: StatusPlan,
     uri: str,
-    records: Sequence[RunRecord] | None = None,
+    found: tuple[Sequence[RunRecord], Mapping[str, str]] | None = None,
     started: float | None = None,
 ) -> PipelineStatus:
+    """`found`: the experiment's runs and tags, read here when not given."""
     started = time.perf_counter() if started is None else started
-    runs = experiment_runs(uri, plan.name) if records is None else list(records)
+    found = experiment_runs_and_tags(uri, plan.name) if found is None else found
+    runs, tags = (None, {}) if found is None else (list(found[0]), found[1])
     adapters = _by_task(list_models(uri, plan.prefix, "adapter")) if runs is not None else {}
     fusions = _by_task(list_models(uri, plan.prefix, "fusion")) if runs is not None else {}
-    found = runs or []
-    tasks = tuple(_task_status(plan, t, found, adapters.get(t)) for t in _tasks(plan))
+    stopped_at = interrupted_at(tags)
+    records = [_stopped(r) for r in runs or []] if stopped_at is not None else runs or []
+    tasks = tuple(_task_status(plan, t, records, adapters.get(t)) for t in _tasks(plan))
     fusion_rows = tuple(
-        _fusion_status(target, sources, adapters, fusions.get(target), found)
+        _fusion_status(target, sources, adapters, fusions.get(target), records)
         for target, sources in plan.targets.items()
     )
     baselines = tuple(
-        _baseline_status(plan, system, task, found)
+        _baseline_status(plan, system, task, records)
         for system, names in plan.baselines.items()
         for task in names
     )
@@ -273,7 +190,31 @@ def plan_status(
         elapsed_s=time.perf_counter() - started,
         baselines=baselines,
         metric=plan.metric,
+        interrupted=_interruption(stopped_at, records),
     )
+
+
+def _stopped(run: RunRecord) -> RunRecord:
+    """A run Ctrl-C left RUNNING: interrupted, counted neither running nor failed (pending)."""
+    return replace(run, status=INTERRUPTED) if run.status in RUNNING else run
+
+
+def _interruption(at: float | None, records: Sequence[RunRecord]) -> str:
+    """The line that says what Ctrl-C stopped, or "" when the pipeline was not interrupted."""
+    if at is None:
+        return ""
+    kinds = {"trial": "trial", "fusion": "fusion", "baseline": "baseline", "mt-a": "MT-A run"}
+    stopped_runs = {
+        (r.kind, r.trial_id or r.run_id)  # a trial reopened by a resume counts once
+        for r in records
+        if r.status == INTERRUPTED and r.kind in kinds
+    }
+    counts = Counter(kind for kind, _ in stopped_runs)
+    counted = [(kinds[kind], counts[kind]) for kind in kinds if counts[kind]]
+    what = ", ".join(f"{n} {kind}{'s' if n > 1 else ''}" for kind, n in counted)
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at))
+    stopped = f": {what} stopped mid-way (counted as pending)" if what else ""
+    return f"interrupted {when}{stopped}; run the same command again to continue"
 
 
 def _tasks(plan: StatusPlan) -> tuple[str, ...]:
@@ -285,16 +226,6 @@ def _tasks(plan: StatusPlan) -> tuple[str, ...]:
 
 def _by_task(infos: Iterable[ModelVersionInfo]) -> dict[str, ModelVersionInfo]:
     return {info.task: info for info in infos if info.task}
-
-
-def _grid_size(config: PipelineConfig, task: str | None = None) -> int:
-    """Trials per task (`task`'s own grid where given): the grid's points, or the searcher's
-    `num_samples`."""
-    stage = config.adapters
-    if stage.search != "grid":
-        return stage.num_samples
-    points = stage.grid_for(task)
-    return len(points.reduction_factors) * len(points.learning_rates) * len(stage.seeds)
 
 
 def task_trials(records: Sequence[RunRecord], task: str) -> list[RunRecord]:
@@ -391,6 +322,8 @@ def _fusion_status(
     latest = max(runs, key=lambda r: r.start_time, default=None)
     if latest is not None and latest.status in RUNNING:
         return FusionStatus(target, sources, "training")
+    if latest is not None and latest.status == INTERRUPTED:
+        return FusionStatus(target, sources, "interrupted")
     if latest is not None and latest.status in FAILED:
         return FusionStatus(target, sources, f"failed (run {latest.run_id})")
     return FusionStatus(target, sources, "not started")

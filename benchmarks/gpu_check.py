@@ -34,7 +34,9 @@ need Ray and MLflow (pipeline, predict, ddp) say so and are skipped where those 
 On a machine without the packaged MiniLM, `--base-model DIR` gives the pipeline another base (a
 saved encoder with its tokenizer; seq-packing and widths time random weights of MiniLM's and
 BERT-base's shapes anyway); without ../shared/data/glue, `--tokens FILE` gives them and fit the
-token ids that `python -m benchmarks.packing --save-tokens FILE --examples 2490` wrote.
+token ids that `python -m benchmarks.packing --save-tokens FILE --examples 2490` wrote. Where
+the GPU machine has torch but neither Ray nor MLflow nor a package index,
+`benchmarks/gpu_bundle.py` packs them to travel and `benchmarks/gpu_remote.sh` runs this there.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -95,18 +96,23 @@ def test_a_killed_driver_resumes_without_redoing_work(tiny_model: Path, tmp_path
         assert f"REGISTERED {task} {name} v1 {best.sha256}" in output
 
 
-def test_ctrl_c_mid_sweep_is_one_line_and_the_same_command_continues(
-    tiny_model: Path, tmp_path: Path
-) -> None:
-    """Ctrl-C (SIGINT to the terminal's foreground group) during `adapterfleet run` went to
-    Tune's handler, which ended fit() early, and the driver died in a 70-line traceback over
-    results of trials that never started. Now: `interrupted: ...`, exit 130, and the same
-    command again finishes the sweep without a second run of any trial."""
+@dataclass
+class Interrupted:
+    command: list[str]
+    config_path: Path
+    env: dict[str, str]
+    marker: str
+    returncode: int
+    output: str
+
+
+def _interrupt_mid_sweep(tiny_model: Path, tmp_path: Path, sig: signal.Signals) -> Interrupted:
+    """`adapterfleet run` of two tasks, sent `sig` once a trial has finished an epoch: SIGINT
+    to its process group (Ctrl-C in a terminal), SIGTERM to the driver alone (`kill PID`)."""
     document = config_document(tmp_path, tiny_model)
     document["adapters"]["training"]["max_epochs"] = EPOCHS
     document["resources"] = {"cpu": 2}
     config_path = write_config(tmp_path, document)
-    storage = tmp_path / "runs"
     marker = f"ADAPTERFLEET_KILL_TEST={uuid.uuid4().hex}"
     env = {
         **os.environ,
@@ -126,18 +132,33 @@ def test_ctrl_c_mid_sweep_is_one_line_and_the_same_command_continues(
         )  # fmt: skip
         deadline = time.monotonic() + START_DEADLINE_S
         try:
-            while _first_checkpoint(storage) is None:
+            while _first_checkpoint(tmp_path / "runs") is None:
                 assert driver.poll() is None, (tmp_path / "driver1.log").read_text()[-3000:]
                 assert time.monotonic() < deadline, "no trial finished an epoch in time"
                 time.sleep(0.05)
-            os.killpg(driver.pid, signal.SIGINT)
+            if sig == signal.SIGINT:
+                os.killpg(driver.pid, sig)
+            else:
+                os.kill(driver.pid, sig)
             driver.wait(timeout=120)
         finally:
             if driver.poll() is None:
                 os.killpg(driver.pid, signal.SIGKILL)
             end_all(marker, grace_s=30)
     output = (tmp_path / "driver1.log").read_text()
-    assert driver.returncode == 130, output[-3000:]
+    return Interrupted(command, config_path, env, marker, driver.returncode, output)
+
+
+def test_ctrl_c_mid_sweep_is_one_line_and_the_same_command_continues(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    """Ctrl-C (SIGINT to the terminal's foreground group) during `adapterfleet run` went to
+    Tune's handler, which ended fit() early, and the driver died in a 70-line traceback over
+    results of trials that never started. Now: `interrupted: ...`, exit 130, and the same
+    command again finishes the sweep without a second run of any trial."""
+    stop = _interrupt_mid_sweep(tiny_model, tmp_path, signal.SIGINT)
+    output = stop.output
+    assert stop.returncode == 130, output[-3000:]
     assert "Traceback" not in output, output[-3000:]
     said = [line for line in output.splitlines() if line.startswith("interrupted")]
     assert said == [
@@ -145,17 +166,17 @@ def test_ctrl_c_mid_sweep_is_one_line_and_the_same_command_continues(
         "command again to continue (or: adapterfleet sweep resume CONFIG)"
     ], output[-3000:]
     assert output.rstrip().splitlines()[-1] == said[0], output[-3000:]  # no worker line after
-    status = _status(command[0], config_path, env)  # the stopped trials are not running
+    status = _status(stop)  # the stopped trials are not running
     assert re.search(r"^interrupted .+ UTC: [1-4] trials? stopped mid-way", status, re.M), status
     rows = [line.split() for line in status.splitlines()]
     assert [r[3] for r in rows if r[:1] in (["fruit"], ["water"])] == ["0", "0"], status  # RUN
 
     again = subprocess.run(
-        command, capture_output=True, text=True, env=env, timeout=RESUME_DEADLINE_S
+        stop.command, capture_output=True, text=True, env=stop.env, timeout=RESUME_DEADLINE_S
     )
-    end_all(marker, grace_s=10)
+    end_all(stop.marker, grace_s=10)
     assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
-    uri = default_tracking_uri(storage)
+    uri = default_tracking_uri(tmp_path / "runs")
     trial_runs = runs_of(uri, "trial")
     assert len(trial_runs) == 4 and all(r.info.status == "FINISHED" for r in trial_runs)
     for run in trial_runs:  # each epoch once: the interrupted trials went on from a checkpoint
@@ -163,13 +184,26 @@ def test_ctrl_c_mid_sweep_is_one_line_and_the_same_command_continues(
         assert steps == list(range(1, EPOCHS + 1)), (run.info.run_name, steps)
     for task in ("fruit", "water"):
         assert version_numbers(uri, f"tinysweep.adapter.{task}") == [1]
-    assert "interrupted" not in _status(command[0], config_path, env)  # the run took it off
+    assert "interrupted" not in _status(stop)  # the run took it off
 
 
-def _status(adapterfleet: str, config_path: Path, env: dict[str, str]) -> str:
-    shown = subprocess.run(
-        [adapterfleet, "status", "-c", str(config_path)], capture_output=True, text=True, env=env,
-        timeout=120,
-    )  # fmt: skip
+def test_sigterm_mid_sweep_stops_as_ctrl_c_does(tiny_model: Path, tmp_path: Path) -> None:
+    """SIGTERM (`kill`, `ray job stop`, a preempted node) to the driver printed the stack dump
+    of Ray's core worker (`*** SIGTERM received at time=...`) and ended with no word of what was
+    kept. Now it stops as Ctrl-C does: one line, exit 143, the experiment marked interrupted."""
+    stop = _interrupt_mid_sweep(tiny_model, tmp_path, signal.SIGTERM)
+    output = stop.output
+    assert stop.returncode == 143, output[-3000:]
+    assert "SIGTERM received" not in output and "Traceback" not in output, output[-3000:]
+    assert output.rstrip().splitlines()[-1] == (
+        "interrupted by SIGTERM: finished epochs, trials and registered versions are kept; run "
+        "the same command again to continue (or: adapterfleet sweep resume CONFIG)"
+    ), output[-3000:]
+    assert re.search(r"^interrupted .+ UTC", _status(stop), re.M)
+
+
+def _status(stop: Interrupted) -> str:
+    command = [stop.command[0], "status", "-c", str(stop.config_path)]
+    shown = subprocess.run(command, capture_output=True, text=True, env=stop.env, timeout=120)
     assert shown.returncode == 0, shown.stdout + shown.stderr
     return shown.stdout

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import functools
+import signal
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from types import FrameType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
@@ -42,21 +45,36 @@ def fail_cleanly(command: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (`ray job stop`, a scheduler's preemption, `kill`), raised in the main thread
+    where Ctrl-C raises KeyboardInterrupt, so that both stop the same way."""
+
+
+def _terminated(signum: int, frame: FrameType | None) -> None:
+    raise Terminated
+
+
 @contextmanager
 def resumable(kept: str, config: PipelineConfig | None = None) -> Iterator[None]:
-    """Ctrl-C in the block: one line, `interrupted: <kept>`, and exit 130 (the shell's code for
-    SIGINT) instead of a traceback from wherever the driver was; `config`'s experiment is
-    marked interrupted for `status`."""
+    """Ctrl-C or SIGTERM in the block: one line, `interrupted: <kept>`, and exit 130 (143 for
+    SIGTERM: the shell's codes) instead of a traceback from wherever the driver was; `config`'s
+    experiment is marked interrupted for `status`."""
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminated) if main else None
     try:
         yield
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
         from adapterfleet.orchestration.sweep import note_interrupted, stop_ray
 
         stop_ray()  # a worker's late line ("Checkpoint successfully created") came after ours
         if config is not None:
             note_interrupted(config)
-        typer.secho(f"interrupted: {kept}", err=True, fg=typer.colors.YELLOW)
-        raise typer.Exit(130) from None
+        by = " by SIGTERM" if isinstance(stop, Terminated) else ""
+        typer.secho(f"interrupted{by}: {kept}", err=True, fg=typer.colors.YELLOW)
+        raise typer.Exit(143 if by else 130) from None
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
 def error_line(error: BaseException) -> str:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
 import sys
+import threading
 from collections.abc import Callable, Iterable
 
 from adapterfleet.config import ConfigError, PipelineConfig
@@ -35,7 +37,8 @@ def ensure_ray(address: str | None, num_cpus: int | None, log_level: int | None 
     cluster of RAY_ADDRESS (as inside a submitted job), else a new local Ray of this process,
     never some other cluster that happens to run on the machine. Nothing if Ray is running.
     `log_level`: of the driver's "ray" logger (None: Ray's INFO); below INFO, what Ray logs
-    while it starts (its INFO lines, its notices) stays in its log files."""
+    while it starts (its INFO lines, its notices) stays in its log files. A SIGTERM handler of
+    this process's own (the CLI's: stop as on Ctrl-C) stays in place of Ray's."""
     import ray
 
     if ray.is_initialized():
@@ -50,6 +53,7 @@ def ensure_ray(address: str | None, num_cpus: int | None, log_level: int | None 
         check_ray_address(str(address))
     # the workers of a cluster joined from here do not inherit this process's MLflow login
     login = login_env() if joined else {}
+    ours = signal.getsignal(signal.SIGTERM) if _main_thread() else None
     ray.init(
         address="local" if local else address,
         include_dashboard=False,
@@ -57,8 +61,14 @@ def ensure_ray(address: str | None, num_cpus: int | None, log_level: int | None 
         logging_level=logging.INFO if log_level is None else max(log_level, logging.ERROR),
         runtime_env={"env_vars": login} if login else None,
     )
+    if callable(ours):  # Ray's exits at once, after its core worker's stack dump
+        signal.signal(signal.SIGTERM, ours)
     if log_level is not None:
         logging.getLogger("ray").setLevel(log_level)
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
 
 
 def ray_initialized() -> bool:

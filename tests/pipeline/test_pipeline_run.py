@@ -224,6 +224,22 @@ def test_fuse_wait_started_first_trains_once_another_job_registers_the_adapters(
     assert version_numbers(uri, "tinysweep.fusion.fruit") == [1]
     version = mlflow_client(uri).get_model_version("tinysweep.fusion.fruit", "1")
     assert version.tags["seed"] == "5"  # --seed: that seed alone, whatever fusion.seeds says
+    assert "was not trained for" not in output
+
+    # fuse takes @best as it is, and says which adapter another config's sweep would retrain
+    with open(tmp_path / "data" / "water_train.tsv", "a") as handle:
+        handle.write("the tide came in\tyes\n")
+    again = subprocess.run(
+        [sys.executable, "-m", "adapterfleet.cli.app", "fuse", "-c", str(path), "--target",
+         "fruit", "--wait", "--seed", "5"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert (
+        "fusion fruit: water v1 (@best) was not trained for this config's adapter settings and "
+        "data (another sweep, an edited data file or an import); fusing it all the same"
+    ) in again.stdout, again.stdout
+    assert "fruit v1 (@best) was not" not in again.stdout
 
 
 def test_only_a_cpu_fusion_over_every_swept_task_starts_with_the_pipeline(tmp_path, tiny_model):

@@ -114,6 +114,8 @@ def run_fusion_job(
     )  # fmt: skip
     waited = time.time() - started
     versions = {names[n]: info for n, info in found.items()}
+    if not current_only:
+        _say_not_current(config, target, versions, say)
     seeds = seed_configs(config)
     if len(seeds) == 1:
         outcome = _fusion_for_seed(config, target, uri, experiment_id, versions, waited, say)
@@ -131,6 +133,20 @@ def run_fusion_job(
         f"(seed {best.version.tags.get(TAG_SEED)}, {metric} {best.dev_metrics.get(metric, 0):.4f})"
     )
     return point_best(uri, best, metric)
+
+
+def _say_not_current(
+    config: PipelineConfig, target: str, versions: dict[str, ModelVersionInfo], say: Say
+) -> None:
+    """`fuse --wait` takes each adapter's `best` as it is: say which were not trained for the
+    config's adapter settings and data (a sweep of it would train them anew)."""
+    for task, info in sorted(versions.items()):
+        if not is_current(info, current_keys(config, task)):
+            say(
+                f"fusion {target}: {task} v{info.version} (@best) was not trained for this "
+                "config's adapter settings and data (another sweep, an edited data file or an "
+                "import); fusing it all the same"
+            )
 
 
 def point_best(uri: str, outcome: FusionOutcome, metric: str) -> FusionOutcome:

@@ -141,3 +141,17 @@ def test_multiple_choice_rows_hold_one_sequence_per_choice(
         tokenize_task(task, tokenizer, 32, tmp_path / "c").train.input_ids[1][2]
         == (tokenizer("Fire is very", "wet")["input_ids"])
     )
+
+
+def test_the_share_of_rows_cut_at_max_length_is_said(tmp_path, write_config, tokenizer) -> None:
+    from adapterfleet.tuning.sweep import cut_note
+
+    task = _pair_task(tmp_path, write_config, ROWS)
+    cut = tokenize_task(task, tokenizer, 16, tmp_path / "cache")
+    assert cut.cut_share == pytest.approx(1 / 3)  # the LONG row
+    assert cut_note(cut) == (
+        "; 33% of the training rows are cut at max_length 16 (a larger max_length keeps their "
+        "ends, at more time per step)"
+    )
+    whole = tokenize_task(task, tokenizer, 64, tmp_path / "cache")
+    assert whole.cut_share == 0 and cut_note(whole) == ""

@@ -77,6 +77,13 @@ class TokenizedTask:
     def num_labels(self) -> int:
         return len(self.label_names)
 
+    @property
+    def cut_share(self) -> float:
+        """The share of training rows that reach `max_length` tokens: cut there (a row of
+        exactly that length counts too, which is rare)."""
+        lengths = self.train.lengths
+        return sum(n >= self.max_length for n in lengths) / len(lengths) if lengths else 0.0
+
 
 def tokenize_task(
     task_data: TaskData,

@@ -20,7 +20,7 @@ import ray.tune
 from adapterfleet.adapters import load_tokenizer
 from adapterfleet.config import PipelineConfig
 from adapterfleet.console import Say
-from adapterfleet.data import load_task, tokenize_task
+from adapterfleet.data import TokenizedTask, load_task, tokenize_task
 from adapterfleet.registry import MlflowRunLogger, ModelVersionInfo
 from adapterfleet.tuning.plan import SweepPlan, set_aside, write_meta
 from adapterfleet.tuning.progress import Note
@@ -44,6 +44,7 @@ from adapterfleet.tuning.trial import make_trainable
 
 DEFAULT_MAX_FAILURES = 2
 DRIVER_MEMORY = 256 * 2**20  # bytes a multi-worker trial's driver reserves
+CUT_NOTE_FROM = 0.01  # the share of training rows cut at max_length that the task line says
 
 
 def worker_config(config: PipelineConfig) -> PipelineConfig:
@@ -98,7 +99,21 @@ def prepare_data(ctx: SweepContext, tasks: tuple[str, ...], progress: Say) -> No
             load_task(ctx.config.tasks[task]), tokenizer, ctx.config.max_length, ctx.tokens_dir
         )
         state = "cached" if tokenized.from_cache else "tokenised"
-        progress(f"task {task}: {len(tokenized.train)} train / {len(tokenized.dev)} dev, {state}")
+        progress(
+            f"task {task}: {len(tokenized.train)} train / {len(tokenized.dev)} dev, {state}"
+            + cut_note(tokenized)
+        )
+
+
+def cut_note(tokenized: TokenizedTask) -> str:
+    """`; 23 % of the training rows are cut at max_length 128 (...)`, from 1 % up; else ""."""
+    share = tokenized.cut_share
+    if share < CUT_NOTE_FROM:
+        return ""
+    return (
+        f"; {share:.0%} of the training rows are cut at max_length {tokenized.max_length} "
+        "(a larger max_length keeps their ends, at more time per step)"
+    )
 
 
 def trial_resources(config: PipelineConfig) -> dict[str, float]:

@@ -92,9 +92,7 @@ def run_fusion_job(
     config = replace(config, fusion=config.fusion.for_target(target))  # the target's metric
     if warm:
         _warm_up(config, target)
-        poll_s, max_poll_s = 0.5, 1.0
-    else:
-        max_poll_s = 5.0
+    poll_s, max_poll_s = (0.5, 1.0) if warm else (poll_s, 5.0)
 
     sources = config.fusion.targets[target]
     names = {adapter_model_name(config.registry_prefix, t): t for t in sources}
@@ -107,10 +105,9 @@ def run_fusion_job(
             say(f"fusion {target}: waiting for {', '.join(sorted(names[m] for m in missing))}")
         shown[0] = set(missing)
 
-    keys = {name: current_keys(config, task) for name, task in names.items() if current_only}
     found = wait_for_models(
         uri, list(names), BEST_ALIAS, timeout_s, poll_s, progress, max_poll_s=max_poll_s,
-        accept=(lambda info: is_current(info, keys[info.name])) if current_only else None,
+        accept=_current(config, names) if current_only else None,
     )  # fmt: skip
     waited = time.time() - started
     versions = {names[n]: info for n, info in found.items()}
@@ -133,6 +130,13 @@ def run_fusion_job(
         f"(seed {best.version.tags.get(TAG_SEED)}, {metric} {best.dev_metrics.get(metric, 0):.4f})"
     )
     return point_best(uri, best, metric)
+
+
+def _current(config: PipelineConfig, names: dict[str, str]) -> Callable[[ModelVersionInfo], bool]:
+    """Whether a version of one of the `names` (model name -> task) was registered for the
+    config's current settings and data."""
+    keys = {name: current_keys(config, task) for name, task in names.items()}
+    return lambda info: is_current(info, keys[info.name])
 
 
 def _say_not_current(

@@ -85,8 +85,9 @@ def stop_ray() -> None:
 
 
 def note_interrupted(config: PipelineConfig) -> None:
-    """After Ctrl-C: tag the pipeline's experiment, so that `status` calls the runs it stopped
-    interrupted rather than running (they stay RUNNING until the next run reopens them)."""
+    """After Ctrl-C or SIGTERM: tag the pipeline's experiment, so that `status` calls the runs
+    it stopped interrupted rather than running (they stay RUNNING until the next run reopens
+    them)."""
     mark_interrupted(config.tracking_uri, config.name)
 
 

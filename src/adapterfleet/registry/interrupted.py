@@ -1,6 +1,7 @@
-"""The mark Ctrl-C leaves on a pipeline's experiment: the runs it stopped stay RUNNING in MLflow
-(the next `run` reopens them and goes on from their checkpoints), so `status` reads this tag to
-call them interrupted rather than running. The next `run` or `sweep resume` takes it off."""
+"""The mark Ctrl-C (or SIGTERM) leaves on a pipeline's experiment: the runs it stopped stay
+RUNNING in MLflow (the next `run` reopens them and goes on from their checkpoints), so `status`
+reads this tag to call them interrupted rather than running. The next `run` or `sweep resume`
+takes it off."""
 
 from __future__ import annotations
 
@@ -18,9 +19,9 @@ def mark_interrupted(uri: str, name: str, timeout_s: float = MARK_TIMEOUT_S) -> 
     """Tag experiment `name` with the time of this interruption; False when the store did not
     take it within `timeout_s` (the tag is a courtesy to `status`: nothing depends on it), or
     there is no store yet (none is created)."""
-    done = threading.Event()
     if missing_store(uri) is not None:
         return False
+    done = threading.Event()
 
     def mark() -> None:
         try:

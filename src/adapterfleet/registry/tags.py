@@ -21,7 +21,7 @@ TAG_LINEAGE_KEY = "adapterfleet.lineage_key"  # sha256 of what a fusion was trai
 TAG_BUDGET = "adapterfleet.budget"  # experiment tag: the budget that ran, e.g. "cpu"
 TAG_BUDGET_TRIMMED = "adapterfleet.budget_trimmed"  # experiment tag: JSON of what it changed
 TAG_OVERRIDES = "adapterfleet.overrides"  # experiment tag: JSON list of the --set overrides
-TAG_INTERRUPTED = "adapterfleet.interrupted"  # experiment tag: ms since 1970 of the last Ctrl-C
+TAG_INTERRUPTED = "adapterfleet.interrupted"  # experiment tag: ms since 1970, Ctrl-C/SIGTERM
 TAG_COMPANION = "adapterfleet.companion."  # + folder: "<file>:<sha256>" of a folder beside it
 
 

@@ -29,7 +29,7 @@ from adapterfleet.results.formats import metric_label, number_from_tag, version_
 from adapterfleet.results.status_plan import StatusPlan
 
 BEST_ALIAS = "best"
-INTERRUPTED = "INTERRUPTED"  # the status `status` gives a run that Ctrl-C left RUNNING
+INTERRUPTED = "INTERRUPTED"  # `status`'s word for a run Ctrl-C/SIGTERM left RUNNING
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,7 @@ class PipelineStatus:
     elapsed_s: float = 0.0
     baselines: tuple[BaselineStatus, ...] = ()
     metric: str = "accuracy"
-    interrupted: str = ""  # what Ctrl-C stopped, when the last run ended so
+    interrupted: str = ""  # what Ctrl-C or SIGTERM stopped, when the last run ended so
 
     def render(self) -> str:
         """A compact plain-text table."""
@@ -200,7 +200,7 @@ def _stopped(run: RunRecord) -> RunRecord:
 
 
 def _interruption(at: float | None, records: Sequence[RunRecord]) -> str:
-    """The line that says what Ctrl-C stopped, or "" when the pipeline was not interrupted."""
+    """The line that says what Ctrl-C or SIGTERM stopped; "" when the last run was not stopped."""
     if at is None:
         return ""
     kinds = {"trial": "trial", "fusion": "fusion", "baseline": "baseline", "mt-a": "MT-A run"}

@@ -106,7 +106,7 @@ def prepare_data(ctx: SweepContext, tasks: tuple[str, ...], progress: Say) -> No
 
 
 def cut_note(tokenized: TokenizedTask) -> str:
-    """`; 23 % of the training rows are cut at max_length 128 (...)`, from 1 % up; else ""."""
+    """`; 23% of the training rows are cut at max_length 128 (...)`, from 1% of them up; else ""."""
     share = tokenized.cut_share
     if share < CUT_NOTE_FROM:
         return ""

@@ -5,6 +5,7 @@ takes it off."""
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -17,9 +18,10 @@ MARK_TIMEOUT_S = 5.0  # Ctrl-C is answered at once: an unreachable store is not 
 
 def mark_interrupted(uri: str, name: str, timeout_s: float = MARK_TIMEOUT_S) -> bool:
     """Tag experiment `name` with the time of this interruption; False when the store did not
-    take it within `timeout_s` (the tag is a courtesy to `status`: nothing depends on it), or
-    there is no store yet (none is created)."""
-    if missing_store(uri) is not None:
+    take it within `timeout_s` (the tag is a courtesy to `status`: nothing depends on it), when
+    there is no store yet (none is created), or when this process never imported MLflow: then
+    it opened no run and took off no earlier mark, and the import alone can take seconds."""
+    if "mlflow" not in sys.modules or missing_store(uri) is not None:
         return False
     done = threading.Event()
 

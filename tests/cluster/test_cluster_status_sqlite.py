@@ -25,8 +25,15 @@ from adapterfleet.registry import (
     fusion_model_name,
     register_version,
 )
+from adapterfleet.registry.heartbeat import HEARTBEAT_ENV, heartbeat
 from adapterfleet.registry.interrupted import clear_interrupted, mark_interrupted
-from adapterfleet.registry.tags import TAG_KIND, TAG_SEED, TAG_STOPPED_EARLY, TAG_SYSTEM
+from adapterfleet.registry.tags import (
+    TAG_HEARTBEAT,
+    TAG_KIND,
+    TAG_SEED,
+    TAG_STOPPED_EARLY,
+    TAG_SYSTEM,
+)
 from adapterfleet.results.status import StatusPlan, pipeline_status, status_by_name
 
 TASKS = ("a", "b", "c", "d")
@@ -298,6 +305,50 @@ def test_runs_ctrl_c_left_running_are_interrupted_until_the_next_run(
     again = pipeline_status(config, config.tracking_uri)
     assert {t.task: t.running for t in again.tasks}["a"] == 20 and not again.interrupted
     assert "interrupted" not in again.render()
+
+
+def test_runs_a_silent_driver_left_running_are_pending(
+    populated: tuple[PipelineConfig, Store], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A driver killed at once (SIGKILL, a lost head node) leaves no mark, only RUNNING runs
+    and a heartbeat that stops: while it beats they are running; three intervals after its last
+    beat they are pending, and one line says since when."""
+    config, store = populated
+    monkeypatch.setenv(HEARTBEAT_ENV, "0.5")
+    with heartbeat(store.uri, store.experiment):
+        time.sleep(2.0)  # beats go on past three of its intervals
+        alive = pipeline_status(config, config.tracking_uri)
+        assert {t.task: t.running for t in alive.tasks}["a"] == 20 and not alive.interrupted
+    tags = store.client.get_experiment(store.experiment).tags
+    stamp, interval = tags[TAG_HEARTBEAT].split()
+    assert float(interval) == 0.5 and time.time() - int(stamp) / 1000 < 1.0  # the last beat
+    time.sleep(1.6)
+    status = pipeline_status(config, config.tracking_uri)
+    tasks = {t.task: t for t in status.tasks}
+    assert (tasks["a"].running, tasks["a"].pending) == (0, 20)
+    assert {f.target: f.state for f in status.fusions}["d"] == "interrupted"
+    line = status.render().splitlines()[1]
+    assert re.fullmatch(
+        r"no heartbeat from the driver since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(killed, or "
+        r"its node was lost\): 120 trials, 2 fusions stopped mid-way \(counted as pending\); run "
+        r"the same command again to continue",
+        line,
+    ), line
+
+    with heartbeat(store.uri, store.experiment):  # the next run beats again
+        assert not pipeline_status(config, config.tracking_uri).interrupted
+
+
+def test_a_heartbeat_interval_that_is_not_seconds_is_refused(
+    populated: tuple[PipelineConfig, Store], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, store = populated
+    for text in ("soon", "0", "-5", "inf"):
+        monkeypatch.setenv(HEARTBEAT_ENV, text)
+        refused = pytest.raises(RegistryError, match=f"{HEARTBEAT_ENV}='{text}': expected the")
+        with refused, heartbeat(store.uri, store.experiment):
+            pass
+    assert TAG_HEARTBEAT not in store.client.get_experiment(store.experiment).tags
 
 
 def test_a_mark_is_not_written_where_there_is_no_store(tmp_path: Path) -> None:

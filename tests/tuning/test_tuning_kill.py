@@ -1,6 +1,7 @@
-"""A driver killed mid-sweep (SIGKILL, its local Ray dies with it) and resumed by a new driver
-leaves exactly what an uninterrupted sweep leaves: one FINISHED run per trial, one parent per
-task, one registered version per task, and no epoch trained twice."""
+"""A driver killed mid-sweep (SIGKILL, its local Ray dies with it) is told apart from a live one
+by `status` (its heartbeat stops), and resumed by a new driver it leaves exactly what an
+uninterrupted sweep leaves: one FINISHED run per trial, one parent per task, one registered
+version per task, and no epoch trained twice."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from tuning_support import (
 )
 
 from adapterfleet.registry import default_tracking_uri, get_version
+from adapterfleet.registry.heartbeat import HEARTBEAT_ENV
 
 pytestmark = pytest.mark.integration
 DRIVER = Path(__file__).with_name("sweep_driver.py")
@@ -47,6 +49,7 @@ def test_a_killed_driver_resumes_without_redoing_work(tiny_model: Path, tmp_path
     storage = tmp_path / "runs"
     marker = f"ADAPTERFLEET_KILL_TEST={uuid.uuid4().hex}"
     env = {**os.environ, marker.split("=")[0]: marker.split("=")[1], "PYTHONUNBUFFERED": "1"}
+    env[HEARTBEAT_ENV] = "1"  # `status` takes the driver for gone 3 s after its last beat
     command = [sys.executable, "-u", str(DRIVER), str(config_path)]
 
     with open(tmp_path / "driver1.log", "w") as log:
@@ -60,8 +63,17 @@ def test_a_killed_driver_resumes_without_redoing_work(tiny_model: Path, tmp_path
         finally:
             driver.send_signal(signal.SIGKILL)
             driver.wait()
+            killed = time.monotonic()
             end_all(marker, grace_s=0)
     finished_before = sorted(p.parent.name for p in storage.glob("sweeps/*/*/run/run.json"))
+    time.sleep(max(0.0, killed + 4 - time.monotonic()))
+    status = _status_of(config_path, env)  # the killed driver's trials are not running
+    assert re.search(
+        r"^no heartbeat from the driver since .+ UTC \(killed, or its node was lost\): [1-4] "
+        r"trials? stopped mid-way \(counted as pending\)",
+        status,
+        re.M,
+    ), status
 
     with open(tmp_path / "driver2.log", "w") as log:
         resumed = subprocess.run(
@@ -94,6 +106,7 @@ def test_a_killed_driver_resumes_without_redoing_work(tiny_model: Path, tmp_path
         assert best is not None
         assert best.tags["adapterfleet.trial_id"] == expected_best(trial_runs, task)
         assert f"REGISTERED {task} {name} v1 {best.sha256}" in output
+    assert "no heartbeat" not in _status_of(config_path, env)
 
 
 @dataclass
@@ -203,7 +216,17 @@ def test_sigterm_mid_sweep_stops_as_ctrl_c_does(tiny_model: Path, tmp_path: Path
 
 
 def _status(stop: Interrupted) -> str:
-    command = [stop.command[0], "status", "-c", str(stop.config_path)]
-    shown = subprocess.run(command, capture_output=True, text=True, env=stop.env, timeout=120)
+    return _status_of(stop.config_path, stop.env)
+
+
+def _status_of(config_path: Path, env: dict[str, str]) -> str:
+    """`adapterfleet status -c CONFIG`'s output, as a user runs it."""
+    command = [
+        str(Path(sys.executable).with_name("adapterfleet")),
+        "status",
+        "-c",
+        str(config_path),
+    ]
+    shown = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
     assert shown.returncode == 0, shown.stdout + shown.stderr
     return shown.stdout

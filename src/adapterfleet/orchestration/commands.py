@@ -13,6 +13,7 @@ from adapterfleet.orchestration.fusion_job import FusionOutcome, registered_text
 from adapterfleet.orchestration.limits import check_single_run
 from adapterfleet.orchestration.prune import PruneReport, prune_fusion
 from adapterfleet.registry import ensure_experiment
+from adapterfleet.registry.heartbeat import heartbeat
 from adapterfleet.training import TrainConfig
 
 
@@ -46,9 +47,9 @@ def fuse_registered(
     seeds = config.fusion.seeds if seed is None else (seed,)
     config = with_fusion_training(config, fusion_training(config, target, **changes), seeds=seeds)
     uri = config.tracking_uri
-    outcome = run_fusion_job(
-        config, target, uri, ensure_experiment(uri, config.name), timeout_s=timeout_s, say=say
-    )
+    experiment_id = ensure_experiment(uri, config.name)
+    with heartbeat(uri, experiment_id):
+        outcome = run_fusion_job(config, target, uri, experiment_id, timeout_s=timeout_s, say=say)
     say(f"fusion {target}: {registered_text(outcome, config.fusion.training.metric)}")
     return outcome
 
@@ -62,7 +63,8 @@ def prune_registered(
     config = with_fusion_training(config, fusion_training(config, target, progress=progress))
     uri = config.tracking_uri
     experiment_id = ensure_experiment(uri, config.name)
-    return prune_fusion(config, target, uri, experiment_id, say=say, **options)
+    with heartbeat(uri, experiment_id):
+        return prune_fusion(config, target, uri, experiment_id, say=say, **options)
 
 
 def task_summaries(config: PipelineConfig) -> list[dict[str, Any]]:

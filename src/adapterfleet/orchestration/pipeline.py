@@ -61,6 +61,7 @@ from adapterfleet.registry import (
     wait_for_models,
 )
 from adapterfleet.registry.descriptions import TAG_NOTE, experiment_note
+from adapterfleet.registry.heartbeat import heartbeat
 from adapterfleet.registry.store import check_store
 from adapterfleet.registry.tags import BEST_ALIAS, TAG_BUDGET, TAG_BUDGET_TRIMMED, TAG_OVERRIDES
 from adapterfleet.results.report import ReportResult, build_report
@@ -251,37 +252,44 @@ def _run_pipeline(
         check_store(uri, say=say)
         check_resumable(config, uri)
     experiment_id = _validate_and_start(config, uri, ray_address, num_cpus, overrides, relay)
-    summary = PipelineSummary(config.name, uri)
-    early = _early_target(config)
-    gates = [
-        FusionGate(
-            config, target, uri, experiment_id, relay, fusion_timeout_s, start_now=target == early
-        )
-        for target in config.fusion.targets
-    ]
-    for gate in gates:
-        gate.start()
-    launcher = BaselineLauncher(config, uri, experiment_id, say)
-    if config.baselines.systems:
-        launcher.start()
-    try:
-        summary.adapters = run_adapter_stage(
-            config, resume=resume, ray_address=ray_address, num_cpus=num_cpus, progress=say,
-            level=relay.level, note=lambda: fusion_note(gates),
-        )  # fmt: skip
-    except BaseException as error:
+    with heartbeat(uri, experiment_id):  # `status` tells a killed driver from a live one
+        summary = PipelineSummary(config.name, uri)
+        early = _early_target(config)
+        gates = [
+            FusionGate(
+                config,
+                target,
+                uri,
+                experiment_id,
+                relay,
+                fusion_timeout_s,
+                start_now=target == early,
+            )
+            for target in config.fusion.targets
+        ]
         for gate in gates:
-            gate.stop.set()
-        launcher.cancelled = True
-        summary.errors["adapters"] = str(error)
-        raise
-    finally:
-        launcher.stage_ended.set()
-        _join_fusions(gates, summary)
-    _join_baselines(config, launcher, summary, relay)
-    if config.baselines.systems:
-        folder = Path(config.storage) / "report" / config.name
-        summary.report = build_report(config.name, uri, folder)
+            gate.start()
+        launcher = BaselineLauncher(config, uri, experiment_id, say)
+        if config.baselines.systems:
+            launcher.start()
+        try:
+            summary.adapters = run_adapter_stage(
+                config, resume=resume, ray_address=ray_address, num_cpus=num_cpus, progress=say,
+                level=relay.level, note=lambda: fusion_note(gates),
+            )  # fmt: skip
+        except BaseException as error:
+            for gate in gates:
+                gate.stop.set()
+            launcher.cancelled = True
+            summary.errors["adapters"] = str(error)
+            raise
+        finally:
+            launcher.stage_ended.set()
+            _join_fusions(gates, summary)
+        _join_baselines(config, launcher, summary, relay)
+        if config.baselines.systems:
+            folder = Path(config.storage) / "report" / config.name
+            summary.report = build_report(config.name, uri, folder)
     summary.seconds = time.time() - started
     return summary
 

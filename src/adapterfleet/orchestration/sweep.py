@@ -14,6 +14,7 @@ import socket
 import sys
 import threading
 from collections.abc import Callable, Iterable
+from contextlib import ExitStack
 
 from adapterfleet.config import ConfigError, PipelineConfig
 from adapterfleet.console import Level, Say
@@ -25,6 +26,7 @@ from adapterfleet.registry import (
     open_sweep_run,
 )
 from adapterfleet.registry.descriptions import TAG_NOTE
+from adapterfleet.registry.heartbeat import heartbeat
 from adapterfleet.registry.interrupted import clear_interrupted, mark_interrupted
 from adapterfleet.registry.store import check_store, login_env, missing_store
 from adapterfleet.training import end_quietly
@@ -137,13 +139,14 @@ def run_adapter_stage(
     """
     from adapterfleet.tuning.sweep import DEFAULT_MAX_FAILURES, run_sweep  # imports ray
 
-    with console(level, progress) as relay:
+    with console(level, progress) as relay, ExitStack() as alive:
         uri = config.tracking_uri
         check_store(uri, say=progress)
         if resume and missing_store(uri) is not None:  # refused before the store is created
             check_resumable(config, uri)
         experiment_id = ensure_experiment(uri, config.name)
         clear_interrupted(uri, experiment_id)  # its runs are running again
+        alive.enter_context(heartbeat(uri, experiment_id))  # for `status` after a `kill -9`
         plan = plan_sweep(config, uri, experiment_id, resume=resume)
         for task, info in plan.registered.items():
             progress(f"task {task}: already registered as {info.name} v{info.version}, skipped")

@@ -22,6 +22,7 @@ from adapterfleet.registry import (
     list_models,
     safe_uri,
 )
+from adapterfleet.registry.heartbeat import silent_since
 from adapterfleet.registry.interrupted import interrupted_at
 from adapterfleet.registry.status import FAILED, RUNNING, experiment_runs_and_tags
 from adapterfleet.registry.status import experiment_names as experiments_in
@@ -92,7 +93,7 @@ class PipelineStatus:
     elapsed_s: float = 0.0
     baselines: tuple[BaselineStatus, ...] = ()
     metric: str = "accuracy"
-    interrupted: str = ""  # what Ctrl-C or SIGTERM stopped, when the last run ended so
+    interrupted: str = ""  # what Ctrl-C, SIGTERM or a driver gone silent stopped, if so
 
     def render(self) -> str:
         """A compact plain-text table."""
@@ -170,7 +171,9 @@ def plan_status(
     adapters = _by_task(list_models(uri, plan.prefix, "adapter")) if runs is not None else {}
     fusions = _by_task(list_models(uri, plan.prefix, "fusion")) if runs is not None else {}
     stopped_at = interrupted_at(tags)
-    records = [_stopped(r) for r in runs or []] if stopped_at is not None else runs or []
+    silent_at = None if stopped_at is not None else silent_since(tags)
+    gone = stopped_at is not None or silent_at is not None
+    records = [_stopped(r) for r in runs or []] if gone else runs or []
     tasks = tuple(_task_status(plan, t, records, adapters.get(t)) for t in _tasks(plan))
     fusion_rows = tuple(
         _fusion_status(target, sources, adapters, fusions.get(target), records)
@@ -190,7 +193,7 @@ def plan_status(
         elapsed_s=time.perf_counter() - started,
         baselines=baselines,
         metric=plan.metric,
-        interrupted=_interruption(stopped_at, records),
+        interrupted=_interruption(stopped_at, records) or _silence(silent_at, records),
     )
 
 
@@ -203,6 +206,25 @@ def _interruption(at: float | None, records: Sequence[RunRecord]) -> str:
     """The line that says what Ctrl-C or SIGTERM stopped; "" when the last run was not stopped."""
     if at is None:
         return ""
+    what = _stopped_runs(records)
+    stopped = f": {what} stopped mid-way (counted as pending)" if what else ""
+    return f"interrupted {_utc(at)}{stopped}; run the same command again to continue"
+
+
+def _silence(at: float | None, records: Sequence[RunRecord]) -> str:
+    """The line that says what a driver gone without a word (killed at once, its node lost)
+    left RUNNING; "" when its heartbeat is recent or it left nothing running."""
+    what = _stopped_runs(records) if at is not None else ""
+    if not what:
+        return ""
+    return (
+        f"no heartbeat from the driver since {_utc(at)} (killed, or its node was lost): {what} "
+        "stopped mid-way (counted as pending); run the same command again to continue"
+    )
+
+
+def _stopped_runs(records: Sequence[RunRecord]) -> str:
+    """The runs counted as stopped, by kind: "2 trials, 1 fusion"; "" for none."""
     kinds = {"trial": "trial", "fusion": "fusion", "baseline": "baseline", "mt-a": "MT-A run"}
     stopped_runs = {
         (r.kind, r.trial_id or r.run_id)  # a trial reopened by a resume counts once
@@ -211,10 +233,11 @@ def _interruption(at: float | None, records: Sequence[RunRecord]) -> str:
     }
     counts = Counter(kind for kind, _ in stopped_runs)
     counted = [(kinds[kind], counts[kind]) for kind in kinds if counts[kind]]
-    what = ", ".join(f"{n} {kind}{'s' if n > 1 else ''}" for kind, n in counted)
-    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at))
-    stopped = f": {what} stopped mid-way (counted as pending)" if what else ""
-    return f"interrupted {when}{stopped}; run the same command again to continue"
+    return ", ".join(f"{n} {kind}{'s' if n > 1 else ''}" for kind, n in counted)
+
+
+def _utc(at: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at))
 
 
 def _tasks(plan: StatusPlan) -> tuple[str, ...]:

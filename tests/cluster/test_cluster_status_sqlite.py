@@ -103,7 +103,10 @@ def populated(tmp_path: Path) -> tuple[PipelineConfig, Store]:
         value = {79: 0.97, 90: 0.999}.get(i, 0.5 + i / 1000)  # 79 running, 90 failed
         if i == 3:  # an earlier failed attempt of the same trial
             store.trial(sweeps["a"], "a", "a-3", "FAILED")
-        store.trial(sweeps["a"], "a", f"a-{i}", status, **{metric: value})
+        run_id = store.trial(sweeps["a"], "a", f"a-{i}", status, **{metric: value})
+        if i == 79:  # its best epoch so far came before its latest one
+            store.client.log_metric(run_id, "dev_accuracy", 0.985, step=1)
+            store.client.log_metric(run_id, "dev_accuracy", 0.97, step=2)
     for i in range(30):  # b: 30 of 100 finished, 5 stopped by ASHA, the rest not started
         store.trial(sweeps["b"], "b", f"b-{i}", "FINISHED", best_dev_accuracy=0.6 + i / 100)
     for i in range(30, 35):  # as a trial ASHA stops ends its run: higher dev, no adapter
@@ -133,7 +136,7 @@ def test_status_counts_with_400_trials(populated: tuple[PipelineConfig, Store]) 
     tasks = {t.task: t for t in status.tasks}
     a, b, c, d = (tasks[name] for name in TASKS)
     assert (a.total, a.done, a.running, a.failed, a.pending) == (100, 60, 20, 20, 0)
-    assert a.best == pytest.approx(0.97) and a.best_trial == "a-79"
+    assert a.best == pytest.approx(0.985) and a.best_trial == "a-79"  # its best epoch so far
     assert (b.done, b.stopped, b.running, b.failed, b.pending) == (30, 5, 0, 0, 65)
     assert b.best == pytest.approx(0.89) and b.adapter_version == 1 and b.registered
     assert (c.done, c.pending, c.adapter_version, c.adapter_aliases) == (100, 0, 2, ("best",))
@@ -151,7 +154,7 @@ def test_status_counts_with_400_trials(populated: tuple[PipelineConfig, Store]) 
     lines = text.splitlines()
     assert lines[0].startswith("pipeline statusdemo")
     row_a = next(line for line in lines if line.startswith("a "))
-    assert row_a.split()[1:7] == ["60", "0", "20", "20", "0", "0.9700"]
+    assert row_a.split()[1:7] == ["60", "0", "20", "20", "0", "0.9850"]
     assert lines[1].split()[:6] == ["TASK", "DONE", "STOP", "RUN", "FAIL", "PEND"]
     row_b = next(line for line in lines if line.startswith("b "))
     assert row_b.split()[1:7] == ["30", "5", "0", "0", "65", "0.8900"]

@@ -11,7 +11,7 @@ import pytest
 from mlflow import MlflowClient
 
 from adapterfleet.registry import experiment_runs, list_models, sqlite_read
-from adapterfleet.registry.status import _search_all
+from adapterfleet.registry.status import _search_all, best_logged
 from adapterfleet.registry.store import get_client
 
 EXPERIMENT = "read_test"
@@ -101,3 +101,33 @@ def test_the_mlflow_reader_is_what_status_used_before(store: str):
     assert [r.run_id for r in _search_all(client, experiment)] == [
         r.run_id for r in experiment_runs(store, EXPERIMENT)
     ]
+
+
+def test_best_logged_equals_what_mlflow_reads(store: str, monkeypatch: pytest.MonkeyPatch):
+    """The best of a metric's history per run (what `status` shows for a running trial): the
+    highest or the lowest, NaN left out, a run without the metric left out."""
+    runs = experiment_runs(store, EXPERIMENT)
+    client = MlflowClient(store)
+    ids = [r.run_id for r in runs]
+    client.log_metric(ids[0], "dev_mse", 0.5, step=0)
+    client.log_metric(ids[0], "dev_mse", 0.2, step=1)
+    client.log_metric(ids[0], "dev_mse", math.nan, step=2)
+    client.log_metric(ids[0], "dev_mse", 0.3, step=3)
+    client.log_metric(ids[1], "dev_mse", math.nan, step=0)
+    for i, run in enumerate(ids):  # the best before the latest step
+        client.log_metric(run, "dev_f1", 0.5 + i / 10, step=0)
+        client.log_metric(run, "dev_f1", 0.1, step=1)
+
+    lowest = best_logged(store, ids, "dev_mse", highest=False)
+    highest = best_logged(store, ids, "dev_f1", highest=True)
+    assert lowest == {ids[0]: pytest.approx(0.2)}  # ids[1] logged only NaN, the rest nothing
+    assert best_logged(store, ids, "dev_mse", highest=True) == {ids[0]: pytest.approx(0.5)}
+    assert highest == {run: pytest.approx(0.5 + i / 10) for i, run in enumerate(ids)}
+    assert best_logged(store, [], "dev_mse", highest=False) == {}
+
+    def unreadable(db: Path) -> None:
+        raise sqlite_read.Unreadable("test: take the MLflow path")
+
+    monkeypatch.setattr(sqlite_read, "_connect", unreadable)
+    assert best_logged(store, ids, "dev_mse", highest=False) == lowest
+    assert best_logged(store, ids, "dev_f1", highest=True) == highest

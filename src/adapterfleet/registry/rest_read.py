@@ -43,6 +43,7 @@ from adapterfleet.registry.tags import quote
 
 API = "/api/2.0/mlflow/"
 RUNS_PAGE = 1000  # runs per `runs/search` page
+HISTORY_PAGE = 1000  # values per `metrics/get-history` page
 MODELS_PAGE = 1000  # the server's largest page of `registered-models/search`
 VERSIONS_PAGE = 10_000
 DEFAULT_TIMEOUT_S = 120.0  # MLflow's own MLFLOW_HTTP_REQUEST_TIMEOUT default
@@ -255,6 +256,18 @@ def active_runs(
         with _understood("runs/search"):
             out += [_run_row(run, keep) for run in _list(answer, "runs")]
     return out
+
+
+def best_value(server: Server, run_id: str, key: str, highest: bool) -> float | None:
+    """What `sqlite_read.best_values` gives for one run: the highest (or lowest) value it
+    logged for metric `key`, NaN left out; None when it logged none."""
+    query = {"run_id": run_id, "metric_key": key, "max_results": HISTORY_PAGE}
+    values: list[float] = []
+    for answer in _pages(lambda token: server.call("metrics/get-history", _with(query, token))):
+        with _understood("metrics/get-history"):
+            values += [_number(m) for m in _list(answer, "metrics")]
+    values = [v for v in values if v == v]
+    return (max if highest else min)(values) if values else None
 
 
 def _run_row(run: Mapping[str, Any], keep: frozenset[str]) -> RunRow:

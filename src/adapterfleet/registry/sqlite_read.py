@@ -97,6 +97,25 @@ def active_runs(
     ]
 
 
+def best_values(db: Path, run_ids: Sequence[str], key: str, highest: bool) -> dict[str, float]:
+    """The highest (`highest`, else the lowest) value each run of `run_ids` logged for metric
+    `key` over its whole history, NaN left out; runs without one are left out."""
+    pick = "MAX" if highest else "MIN"
+    out: dict[str, float] = {}
+    with _connect(db) as c:
+        for start in range(0, len(run_ids), 500):  # within SQLite's bound on parameters
+            chunk = list(run_ids[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            for run, value in c.execute(
+                f"SELECT run_uuid, {pick}(value) FROM metrics "
+                f"WHERE key = ? AND is_nan = 0 AND run_uuid IN ({marks}) GROUP BY run_uuid",
+                (key, *chunk),
+            ):
+                if value is not None:
+                    out[str(run)] = float(value)
+    return out
+
+
 def model_versions(db: Path, head: str) -> dict[str, tuple[list[ModelVersionInfo], dict[str, int]]]:
     """For every registered model whose name starts with `head`: its live versions and its
     aliases (alias -> version)."""

@@ -10,7 +10,7 @@ does not exist yet reads as empty instead of being created).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -146,6 +146,38 @@ def experiment_runs_and_tags(
     except Exception as exc:
         what = f"reading runs of experiment {experiment_name!r}"
         raise failed_reading(what, uri, exc) from exc
+
+
+def best_logged(uri: str, run_ids: Sequence[str], key: str, highest: bool) -> dict[str, float]:
+    """The best value each run of `run_ids` logged for metric `key` over its history (the
+    highest, or the lowest when not `highest`); runs that logged none are left out. For the
+    trials still running, whose latest epoch need not be their best: one query on SQLite, a
+    request per run to a tracking server."""
+    if not run_ids:
+        return {}
+    db = sqlite_path(uri)
+    try:
+        if db is not None:
+            return sqlite_read.best_values(db, run_ids, key, highest)
+        if rest_read.is_http(uri):
+            server = rest_read.Server.from_uri(uri)
+            found = {run: rest_read.best_value(server, run, key, highest) for run in run_ids}
+            return {run: value for run, value in found.items() if value is not None}
+    except Unreadable:
+        pass  # not a store the direct reads know: ask MLflow
+    try:
+        client = get_client(uri)
+        pick = max if highest else min
+        out = {}
+        for run in run_ids:
+            values = [m.value for m in client.get_metric_history(run, key) if m.value == m.value]
+            if values:
+                out[run] = float(pick(values))
+        return out
+    except RegistryError:
+        raise
+    except Exception as exc:
+        raise failed_reading(f"reading the history of {key!r}", uri, exc) from exc
 
 
 def _sqlite_runs(db: Path, experiment_name: str) -> tuple[list[RunRecord], dict[str, str]] | None:

@@ -2,9 +2,11 @@
 
 Five queries whatever the number of trials: the experiment with its tags, its runs (paged), and
 two paged searches per model kind, straight on a SQLite store or as REST requests to a tracking
-server, without importing MLflow (`registry.status`). Per task: trials done / running / failed /
-pending (children of the task's newest sweep run, one per trial id), the best dev metric so far
-and the registered adapter; per fusion target: the registered fusion or what it waits for."""
+server, without importing MLflow (`registry.status`); then the dev metric history of the trials
+still running (one query on SQLite, one request per such trial to a server). Per task: trials
+done / running / failed / pending (children of the task's newest sweep run, one per trial id),
+the best dev metric so far and the registered adapter; per fusion target: the registered fusion
+or what it waits for."""
 
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from adapterfleet.registry import (
 )
 from adapterfleet.registry.heartbeat import silent_since
 from adapterfleet.registry.interrupted import interrupted_at
-from adapterfleet.registry.status import FAILED, RUNNING, experiment_runs_and_tags
+from adapterfleet.registry.status import FAILED, RUNNING, best_logged, experiment_runs_and_tags
 from adapterfleet.registry.status import experiment_names as experiments_in
 from adapterfleet.results.formats import metric_label, number_from_tag, version_label
 from adapterfleet.results.status_plan import StatusPlan
@@ -174,6 +176,7 @@ def plan_status(
     silent_at = None if stopped_at is not None else silent_since(tags)
     gone = stopped_at is not None or silent_at is not None
     records = [_stopped(r) for r in runs or []] if gone else runs or []
+    records = _with_best_so_far(plan, uri, records)
     tasks = tuple(_task_status(plan, t, records, adapters.get(t)) for t in _tasks(plan))
     fusion_rows = tuple(
         _fusion_status(target, sources, adapters, fusions.get(target), records)
@@ -195,6 +198,28 @@ def plan_status(
         metric=plan.metric,
         interrupted=_interruption(stopped_at, records) or _silence(silent_at, records),
     )
+
+
+def _with_best_so_far(plan: StatusPlan, uri: str, records: list[RunRecord]) -> list[RunRecord]:
+    """Trials still running (or stopped mid-way) with `best_dev_<metric>`, their best dev
+    metric so far, read from their history: the latest epoch, all the run's latest metrics
+    hold, need not be the best (a finished trial logged its best itself)."""
+    tasks = set(_tasks(plan))
+    unfinished: dict[str, list[str]] = {}
+    for r in records:
+        if r.kind == "trial" and r.task in tasks and r.status in (*RUNNING, INTERRUPTED):
+            metric = plan.metric_for(r.task)
+            if f"dev_{metric}" in r.metrics and f"best_dev_{metric}" not in r.metrics:
+                unfinished.setdefault(metric, []).append(r.run_id)
+    best: dict[str, dict[str, float]] = {}
+    for metric, run_ids in unfinished.items():
+        found = best_logged(uri, run_ids, f"dev_{metric}", higher_is_better(metric))
+        for run_id, value in found.items():
+            best[run_id] = {f"best_dev_{metric}": value}
+    return [
+        replace(r, metrics={**r.metrics, **best[r.run_id]}) if r.run_id in best else r
+        for r in records
+    ]
 
 
 def _stopped(run: RunRecord) -> RunRecord:
@@ -295,7 +320,8 @@ def _task_status(
 
 
 def _score(run: RunRecord, metric: str) -> float | None:
-    """The trial's final best dev metric, else (still running) its latest dev metric."""
+    """The trial's best dev metric (so far, while it runs: `_with_best_so_far`), else its
+    latest dev metric."""
     value = run.metrics.get(f"best_dev_{metric}", run.metrics.get(f"dev_{metric}"))
     return None if value is None or value != value else value
 

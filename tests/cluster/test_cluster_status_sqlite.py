@@ -354,6 +354,18 @@ def test_a_heartbeat_interval_that_is_not_seconds_is_refused(
     assert TAG_HEARTBEAT not in store.client.get_experiment(store.experiment).tags
 
 
+def test_a_beat_the_store_refuses_does_not_stop_the_work(tmp_path: Path) -> None:
+    """The stamp is a courtesy to `status`: a store that refuses it (here: no experiment of
+    that id) stops nothing."""
+    config = write_config(tmp_path, "")
+    uri = config.tracking_uri
+    ensure_experiment(uri, config.name)
+    worked = False
+    with heartbeat(uri, "987654"):
+        worked = True
+    assert worked
+
+
 def test_a_mark_is_not_written_where_there_is_no_store(tmp_path: Path) -> None:
     config = write_config(tmp_path, "")
     assert not mark_interrupted(config.tracking_uri, config.name)

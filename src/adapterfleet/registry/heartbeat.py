@@ -32,13 +32,15 @@ class _Beat:
         )
 
     def write(self) -> None:
+        """One stamp; a failure is not raised (the stamp is a courtesy to `status`: no run
+        stops for it), and a store that hiccups is tried again at the next beat."""
         stamp = f"{int(time.time() * 1000)} {self.interval_s:g}"
-        get_client(self.uri).set_experiment_tag(self.experiment_id, TAG_HEARTBEAT, stamp)
+        with suppress(Exception):
+            get_client(self.uri).set_experiment_tag(self.experiment_id, TAG_HEARTBEAT, stamp)
 
     def _loop(self) -> None:
         while not self.stop.wait(self.interval_s):
-            with suppress(Exception):  # a store that hiccups is tried again at the next beat
-                self.write()
+            self.write()
 
 
 _BEATS: dict[tuple[str, str], _Beat] = {}

@@ -50,7 +50,14 @@ class Terminated(KeyboardInterrupt):
     where Ctrl-C raises KeyboardInterrupt, so that both stop the same way."""
 
 
+# Raised inside `ray.get` or `ray.wait`, Terminated reaches the caller as a plain
+# KeyboardInterrupt (Ray's core worker turns any KeyboardInterrupt of a signal handler into its
+# own), so the handler also says here that SIGTERM came.
+_sigterm_came = threading.Event()
+
+
 def _terminated(signum: int, frame: FrameType | None) -> None:
+    _sigterm_came.set()
     raise Terminated
 
 
@@ -60,6 +67,7 @@ def resumable(kept: str, config: PipelineConfig | None = None) -> Iterator[None]
     SIGTERM: the shell's codes) instead of a traceback from wherever the driver was; `config`'s
     experiment is marked interrupted for `status`."""
     main = threading.current_thread() is threading.main_thread()
+    _sigterm_came.clear()
     previous = signal.signal(signal.SIGTERM, _terminated) if main else None
     try:
         yield
@@ -69,7 +77,7 @@ def resumable(kept: str, config: PipelineConfig | None = None) -> Iterator[None]
         stop_ray()  # a worker's late line ("Checkpoint successfully created") came after ours
         if config is not None:
             note_interrupted(config)
-        by = " by SIGTERM" if isinstance(stop, Terminated) else ""
+        by = " by SIGTERM" if isinstance(stop, Terminated) or _sigterm_came.is_set() else ""
         typer.secho(f"interrupted{by}: {kept}", err=True, fg=typer.colors.YELLOW)
         raise typer.Exit(143 if by else 130) from None
     finally:

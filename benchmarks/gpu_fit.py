@@ -68,7 +68,7 @@ def saved_adapters(base: Path, n: int, out: Path) -> list[Path]:
 
 
 def run(kind: str, task: Any, base: Path, adapters: list[Path], epochs: int, graphs: bool,
-        out: Path, device: str = "cuda") -> dict[str, Any]:  # fmt: skip
+        out: Path, device: str = "cuda", precision: str = "bf16") -> dict[str, Any]:  # fmt: skip
     from adapterfleet.training import Callback, TrainConfig
     from adapterfleet.training.modes import train_fusion_run, train_single
 
@@ -81,7 +81,7 @@ def run(kind: str, task: Any, base: Path, adapters: list[Path], epochs: int, gra
 
     config = TrainConfig(
         learning_rate=1e-4 if kind == "st-a" else 5e-5, max_epochs=epochs, batch_size=32,
-        device=device, precision="bf16", cuda_graphs=graphs, patience=epochs, seed=0,
+        device=device, precision=precision, cuda_graphs=graphs, patience=epochs, seed=0,
     )  # fmt: skip
     throughput = Throughput()
     start = time.perf_counter()

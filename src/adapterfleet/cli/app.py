@@ -59,9 +59,10 @@ def tasks(
     set_: SetOpt = None,
 ) -> None:
     """Load every task of a config and show its splits and labels (validates the data)."""
+    cfg = load(chosen_config(config_arg, config), set_, budget)  # refused before torch loads
     from adapterfleet.orchestration.commands import task_summaries
 
-    metrics_table(task_summaries(load(chosen_config(config_arg, config), set_, budget)))
+    metrics_table(task_summaries(cfg))
 
 
 @app.command()
@@ -79,9 +80,9 @@ def train(
     set_: SetOpt = None,
 ) -> None:
     """Train one task in one mode (a row of the paper's Table 1) on this machine."""
+    cfg = load(config, set_, budget)
     from adapterfleet.orchestration.local import adapter_training, train_task
 
-    cfg = load(config, set_, budget)
     training = adapter_training(
         cfg,
         task,
@@ -127,11 +128,11 @@ def fuse(
     With --adapters: over those saved folders, written to --out. With --wait: over the registered
     `best` adapters of the config's fusion target, waiting until they all exist, then registered.
     """
+    cfg = load(config, set_, budget)
     from adapterfleet.orchestration.commands import fuse_registered, fusion_training
     from adapterfleet.orchestration.local import fuse_task
     from adapterfleet.results.formats import version_label
 
-    cfg = load(config, set_, budget)
     changes = {"learning_rate": lr, "max_epochs": epochs, "seed": seed}
     progress = sys.stderr.isatty()
     if wait:
@@ -175,9 +176,10 @@ def evaluate(
 ) -> None:
     """Evaluate a saved run folder (adapter, fusion or MT-A, with its head) on a task's dev split,
     on the base it trained on."""
+    cfg = load(config, set_, budget)
     from adapterfleet.orchestration.local import evaluate_run
 
-    metrics = evaluate_run(load(config, set_, budget), task, run)
+    metrics = evaluate_run(cfg, task, run)
     metrics_table([{"task": task, **metrics}])
 
 
@@ -216,9 +218,9 @@ def predict(
     """Predict every row of --input with TARGET's registered fusion (or --adapter) and its head;
     write the predicted label and a probability per label (a regression task: the predicted
     number), one row per input row, in order."""
+    cfg = load(config, set_, budget)
     from adapterfleet.orchestration.predict import predict_file
 
-    cfg = load(config, set_, budget)
     at_least(batch_size, 1, "--batch-size")
     at_least(workers, 1, "--workers")
     checked_store(cfg.tracking_uri, read_only=True)

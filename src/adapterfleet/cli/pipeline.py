@@ -64,13 +64,13 @@ def run(
     """Run the pipeline: validate, prepare data, sweep adapters, register the best, fuse,
     train the baselines it declares. Prints a line per epoch of every trial, fusion and
     baseline, then the summary."""
-    from adapterfleet.orchestration.pipeline import run_pipeline
-    from adapterfleet.orchestration.summary import summary_rows
-
     config = chosen_config(config_arg, config)
     level = output_level(verbose, quiet)
     at_least(num_cpus, 1, "--num-cpus")
-    cfg = load(config, set_, budget)
+    cfg = load(config, set_, budget)  # a bad config is refused before torch and Ray load
+    from adapterfleet.orchestration.pipeline import run_pipeline
+    from adapterfleet.orchestration.summary import summary_rows
+
     with resumable(KEPT, cfg), progress_say(level, typer.echo, f"pipeline {cfg.name}") as say:
         summary = run_pipeline(
             cfg,
@@ -104,11 +104,11 @@ def sweep_resume(
     quiet: QuietOpt = False,
 ) -> None:
     """Continue the adapter sweep of CONFIG whose driver died; finished trials are not re-run."""
-    from adapterfleet.orchestration.sweep import resume_sweep
-
     level = output_level(verbose, quiet)
     at_least(num_cpus, 1, "--num-cpus")
     cfg = load(chosen_config(config_arg, config), set_, budget)
+    from adapterfleet.orchestration.sweep import resume_sweep
+
     with resumable(KEPT, cfg), progress_say(level, typer.echo, f"sweep {cfg.name}") as say:
         registered = resume_sweep(
             cfg, ray_address=address, num_cpus=num_cpus, progress=say, level=level

@@ -34,11 +34,11 @@ def prune(
     fusion over the top k (default ⌈n/2⌉, ⌈n/4⌉, … 1) and register each as alias pruned-<k>;
     report accuracy and inference speed against the number of adapters kept (table + PNG, also
     logged to MLflow). `best` stays on the fusion it was on."""
-    from adapterfleet.orchestration.commands import prune_registered
-
     for kept in keep or ():
         at_least(kept, 1, "--keep")
     cfg = load(config, set_, budget)
+    from adapterfleet.orchestration.commands import prune_registered
+
     checked_store(cfg.tracking_uri, read_only=False)
     report = prune_registered(
         cfg,

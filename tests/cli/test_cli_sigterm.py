@@ -37,8 +37,8 @@ DRIVER = textwrap.dedent(
 
 def test_sigterm_inside_ray_get_is_said_as_sigterm(tmp_path: Path) -> None:
     """Ray's core worker turns whatever a signal handler raises inside `ray.get` into a plain
-    KeyboardInterrupt: `kill PID` then read as Ctrl-C (exit 130, no "by SIGTERM"), about one run
-    in twenty of the sweep's SIGTERM test. The handler's own record decides now."""
+    KeyboardInterrupt: `kill PID` then read as Ctrl-C (exit 130, no "by SIGTERM"), as in one CI
+    run of the sweep's SIGTERM test. The handler's own record decides now."""
     script = tmp_path / "driver.py"
     script.write_text(DRIVER)
     log_path = tmp_path / "driver.log"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -54,6 +55,7 @@ class Store:
     """Creates runs straight through `MlflowClient`, as the sweep would leave them."""
 
     def __init__(self, config: PipelineConfig, folder: Path) -> None:
+        self.config = config
         self.uri = default_tracking_uri(folder / "store")
         self.experiment = ensure_experiment(self.uri, config.name)
         self.client = MlflowClient(self.uri)
@@ -87,11 +89,30 @@ class Store:
         return info.version
 
 
+FUSIONS = "fusion: {targets: {a: all, b: [b, c], c: [c, d], d: [b, c]}}\n"
+
+
+@pytest.fixture(scope="module")
+def populated_once(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
+    """The store of 400+ runs (~10 s of SQLite writes), made once: its folder and trial count."""
+    folder = tmp_path_factory.mktemp("populated")
+    store = Store(write_config(folder, FUSIONS), folder)
+    populate(store)
+    return folder / "store", store.trials
+
+
 @pytest.fixture
-def populated(tmp_path: Path) -> tuple[PipelineConfig, Store]:
-    fusion = "fusion: {targets: {a: all, b: [b, c], c: [c, d], d: [b, c]}}\n"
-    config = write_config(tmp_path, fusion)
-    store = Store(config, tmp_path)
+def populated(populated_once: tuple[Path, int], tmp_path: Path) -> tuple[PipelineConfig, Store]:
+    """A copy of that store of this test's own (the tests mark and end runs in it)."""
+    folder, trials = populated_once
+    shutil.copytree(folder, tmp_path / "store")
+    store = Store(write_config(tmp_path, FUSIONS), tmp_path)
+    store.trials = trials
+    return store.config, store
+
+
+def populate(store: Store) -> None:
+    """What sweeps of four tasks leave: trials of every state, versions, a fusion running."""
     old = store.sweep("a", "sweep-old")  # an earlier sweep of a: its trials do not count
     for i in range(5):
         store.trial(old, "a", f"a-{i}", "FINISHED", best_dev_accuracy=0.9999)
@@ -125,7 +146,6 @@ def populated(tmp_path: Path) -> tuple[PipelineConfig, Store]:
     # as open_fusion_run makes it: a kind tag and a trial id (the fusion id)
     fusion_run = {TAG_KIND: "fusion", TAG_TASK: "d", TAG_TRIAL_ID: "fusion-d-0123456789ab"}
     store.client.create_run(store.experiment, tags=fusion_run)
-    return config, store
 
 
 def test_status_counts_with_400_trials(populated: tuple[PipelineConfig, Store]) -> None:

@@ -1,4 +1,6 @@
-"""SIGTERM while the driver waits inside Ray: still said as SIGTERM, exit 143."""
+"""SIGTERM while the driver waits inside Ray: still said as SIGTERM, exit 143. Ctrl-C while a
+thread of the driver waits on a job (a fusion gate): the driver leaves Ray and nothing starts
+it again."""
 
 import os
 import signal
@@ -63,3 +65,86 @@ def test_sigterm_inside_ray_get_is_said_as_sigterm(tmp_path: Path) -> None:
     assert driver.returncode == 143, output[-3000:]
     assert output.rstrip().splitlines()[-1] == "interrupted by SIGTERM: kept", output[-3000:]
     assert "Traceback" not in output, output[-3000:]
+
+
+# A fusion gate's thread waits on its job in `ray.get` while Ctrl-C stops the main thread.
+GATE = textwrap.dedent(
+    """
+    import logging, sys, threading, time
+
+    import ray
+    import typer
+
+    from adapterfleet.cli.output import resumable
+    from adapterfleet.orchestration.sweep import cancel_while_joined, ensure_ray
+
+    @ray.remote
+    def slow():
+        time.sleep(120)
+
+    def gate(ref):
+        try:
+            ray.get(ref)
+        except BaseException:
+            cancel_while_joined(ref)  # what FusionGate does when its wait fails
+
+    try:
+        with resumable("kept"):
+            ensure_ray(None, 1, logging.ERROR)
+            thread = threading.Thread(target=gate, args=(slow.remote(),), daemon=True)
+            thread.start()
+            print("waiting", flush=True)
+            thread.join()
+    except typer.Exit as stop:
+        thread.join(timeout=60)
+        print(f"gate done: {not thread.is_alive()}, Ray after: {ray.is_initialized()}")
+        sys.exit(stop.exit_code)
+    """
+)
+
+
+def test_ctrl_c_while_a_thread_waits_on_ray_starts_no_new_ray(tmp_path: Path) -> None:
+    """The gate's `ray.get` fails once Ctrl-C's handling has left Ray; its `ray.cancel` then
+    started a new local Ray from that thread (Ray's auto-init; "SIGTERM handler is not set
+    because current thread is not the main thread") in a process on its way out."""
+    script = tmp_path / "gate.py"
+    script.write_text(GATE)
+    log_path = tmp_path / "gate.log"
+    with open(log_path, "w") as log:
+        driver = subprocess.Popen(
+            [sys.executable, str(script)], stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True, env={**os.environ, "PYTHONPATH": ":".join(sys.path)},
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 120
+            while "waiting" not in log_path.read_text():
+                assert driver.poll() is None, log_path.read_text()[-3000:]
+                assert time.monotonic() < deadline, "the driver never started its thread"
+                time.sleep(0.1)
+            time.sleep(1.0)
+            os.kill(driver.pid, signal.SIGINT)
+            driver.wait(timeout=120)
+        finally:
+            if driver.poll() is None:
+                os.killpg(driver.pid, signal.SIGKILL)
+    output = log_path.read_text()
+    assert driver.returncode == 130, output[-3000:]
+    assert output.rstrip().splitlines()[-2:] == [
+        "interrupted: kept",
+        "gate done: True, Ray after: False",
+    ], output[-3000:]
+    assert "SIGTERM handler is not set" not in output, output[-3000:]
+
+
+def test_the_console_script_turns_ray_auto_init_off() -> None:
+    """Every command starts or joins Ray itself; a stray Ray call fails instead."""
+    code = (
+        "import os, sys; from adapterfleet.cli.app import main; sys.argv = ['adapterfleet', "
+        "'--version']\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print(os.environ.get('RAY_ENABLE_AUTO_CONNECT'))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ENABLE_AUTO_CONNECT"}
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert result.stdout.splitlines()[-1] == "0", result.stdout + result.stderr

@@ -358,6 +358,9 @@ wrap_commands(app)  # the CLI boundary: every command's UserError is one line an
 def main() -> None:
     # the command line, for the descriptions of what it writes to MLflow (inherited by local Ray)
     os.environ[COMMAND_ENV] = shlex.join(["adapterfleet", *sys.argv[1:]])
+    # every command starts or joins Ray itself (`ensure_ray`): a Ray call from a thread after
+    # Ctrl-C has left Ray fails, rather than starting a new local Ray (read when Ray is imported)
+    os.environ.setdefault("RAY_ENABLE_AUTO_CONNECT", "0")
     sys.exit(run_app())
 
 

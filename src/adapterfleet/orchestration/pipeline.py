@@ -46,6 +46,7 @@ from adapterfleet.orchestration.relay import (
     relayed_remote,
 )
 from adapterfleet.orchestration.sweep import (
+    cancel_while_joined,
     check_ray_address,
     ensure_ray,
     ray_initialized,
@@ -175,7 +176,7 @@ class FusionGate(threading.Thread):
         except BaseException as error:  # noqa: BLE001 - reported by the driver
             self.state = "failed"
             if self.ref is not None and self.outcome is None:
-                ray.cancel(self.ref, force=True)
+                cancel_while_joined(self.ref)
             self.error = error
 
     def _submit(self, warm: bool, timeout_s: float, reserve: bool = True) -> Any:

@@ -7,6 +7,7 @@ joins Ray only when there is work, opens one sweep run per task and runs the swe
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -84,6 +85,17 @@ def stop_ray() -> None:
     lines its workers still print come before the caller's last words, not after them."""
     if "ray" in sys.modules and sys.modules["ray"].is_initialized():
         sys.modules["ray"].shutdown()
+
+
+def cancel_while_joined(ref: object) -> None:
+    """Cancel the Ray task of `ref` if this process is still in Ray. After Ctrl-C the driver
+    has left Ray (`stop_ray`) by the time a thread sees its `ray.get` fail; a Ray call from
+    that thread would then start a new local Ray (Ray's auto-init) in a process on its way out."""
+    import ray
+
+    if ray.is_initialized():
+        with contextlib.suppress(Exception):  # Ray leaving meanwhile: nothing left to cancel
+            ray.cancel(ref, force=True)
 
 
 def note_interrupted(config: PipelineConfig) -> None:

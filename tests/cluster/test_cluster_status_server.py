@@ -13,7 +13,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from test_cluster_status_sqlite import Store, populated  # noqa: F401 - the fixture
+from test_cluster_status_sqlite import Store, populated, populated_once  # noqa: F401 - fixtures
 
 from adapterfleet.config import PipelineConfig
 from adapterfleet.registry import ensure_experiment, rest_read

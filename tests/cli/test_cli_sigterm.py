@@ -37,12 +37,11 @@ DRIVER = textwrap.dedent(
 )
 
 
-def test_sigterm_inside_ray_get_is_said_as_sigterm(tmp_path: Path) -> None:
-    """Ray's core worker turns whatever a signal handler raises inside `ray.get` into a plain
-    KeyboardInterrupt: `kill PID` then read as Ctrl-C (exit 130, no "by SIGTERM"), as in one CI
-    run of the sweep's SIGTERM test. The handler's own record decides now."""
+def signal_driver(tmp_path: Path, source: str, sig: signal.Signals) -> tuple[int, str]:
+    """Run `source` as a driver, send it `sig` a second after it says "waiting": its exit
+    status and output."""
     script = tmp_path / "driver.py"
-    script.write_text(DRIVER)
+    script.write_text(source)
     log_path = tmp_path / "driver.log"
     with open(log_path, "w") as log:
         driver = subprocess.Popen(
@@ -53,16 +52,23 @@ def test_sigterm_inside_ray_get_is_said_as_sigterm(tmp_path: Path) -> None:
             deadline = time.monotonic() + 120
             while "waiting" not in log_path.read_text():
                 assert driver.poll() is None, log_path.read_text()[-3000:]
-                assert time.monotonic() < deadline, "the driver never reached ray.get"
+                assert time.monotonic() < deadline, "the driver never reached its wait"
                 time.sleep(0.1)
-            time.sleep(1.0)  # well inside ray.get
-            os.kill(driver.pid, signal.SIGTERM)
+            time.sleep(1.0)  # well inside the wait
+            os.kill(driver.pid, sig)
             driver.wait(timeout=120)
         finally:
             if driver.poll() is None:
                 os.killpg(driver.pid, signal.SIGKILL)
-    output = log_path.read_text()
-    assert driver.returncode == 143, output[-3000:]
+    return driver.returncode, log_path.read_text()
+
+
+def test_sigterm_inside_ray_get_is_said_as_sigterm(tmp_path: Path) -> None:
+    """Ray's core worker turns whatever a signal handler raises inside `ray.get` into a plain
+    KeyboardInterrupt: `kill PID` then read as Ctrl-C (exit 130, no "by SIGTERM"), as in one CI
+    run of the sweep's SIGTERM test. The handler's own record decides now."""
+    code, output = signal_driver(tmp_path, DRIVER, signal.SIGTERM)
+    assert code == 143, output[-3000:]
     assert output.rstrip().splitlines()[-1] == "interrupted by SIGTERM: kept", output[-3000:]
     assert "Traceback" not in output, output[-3000:]
 
@@ -107,28 +113,8 @@ def test_ctrl_c_while_a_thread_waits_on_ray_starts_no_new_ray(tmp_path: Path) ->
     """The gate's `ray.get` fails once Ctrl-C's handling has left Ray; its `ray.cancel` then
     started a new local Ray from that thread (Ray's auto-init; "SIGTERM handler is not set
     because current thread is not the main thread") in a process on its way out."""
-    script = tmp_path / "gate.py"
-    script.write_text(GATE)
-    log_path = tmp_path / "gate.log"
-    with open(log_path, "w") as log:
-        driver = subprocess.Popen(
-            [sys.executable, str(script)], stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True, env={**os.environ, "PYTHONPATH": ":".join(sys.path)},
-        )  # fmt: skip
-        try:
-            deadline = time.monotonic() + 120
-            while "waiting" not in log_path.read_text():
-                assert driver.poll() is None, log_path.read_text()[-3000:]
-                assert time.monotonic() < deadline, "the driver never started its thread"
-                time.sleep(0.1)
-            time.sleep(1.0)
-            os.kill(driver.pid, signal.SIGINT)
-            driver.wait(timeout=120)
-        finally:
-            if driver.poll() is None:
-                os.killpg(driver.pid, signal.SIGKILL)
-    output = log_path.read_text()
-    assert driver.returncode == 130, output[-3000:]
+    code, output = signal_driver(tmp_path, GATE, signal.SIGINT)
+    assert code == 130, output[-3000:]
     assert output.rstrip().splitlines()[-2:] == [
         "interrupted: kept",
         "gate done: True, Ray after: False",

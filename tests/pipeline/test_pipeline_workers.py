@@ -3,8 +3,8 @@ is a Ray Train run of two gloo processes on the local Ray; the adapters are regi
 fusion starts and registers, the baselines log their results, as with one worker.
 
 Each of those runs holds both CPUs of this machine, so they run one after another (~40 s each
-here); so the baselines here are MT-A and the fusion over it, which waits for MT-A. Head goes
-through the same code on workers; test_pipeline_baselines.py trains it on one."""
+here). The baselines are MT-A and the fusion over it, which waits for MT-A; Head goes through
+the same code on workers, and test_pipeline_baselines.py trains it on one."""
 
 from __future__ import annotations
 

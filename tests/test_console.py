@@ -153,3 +153,54 @@ def test_a_dead_ray_worker_is_said_in_one_short_line(ray_local) -> None:
     said = cause_text(caught.value)
     assert said.startswith(f"its Ray worker pid {pid} on "), said
     assert said.endswith("died: killed, out of memory or its node left; `ray logs` says which")
+
+
+def _shown_within(capsys: pytest.CaptureFixture[str], text: str, seconds: float) -> bool:
+    shown = ""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and text not in shown:
+        time.sleep(0.2)
+        captured = capsys.readouterr()
+        shown += captured.out + captured.err
+    return text in shown
+
+
+@pytest.mark.parametrize(
+    ("level", "printed"),
+    [(Level.DEFAULT, False), (Level.VERBOSE, True)],
+    ids=["default", "verbose"],
+)
+def test_after_ctrl_c_a_workers_late_line_is_not_printed_below_verbose(
+    ray_local, capsys: pytest.CaptureFixture[str], level: Level, printed: bool
+) -> None:
+    """After Ctrl-C with workers, Ray Train's `(PlacementGroupCleaner pid=...) Failed to query
+    Ray Train Controller actor state` came before the CLI's `interrupted:` line: the relay gave
+    Ray its printer back on the way out, while Ray was still stopping. A line a worker prints
+    then is printed only at `--verbose`; a normal end gives Ray its printer back."""
+    import uuid
+
+    import ray
+    from ray._private.ray_logging import global_worker_stdstream_dispatcher as dispatcher
+
+    from adapterfleet.orchestration.relay import HANDLER, RAY_PRINTER, console
+
+    before = list(dispatcher.handlers)
+    assert RAY_PRINTER in [name for name, _ in before]
+    try:
+        with console(level, print) as relay:
+            relay.attach()
+        assert dispatcher.handlers == before
+        with pytest.raises(KeyboardInterrupt), console(level, print) as relay:
+            relay.attach()
+            raise KeyboardInterrupt
+        names = [name for name, _ in dispatcher.handlers]
+        assert HANDLER not in names and (RAY_PRINTER in names) is printed
+
+        def say_late(text: str) -> None:  # defined here: sent by value to the worker
+            print(text)
+
+        late = f"a late line {uuid.uuid4().hex}"  # unique: Ray folds repeated lines
+        ray.get(ray.remote(say_late).remote(late))
+        assert _shown_within(capsys, late, 5.0) is printed  # it comes in ~1 s when printed
+    finally:
+        dispatcher.handlers = before

@@ -103,13 +103,19 @@ class WorkerRelay:
         dispatcher.add_handler(HANDLER, self.handle)
         self._attached = True
 
-    def detach(self) -> None:
+    def detach(self, interrupted: bool = False) -> None:
+        """Give Ray its printer of worker lines back, except after Ctrl-C or SIGTERM
+        (`interrupted`) below `--verbose`: the CLI leaves Ray next, and what workers print while
+        Ray stops (Ray Train's `PlacementGroupCleaner` once its controller is gone) would come
+        before the `interrupted:` line; it stays in Ray's log files. Ray's next start adds its
+        printer again."""
         if not self._attached:
             return
         dispatcher = _dispatcher()
         if dispatcher is not None:
             dispatcher.remove_handler(HANDLER)
-            if self._ray_printer is not None:
+            muted = interrupted and self.level < Level.VERBOSE
+            if self._ray_printer is not None and not muted:
                 dispatcher.add_handler(RAY_PRINTER, self._ray_printer)
         self._attached = False
 
@@ -207,5 +213,8 @@ def console(level: Level, say: Say) -> Iterator[WorkerRelay]:
     with library_output(level):
         try:
             yield relay
+        except KeyboardInterrupt:  # SIGTERM too, in the CLI (cli/output.py)
+            relay.detach(interrupted=True)
+            raise
         finally:
             relay.detach()

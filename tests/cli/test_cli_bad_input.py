@@ -216,6 +216,26 @@ def test_resuming_what_never_started_is_refused_before_anything_is_written(
         assert not where.exists()
 
 
+def test_an_address_of_another_cluster_is_refused_where_ray_already_runs(
+    pipeline: Path, ray_local: None
+) -> None:
+    """In a process already in Ray (a notebook's, the tests' own), `--address` of another
+    cluster was ignored and the run trained on the Ray the process was in. It is refused,
+    nothing written; the running cluster's own address, "auto" or none take that cluster."""
+    import ray
+
+    from adapterfleet.orchestration.sweep import check_same_cluster
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        other = f"127.0.0.1:{listener.getsockname()[1]}"
+    result = runner.invoke(app, ["run", str(pipeline), "--address", other])
+    refused(result, f"ray address '{other}'", "already in Ray", "ray.shutdown() first")
+    assert not (pipeline.parent / "runs").exists()
+    for address in (None, "local", "auto", ray.get_runtime_context().gcs_address):
+        check_same_cluster(address)
+
+
 @pytest.mark.parametrize(
     "command", [["adapters"], ["pull", "a", "--to", "pulled"], ["status"], ["report"], ["run"]]
 )

@@ -124,3 +124,38 @@ def test_client_without_token_gets_one_line_error(ray_head: Any, tmp_path: Path)
     for name in ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "~/.ray/auth_token"):
         assert name in lines[0]
     assert ray_head.token not in done.stdout + done.stderr
+
+
+def test_a_driver_joined_by_address_may_name_it_again_and_no_other(with_token: Any) -> None:
+    """`run --address HOST:PORT` joins, and the adapter stage asks for the same address again:
+    taken, though the cluster calls itself by its node's IP, not 127.0.0.1; another cluster's
+    address is refused in one line (a process already in Ray used to ignore it)."""
+    from cluster_support import gcs_port
+
+    port = gcs_port(with_token)
+    given = f"127.0.0.1:{port}"
+    code = (
+        "from adapterfleet.config import ConfigError\n"
+        "from adapterfleet.orchestration.sweep import ensure_ray\n"
+        "import ray\n"
+        f"ensure_ray({given!r}, None)\n"
+        f"ensure_ray({given!r}, None)\n"
+        "print('GCS', ray.get_runtime_context().gcs_address)\n"
+        "try:\n"
+        "    ensure_ray('127.0.0.1:1', None)\n"
+        "except ConfigError as error:\n"
+        "    print('REFUSED', error)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_ADDRESS")}
+    env.update(RAY_AUTH_MODE="token", RAY_USAGE_STATS_ENABLED="0")  # a driver of this cluster
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    gcs = next(line.split()[1] for line in lines if line.startswith("GCS "))
+    assert gcs != given and gcs.endswith(f":{port}")  # the same cluster, named twice
+    assert [line for line in lines if line.startswith("REFUSED ")] == [
+        f"REFUSED ray address '127.0.0.1:1': this process is already in Ray ({gcs}); leave the "
+        "address out to run there, or call ray.shutdown() first"
+    ], done.stdout

@@ -34,17 +34,23 @@ from adapterfleet.training import end_quietly
 from adapterfleet.tuning.plan import check_resumable, plan_sweep
 from adapterfleet.tuning.spec import sweep_description, task_config_hash
 
+# an address `ensure_ray` was given (a host name, "auto") -> the GCS address of what it joined
+_joined: dict[str, str] = {}
+
 
 def ensure_ray(address: str | None, num_cpus: int | None, log_level: int | None = None) -> None:
     """Join the Ray cluster at `address` ("auto", host:port, ray://...); with no address, the
     cluster of RAY_ADDRESS (as inside a submitted job), else a new local Ray of this process,
-    never some other cluster that happens to run on the machine. Nothing if Ray is running.
+    never some other cluster that happens to run on the machine. Nothing if Ray is running
+    (an address of another cluster is refused then: `check_same_cluster`).
     `log_level`: of the driver's "ray" logger (None: Ray's INFO); below INFO, what Ray logs
     while it starts (its INFO lines, its notices) stays in its log files. A SIGTERM handler of
     this process's own (the CLI's: stop as on Ctrl-C) stays in place of Ray's."""
     import ray
+    from ray.util.client import ray as ray_client
 
     if ray.is_initialized():
+        check_same_cluster(address)
         if log_level is not None:
             logging.getLogger("ray").setLevel(log_level)
         return
@@ -64,10 +70,35 @@ def ensure_ray(address: str | None, num_cpus: int | None, log_level: int | None 
         logging_level=logging.INFO if log_level is None else max(log_level, logging.ERROR),
         runtime_env={"env_vars": login} if login else None,
     )
+    if not local and not ray_client.is_connected():
+        _joined[str(address).rstrip("/")] = ray.get_runtime_context().gcs_address
     if callable(ours):  # Ray's exits at once, after its core worker's stack dump
         signal.signal(signal.SIGTERM, ours)
     if log_level is not None:
         logging.getLogger("ray").setLevel(log_level)
+
+
+def check_same_cluster(address: str | None) -> None:
+    """In a process already in Ray (a notebook's `ray.init`, an earlier run), a host:port
+    `address` must be that cluster's: it used to be ignored, and the run went to the cluster
+    the process was in. None, "local" and "auto" take the running one; so does a ray://
+    address while Ray Client is connected (its server's address is not known here)."""
+    import ray
+    from ray.util.client import ray as ray_client
+
+    if address in (None, "local", "auto"):
+        return
+    if address.startswith("ray://") and ray_client.is_connected():
+        return
+    given = address.rstrip("/")
+    current = None if ray_client.is_connected() else ray.get_runtime_context().gcs_address
+    if current is not None and current in (given, _joined.get(given)):
+        return
+    raise ConfigError(
+        f"ray address {address!r}: this process is already in Ray "
+        f"({current or 'through Ray Client'}); leave the address out to run there, or call "
+        "ray.shutdown() first"
+    )
 
 
 def _main_thread() -> bool:

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from adapterfleet._hub import hub_unreachable
 from adapterfleet.adapters.config import BaseModelSpec
 from adapterfleet.adapters.files import sha256_file
 from adapterfleet.errors import UserError
@@ -62,6 +63,12 @@ def looks_like_path(name: str) -> bool:
     return name.startswith(("/", ".", "~")) or name.count("/") > 1 or "\\" in name
 
 
+def local_files_only(path: str) -> bool:
+    """Load `path` from local files alone: a folder, or a hub id while the hub is unreachable
+    (`_hub`: from the Hugging Face cache, at once)."""
+    return os.path.isdir(path) or hub_unreachable() is not None
+
+
 def names_other_base(recorded: str, ours: str) -> bool:
     """True only when `recorded` (what a run or registered version was trained on) surely names
     another base than `ours`: two names (hub ids, minilm-l6) that differ, or two folders here
@@ -92,7 +99,7 @@ def load_encoder(base: str | BaseModelSpec, **kwargs: Any) -> Any:
     path = resolve_base_model(spec.name)
     if spec.dtype != "auto":
         kwargs.setdefault("dtype", getattr(torch, spec.dtype))
-    model = AutoModel.from_pretrained(path, local_files_only=os.path.isdir(path), **kwargs)
+    model = AutoModel.from_pretrained(path, local_files_only=local_files_only(path), **kwargs)
     if spec.layout:
         attach_slot_map(model, SlotMap.from_mapping(spec.layout_mapping))
     if spec.gradient_checkpointing:
@@ -116,7 +123,7 @@ def load_tokenizer(base: str | BaseModelSpec) -> Any:
     from transformers import AutoTokenizer
 
     path = resolve_base_model(str(base))
-    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=os.path.isdir(path))
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=local_files_only(path))
     if tokenizer.pad_token is None:
         stand_in = tokenizer.eos_token or tokenizer.unk_token
         if stand_in is None:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from adapterfleet._hub import cache_only_while_unreachable, hub_unreachable
 from adapterfleet.data.choices import choice_rows
 from adapterfleet.data.demo import ensure_demo_files
 from adapterfleet.data.errors import TaskError
@@ -280,9 +281,12 @@ def _read_hub(spec: TaskSpec, split: str, source: SplitSource) -> RawSplit:
         if saved:
             loaded = datasets.load_from_disk(str(local))
         else:
-            loaded = datasets.load_dataset(spec.hub, spec.hub_config)
+            with cache_only_while_unreachable():
+                loaded = datasets.load_dataset(spec.hub, spec.hub_config)
     except Exception as exc:  # any loader failure becomes one clear line before training
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if (why := hub_unreachable()) and not local.is_dir():
+            first = f"{why}, and it is not in the datasets cache"
         raise TaskError(
             spec.name, "hub", f"cannot load {where}: {first}", "check hub/hub_config"
         ) from None

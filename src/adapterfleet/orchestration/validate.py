@@ -8,8 +8,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from adapterfleet._hub import hub_unreachable
 from adapterfleet.adapters import MINILM, AdapterConfig, resolve_base_model
-from adapterfleet.adapters.base_model import BASE_MODEL_TAKES
+from adapterfleet.adapters.base_model import BASE_MODEL_TAKES, local_files_only
 from adapterfleet.config import ConfigError, PipelineConfig
 from adapterfleet.data import TaskData, load_task
 
@@ -36,9 +37,11 @@ def base_model_config(name: str) -> Any:
             "there with save_pretrained, or give another base_model"
         )
     try:
-        return AutoConfig.from_pretrained(path, local_files_only=local)
+        return AutoConfig.from_pretrained(path, local_files_only=local_files_only(path))
     except (OSError, ValueError) as error:
         first = str(error).splitlines()[0] if str(error) else type(error).__name__
+        if not local and (why := hub_unreachable()):
+            first = f"{why}, and it is not in the Hugging Face cache"
         near = difflib.get_close_matches(name, [MINILM], n=1, cutoff=0.7)
         fix = f"did you mean {MINILM}, the packaged encoder?" if near else f"give {takes}"
         if not local and not near:

@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 from torch.nn import functional as F
 
+from adapterfleet.adapters.base_model import checkpointing_on
 from benchmarks import common
 from benchmarks.names import FUSION_NAME
 from benchmarks.worker_ours import _versions, _with_adapters
@@ -56,14 +57,6 @@ def built_dtypes(model: torch.nn.Module, params: list[torch.nn.Parameter]) -> di
         "added": sorted({str(p.dtype) for p in model.parameters() if id(p) not in base}),
         "trainable": sorted({str(p.dtype) for p in params}),
     }
-
-
-def checkpointing_on(encoder: torch.nn.Module) -> bool:
-    """Whether activation checkpointing is on (transformers 5's name first, then the old one)."""
-    for attr in ("is_activation_checkpointing", "is_gradient_checkpointing"):
-        if hasattr(type(encoder), attr):
-            return bool(getattr(encoder, attr))
-    return False
 
 
 def probe_outputs(model: torch.nn.Module, spec: dict) -> dict[str, torch.Tensor]:

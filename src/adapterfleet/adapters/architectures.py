@@ -170,10 +170,16 @@ def attach_slot_map(encoder: nn.Module, slots: SlotMap) -> None:
     setattr(base_encoder(encoder), _LAYOUT_ATTR, slots)
 
 
+def declared_slot_map(model: nn.Module) -> SlotMap | None:
+    """The layout declared for `model`'s encoder (`base_model_layout:`), if any."""
+    declared = getattr(base_encoder(model), _LAYOUT_ATTR, None)
+    return declared if isinstance(declared, SlotMap) else None
+
+
 def slot_map_for(model: nn.Module) -> SlotMap:
     encoder = base_encoder(model)
-    declared = getattr(encoder, _LAYOUT_ATTR, None)
-    if isinstance(declared, SlotMap):
+    declared = declared_slot_map(encoder)
+    if declared is not None:
         return declared
     model_type = getattr(getattr(encoder, "config", None), "model_type", None)
     if model_type not in SLOT_MAPS:

@@ -117,6 +117,14 @@ def enable_checkpointing(model: Any) -> None:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
 
 
+def checkpointing_on(model: Any) -> bool:
+    """Whether activation checkpointing is on (transformers 5's name first, then the old one)."""
+    for attr in ("is_activation_checkpointing", "is_gradient_checkpointing"):
+        if hasattr(type(model), attr):
+            return bool(getattr(model, attr))
+    return False
+
+
 def load_tokenizer(base: str | BaseModelSpec) -> Any:
     """The base's tokenizer, able to pad: one without a pad token (GPT-2, Llama) pads with its
     end-of-sequence token (the Hugging Face convention), else its unknown token."""

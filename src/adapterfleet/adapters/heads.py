@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from adapterfleet.adapters.config import HEAD_DROPOUT, POOLINGS
+from adapterfleet.adapters.first_token import last_layer_at_first_token
 from adapterfleet.adapters.model import trainable_dtype
 
 HEAD_TYPES = ("classification", "multiple_choice", "regression")
@@ -184,7 +185,8 @@ class AdapterModel(nn.Module):
             kwargs["token_type_ids"] = flat[2]
         if _takes(self.encoder_model, "use_cache"):  # a decoder builds a key/value cache unasked
             kwargs["use_cache"] = False
-        hidden = self.encoder_model(**kwargs).last_hidden_state
+        with last_layer_at_first_token(self, head.config.pooling):
+            hidden = self.encoder_model(**kwargs).last_hidden_state
         pooled = pool(hidden, flat[1], head.config.pooling)
         logits = head(pooled.to(head.layers[1].weight.dtype))
         return logits.view(-1, choices) if choices else logits

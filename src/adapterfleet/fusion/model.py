@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from adapterfleet.adapters.architectures import attention_dropout, base_encoder, encoder_layers
+from adapterfleet.adapters.first_token import every_position
 from adapterfleet.adapters.model import adapter_configs, train_only
 from adapterfleet.adapters.modules import MixSlot, OutputSlot
 from adapterfleet.fusion.config import FusionConfig
@@ -115,7 +116,8 @@ def fusion_regularization_loss(model: nn.Module, name: str) -> torch.Tensor | No
 
 @contextmanager
 def capture_fusion_weights(model: nn.Module, name: str) -> Iterator[dict[int, list[torch.Tensor]]]:
-    """Collect each layer's fusion weights (…, N) from every forward pass inside the block."""
+    """Collect each layer's fusion weights (…, N) from every forward pass inside the block, at
+    every position of every layer (the last one included: `every_position`)."""
     layers = fusion_layers(model, name)
     captured: dict[int, list[torch.Tensor]] = {i: [] for i in range(len(layers))}
     handles = []
@@ -127,7 +129,8 @@ def capture_fusion_weights(model: nn.Module, name: str) -> Iterator[dict[int, li
 
         handles.append(layer.register_forward_hook(hook))
     try:
-        yield captured
+        with every_position(model):
+            yield captured
     finally:
         for layer, handle in zip(layers, handles, strict=True):
             layer.record = False

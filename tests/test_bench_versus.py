@@ -130,6 +130,31 @@ def test_the_malloc_trim_benchmark_times_the_same_step_with_and_without_the_call
     assert (tmp_path / "malloc-trim.json").exists()
 
 
+def test_the_first_token_benchmark_times_the_whole_last_layer_against_the_cut(
+    tmp_path, monkeypatch
+):
+    from benchmarks import first_token, worker_ours
+
+    widths: list[int] = []
+
+    def step_of(spec):  # the benchmark's own step, with the last layer's width recorded
+        step, model, params = worker_ours.step_of(spec)
+        norm = model.encoder_model.encoder.layer[-1].output.LayerNorm
+        norm.register_forward_pre_hook(lambda _m, args: widths.append(args[0].shape[1]))
+        return step, model, params
+
+    monkeypatch.setattr(first_token, "step_of", step_of)
+    result = first_token.measure(
+        steps=2, out=tmp_path, cases=[("minilm", "single_train", 1, 2)], seq=16
+    )
+    assert sorted(widths) == [1] * 4 + [16] * 4  # two untimed and two timed steps of each
+    (row,) = result["rows"]
+    assert row["whole_s"] > 0 and row["cut_s"] > 0
+    assert row["saved"] == pytest.approx(1 - row["cut_s"] / row["whole_s"])
+    assert "| single_train N=1 minilm | 2×16 |" in first_token.markdown(result)
+    assert (tmp_path / "first-token.json").exists()
+
+
 def test_a_scripted_configuration_rewrites_its_table_in_place(tmp_path):
     from benchmarks.run import Bench, _fresh_blocks, _kept_blocks, suite
 

@@ -1,0 +1,102 @@
+"""What computing the last layer at the first token saves a step (`adapters/first_token.py`).
+
+    python -m benchmarks.first_token [--steps 6] [--out .bench/first-token]
+
+A head that pools the first token reads one row of the last layer, so `AdapterModel` runs that
+layer after the attention's norm at the first token only. This times the steps of `make bench`
+(random BERT-base and MiniLM shapes, one process per configuration) with the cut and with the
+whole last layer (`every_position`, which the fusion-weight capture uses), alternating ABBA after
+two untimed steps of each, and compares the medians. Nothing is asserted on these times;
+RESULTS.md ("The last layer at the first token") has the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from adapterfleet.adapters.first_token import every_position
+from benchmarks import common
+from benchmarks.run import WORK, make_base
+from benchmarks.worker_ours import step_of
+
+# (shape, kind, N, batch): the steps of make bench
+CASES = (
+    ("bert-base", "single_train", 1, 8),
+    ("bert-base", "fusion_train", 16, 8),
+    ("minilm", "single_train", 1, 32),
+    ("minilm", "fusion_train", 16, 32),
+    ("minilm", "fusion_infer", 16, 32),
+)
+
+
+def time_case(shape: str, kind: str, n: int, batch: int, seq: int, steps: int, out: Path) -> dict:
+    """Median seconds per step with the whole last layer and with the cut, one process."""
+    spec = {"base_dir": str(make_base(shape, out)), "kind": kind, "n": n, "batch": batch,
+            "seq": seq, "device": "cpu", "autocast": None, "seed": 0, "lr": 1e-4}  # fmt: skip
+    step, model, _ = step_of(spec)
+
+    def whole_step() -> None:
+        with every_position(model):
+            step()
+
+    for _ in range(2):
+        step()
+        whole_step()
+    times: dict[str, list[float]] = {"whole": [], "cut": []}
+    for index in range(steps):
+        order = ("whole", "cut") if index % 2 == 0 else ("cut", "whole")
+        for form in order:
+            start = time.perf_counter()
+            (whole_step if form == "whole" else step)()
+            times[form].append(time.perf_counter() - start)
+    whole, cut = statistics.median(times["whole"]), statistics.median(times["cut"])
+    return {"shape": shape, "kind": kind, "n": n, "batch": [batch, seq], "whole_s": whole,
+            "cut_s": cut, "saved": 1 - cut / whole}  # fmt: skip
+
+
+def measure(
+    steps: int = 6, out: Path = WORK / "first-token", cases=CASES, seq: int = 128
+) -> dict[str, Any]:
+    out.mkdir(parents=True, exist_ok=True)
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    rows = [time_case(*case, seq=seq, steps=steps, out=out) for case in cases]
+    result = {"steps": steps, "load_before": load, "rows": rows}
+    (out / "first-token.json").write_text(json.dumps(result, indent=1))
+    return result
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = [
+        "| step | batch | whole last layer s/step | at the first token s/step | saved |",
+        "|---|---|---|---|---|",
+    ]
+    for row in result["rows"]:
+        name = f"{row['kind']} N={row['n']} {row['shape']}"
+        batch = "×".join(str(x) for x in row["batch"])
+        lines.append(
+            f"| {name} | {batch} | {row['whole_s']:.3f} | {row['cut_s']:.3f} | {row['saved']:.1%} |"
+        )
+    return "\n".join(lines) + f"\n\nLoad average before: {result['load_before']}.\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--out", type=Path, default=WORK / "first-token")
+    args = parser.parse_args(argv)
+    common.set_threads(2)
+    from transformers.utils import logging
+
+    logging.disable_progress_bar()  # a bar per loaded base is noise beside the table
+    print(markdown(measure(args.steps, args.out)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

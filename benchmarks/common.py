@@ -11,6 +11,7 @@ import ctypes
 import ctypes.util
 import functools
 import json
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -134,6 +135,29 @@ def time_steps(
         ):
             break
     return times, cpu
+
+
+def alternate(
+    first: Callable[[], Any], second: Callable[[], Any], steps: int, warmup: int = 2
+) -> tuple[float, float]:
+    """Median wall seconds of two forms of one step, in turn ABBA after `warmup` untimed steps of
+    each, so that drift in the machine's load falls on both alike."""
+    for _ in range(warmup):
+        first()
+        second()
+    times: tuple[list[float], list[float]] = ([], [])
+    for index in range(steps):
+        for which in (0, 1) if index % 2 == 0 else (1, 0):
+            start = time.perf_counter()
+            (first, second)[which]()
+            times[which].append(time.perf_counter() - start)
+    return statistics.median(times[0]), statistics.median(times[1])
+
+
+def step_cells(row: dict) -> str:
+    """The first two cells of a table row for one timed step: `| kind N=n shape | batch×seq |`."""
+    batch = "×".join(str(x) for x in row["batch"])
+    return f"| {row['kind']} N={row['n']} {row['shape']} | {batch} |"
 
 
 def main(run: Callable[[dict], dict]) -> None:

@@ -15,8 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
-import time
 from pathlib import Path
 from typing import Any
 
@@ -45,17 +43,7 @@ def time_case(shape: str, kind: str, n: int, batch: int, seq: int, steps: int, o
         with every_position(model):
             step()
 
-    for _ in range(2):
-        step()
-        whole_step()
-    times: dict[str, list[float]] = {"whole": [], "cut": []}
-    for index in range(steps):
-        order = ("whole", "cut") if index % 2 == 0 else ("cut", "whole")
-        for form in order:
-            start = time.perf_counter()
-            (whole_step if form == "whole" else step)()
-            times[form].append(time.perf_counter() - start)
-    whole, cut = statistics.median(times["whole"]), statistics.median(times["cut"])
+    whole, cut = common.alternate(whole_step, step, steps)
     return {"shape": shape, "kind": kind, "n": n, "batch": [batch, seq], "whole_s": whole,
             "cut_s": cut, "saved": 1 - cut / whole}  # fmt: skip
 
@@ -77,11 +65,8 @@ def markdown(result: dict[str, Any]) -> str:
         "|---|---|---|---|---|",
     ]
     for row in result["rows"]:
-        name = f"{row['kind']} N={row['n']} {row['shape']}"
-        batch = "×".join(str(x) for x in row["batch"])
-        lines.append(
-            f"| {name} | {batch} | {row['whole_s']:.3f} | {row['cut_s']:.3f} | {row['saved']:.1%} |"
-        )
+        cells = f" {row['whole_s']:.3f} | {row['cut_s']:.3f} | {row['saved']:.1%} |"
+        lines.append(common.step_cells(row) + cells)
     return "\n".join(lines) + f"\n\nLoad average before: {result['load_before']}.\n"
 
 

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
 from pathlib import Path
 from typing import Any
 
@@ -38,16 +36,13 @@ def time_case(shape: str, kind: str, n: int, batch: int, seq: int, steps: int, o
     spec = {"base_dir": str(make_base(shape, out)), "kind": kind, "n": n, "batch": batch,
             "seq": seq, "device": "cpu", "autocast": None, "seed": 0, "lr": 1e-4}  # fmt: skip
     step = step_of(spec)[0]
-    for _ in range(2):
+
+    def trimmed_step() -> None:
+        spec["malloc_trim"] = True  # the step reads it at each call
         step()
-    times: dict[bool, list[float]] = {False: [], True: []}
-    for index in range(steps):
-        for trim in (False, True) if index % 2 == 0 else (True, False):
-            spec["malloc_trim"] = trim  # the step reads it at each call
-            start = time.perf_counter()
-            step()
-            times[trim].append(time.perf_counter() - start)
-    plain, trimmed = statistics.median(times[False]), statistics.median(times[True])
+        spec["malloc_trim"] = False
+
+    plain, trimmed = common.alternate(step, trimmed_step, steps)
     return {"shape": shape, "kind": kind, "n": n, "batch": [batch, seq], "plain_s": plain,
             "trim_s": trimmed, "ratio": trimmed / plain}  # fmt: skip
 
@@ -68,12 +63,8 @@ def markdown(result: dict[str, Any]) -> str:
         "|---|---|---|---|---|",
     ]
     for row in result["rows"]:
-        name = f"{row['kind']} N={row['n']} {row['shape']}"
-        batch = "×".join(str(x) for x in row["batch"])
-        lines.append(
-            f"| {name} | {batch} | {row['plain_s']:.3f} | {row['trim_s']:.3f} | "
-            f"{row['ratio']:.3f} |"
-        )
+        cells = f" {row['plain_s']:.3f} | {row['trim_s']:.3f} | {row['ratio']:.3f} |"
+        lines.append(common.step_cells(row) + cells)
     if not result["trim_available"]:
         lines += ["", "This C library has no malloc_trim: both columns ran the same step."]
     return "\n".join(lines) + "\n"

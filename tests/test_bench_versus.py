@@ -155,6 +155,33 @@ def test_the_first_token_benchmark_times_the_whole_last_layer_against_the_cut(
     assert (tmp_path / "first-token.json").exists()
 
 
+def test_the_dropout_benchmark_times_torch_s_dropout_against_the_packed_one(tmp_path, monkeypatch):
+    from torch import nn
+
+    from adapterfleet.adapters.dropout import PackedDropout
+    from benchmarks import dropout, worker_ours
+
+    kinds: list[type] = []
+
+    def step_of(spec):  # the benchmark's own step, with the embeddings' dropout's class recorded
+        step, model, params = worker_ours.step_of(spec)
+        module = model.encoder_model.embeddings.dropout
+        module.register_forward_pre_hook(lambda m, _args: kinds.append(type(m)))
+        return step, model, params
+
+    monkeypatch.setattr(dropout, "step_of", step_of)
+    result = dropout.measure(
+        steps=2, out=tmp_path, cases=[("minilm", "single_train", 1, 2)], seq=16
+    )
+    # the hooked 1 + 3 steps of each, then two untimed and two timed steps of each
+    assert kinds.count(nn.Dropout) == kinds.count(PackedDropout) == 8
+    (row,) = result["rows"]
+    assert row["torch_dropout_s"] > 0 and row["packed_dropout_s"] > 0
+    assert row["saved"] == pytest.approx(1 - row["packed_s"] / row["torch_s"])
+    assert "| single_train N=1 minilm | 2×16 |" in dropout.markdown(result)
+    assert (tmp_path / "dropout.json").exists()
+
+
 def test_a_scripted_configuration_rewrites_its_table_in_place(tmp_path):
     from benchmarks.run import Bench, _fresh_blocks, _kept_blocks, suite
 

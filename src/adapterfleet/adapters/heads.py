@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from adapterfleet.adapters.config import HEAD_DROPOUT, POOLINGS
+from adapterfleet.adapters.dropout import PackedDropout, pack_dropout
 from adapterfleet.adapters.first_token import last_layer_at_first_token
 from adapterfleet.adapters.model import trainable_dtype
 
@@ -82,10 +83,10 @@ class Head(nn.Module):
         super().__init__()
         self.config = config
         self.layers = nn.Sequential(
-            nn.Dropout(config.dropout),
+            PackedDropout(config.dropout),
             nn.Linear(hidden_size, hidden_size),
             nn.Tanh(),
-            nn.Dropout(config.dropout),
+            PackedDropout(config.dropout),
             nn.Linear(hidden_size, config.out_features),
         )
 
@@ -130,6 +131,7 @@ class AdapterModel(nn.Module):
 
     def __init__(self, encoder_model: nn.Module):
         super().__init__()
+        pack_dropout(encoder_model)  # CPU masks from packed random bits (adapters/dropout.py)
         self.encoder_model = encoder_model
         self.heads = nn.ModuleDict()
         self.active_head: str | None = None

@@ -17,6 +17,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from adapterfleet.adapters.dropout import PackedDropout
 from adapterfleet.adapters.modules import Bottleneck
 from adapterfleet.fusion.config import FusionConfig
 
@@ -140,7 +141,7 @@ class FusionLayer(nn.Module):
         self.adapter_names = list(adapter_names)
         self.config = config
         self.temperature = config.temperature
-        self.dropout = nn.Dropout(dropout if config.dropout is None else config.dropout)
+        self.dropout = PackedDropout(dropout if config.dropout is None else config.dropout)
         self.query = nn.Linear(hidden_size, hidden_size) if config.query else None
         self.key = nn.Linear(hidden_size, hidden_size) if config.key else None
         self.value = nn.Linear(hidden_size, hidden_size, bias=False) if config.value else None

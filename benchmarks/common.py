@@ -160,6 +160,31 @@ def step_cells(row: dict) -> str:
     return f"| {row['kind']} N={row['n']} {row['shape']} | {batch} |"
 
 
+def step_table_main(
+    doc: str,
+    measure: Callable[[int, Path], dict],
+    markdown: Callable[[dict], str],
+    steps: int,
+    out: Path,
+    argv: list[str] | None = None,
+) -> int:
+    """The command line of a script timing the steps of `make bench` in two forms (`--steps`,
+    `--out`): two threads, no progress bars from transformers, the table printed."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=steps)
+    parser.add_argument("--out", type=Path, default=out)
+    args = parser.parse_args(argv)
+    set_threads(2)
+    with contextlib.suppress(ImportError):  # a bar per loaded base is noise beside the table
+        from transformers.utils import logging
+
+        logging.disable_progress_bar()
+    print(markdown(measure(args.steps, args.out)))
+    return 0
+
+
 def main(run: Callable[[dict], dict]) -> None:
     """Worker entry: `python -m benchmarks.<worker> SPEC.json OUT.json`."""
     spec = json.loads(Path(sys.argv[1]).read_text())

@@ -14,7 +14,6 @@ figures.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import time
@@ -115,16 +114,7 @@ def markdown(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--out", type=Path, default=WORK / "dropout")
-    args = parser.parse_args(argv)
-    common.set_threads(2)
-    from transformers.utils import logging
-
-    logging.disable_progress_bar()  # a bar per loaded base is noise beside the table
-    print(markdown(measure(args.steps, args.out)))
-    return 0
+    return common.step_table_main(__doc__, measure, markdown, 10, WORK / "dropout", argv)
 
 
 if __name__ == "__main__":

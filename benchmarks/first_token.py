@@ -12,7 +12,6 @@ RESULTS.md ("The last layer at the first token") has the figures.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 from pathlib import Path
@@ -71,16 +70,7 @@ def markdown(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=6)
-    parser.add_argument("--out", type=Path, default=WORK / "first-token")
-    args = parser.parse_args(argv)
-    common.set_threads(2)
-    from transformers.utils import logging
-
-    logging.disable_progress_bar()  # a bar per loaded base is noise beside the table
-    print(markdown(measure(args.steps, args.out)))
-    return 0
+    return common.step_table_main(__doc__, measure, markdown, 6, WORK / "first-token", argv)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ shape") has the figures.
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 from typing import Any
@@ -71,13 +70,7 @@ def markdown(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=8)
-    parser.add_argument("--out", type=Path, default=WORK / "malloc-trim")
-    args = parser.parse_args(argv)
-    common.set_threads(2)
-    print(markdown(measure(args.steps, args.out)))
-    return 0
+    return common.step_table_main(__doc__, measure, markdown, 8, WORK / "malloc-trim", argv)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,10 @@
 """Dropout whose masks are drawn from packed random bits on a CPU.
 
-torch's CPU dropout draws its mask with one generator call per element (`bernoulli_`). On a
-training step of the packaged MiniLM at 32×128 that is about 13 % of the step (15 masks of 1.6 M
-elements each, 0.33 s of 2.4 s on 2 cores); BERT-base's 39 masks at 8×128 take about 6 %. Here
-each 64-bit random word gives four 15-bit draws, and an element is kept when its draw is at or
-above p · 2¹⁵: the dropout forward of a step takes 2.5–3× less time (`benchmarks/dropout.py`).
+torch's CPU dropout draws its mask with one generator call per element (`bernoulli_`): on the
+training steps of `make bench` (MiniLM at 32×128, 15 masks of 1.6 M elements; BERT-base at 8×128,
+39 masks of 0.8 M) that took 0.22–0.33 s, 5–14 % of a step on 2 cores. Here each 64-bit random
+word gives four 15-bit draws, and an element is kept when its draw is at or above p · 2¹⁵: the
+dropout forward of a step takes 2.2–3.8× less time (`benchmarks/dropout.py`).
 
 Elements are kept independently, with probability 1 − p′, where p′ is p rounded to a multiple of
 2⁻¹⁵ (p = 0.1: p′ = 0.100006), and the kept ones are scaled by 1 / (1 − p′), so the output's

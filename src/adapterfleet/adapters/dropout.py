@@ -10,7 +10,8 @@ Elements are kept independently, with probability 1 − p′, where p′ is p ro
 2⁻¹⁵ (p = 0.1: p′ = 0.100006), and the kept ones are scaled by 1 / (1 − p′), so the output's
 expectation is its input, as with `nn.Dropout`. The masks come from torch's seeded generator:
 a seeded run draws the same masks again. On other devices (CUDA's dropout is a fused kernel
-already), in eval mode, and for p of 0 or 1 it is `nn.Dropout`.
+already), in eval mode, and for p of 0 or 1 it is `nn.Dropout`. The attention probabilities'
+dropout that SDPA draws inside the attention is not a module and stays torch's.
 """
 
 from __future__ import annotations

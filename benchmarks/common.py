@@ -160,6 +160,21 @@ def step_cells(row: dict) -> str:
     return f"| {row['kind']} N={row['n']} {row['shape']} | {batch} |"
 
 
+def timed_cases(
+    time_case: Callable[..., dict], cases, steps: int, seq: int, out: Path, name: str
+) -> dict[str, Any]:
+    """Each case of a two-form script timed by `time_case(*case, seq=, steps=, out=)`, with the
+    load average before; written to OUT/NAME.json."""
+    import os
+
+    out.mkdir(parents=True, exist_ok=True)
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    rows = [time_case(*case, seq=seq, steps=steps, out=out) for case in cases]
+    result = {"steps": steps, "load_before": load, "rows": rows}
+    (out / f"{name}.json").write_text(json.dumps(result, indent=1))
+    return result
+
+
 def step_table_main(
     doc: str,
     measure: Callable[[int, Path], dict],

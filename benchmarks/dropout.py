@@ -14,8 +14,6 @@ figures.
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -90,12 +88,7 @@ def time_case(shape: str, kind: str, n: int, batch: int, seq: int, steps: int, o
 def measure(
     steps: int = 10, out: Path = WORK / "dropout", cases=CASES, seq: int = 128
 ) -> dict[str, Any]:
-    out.mkdir(parents=True, exist_ok=True)
-    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    rows = [time_case(*case, seq=seq, steps=steps, out=out) for case in cases]
-    result = {"steps": steps, "load_before": load, "rows": rows}
-    (out / "dropout.json").write_text(json.dumps(result, indent=1))
-    return result
+    return common.timed_cases(time_case, cases, steps, seq, out, "dropout")
 
 
 def markdown(result: dict[str, Any]) -> str:

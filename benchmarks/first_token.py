@@ -12,8 +12,6 @@ RESULTS.md ("The last layer at the first token") has the figures.
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -50,12 +48,7 @@ def time_case(shape: str, kind: str, n: int, batch: int, seq: int, steps: int, o
 def measure(
     steps: int = 6, out: Path = WORK / "first-token", cases=CASES, seq: int = 128
 ) -> dict[str, Any]:
-    out.mkdir(parents=True, exist_ok=True)
-    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    rows = [time_case(*case, seq=seq, steps=steps, out=out) for case in cases]
-    result = {"steps": steps, "load_before": load, "rows": rows}
-    (out / "first-token.json").write_text(json.dumps(result, indent=1))
-    return result
+    return common.timed_cases(time_case, cases, steps, seq, out, "first-token")
 
 
 def markdown(result: dict[str, Any]) -> str:

@@ -182,6 +182,33 @@ def test_the_dropout_benchmark_times_torch_s_dropout_against_the_packed_one(tmp_
     assert (tmp_path / "dropout.json").exists()
 
 
+def test_the_attention_dropout_benchmark_times_sdpa_against_the_packed_one(tmp_path, monkeypatch):
+    from adapterfleet.adapters.attention import NAME
+    from benchmarks import attention_dropout, worker_ours
+
+    used: list[str] = []
+
+    def step_of(spec):  # the benchmark's own step, with the attention each step runs recorded
+        step, model, params = worker_ours.step_of(spec)
+        module = model.encoder_model.encoder.layer[0].attention.self
+        module.register_forward_pre_hook(
+            lambda m, _args: used.append(m.config._attn_implementation)
+        )
+        return step, model, params
+
+    monkeypatch.setattr(attention_dropout, "step_of", step_of)
+    result = attention_dropout.measure(
+        steps=2, out=tmp_path, cases=[("minilm", "single_train", 1, 2)], seq=16
+    )
+    # the hooked 1 + 3 steps of each, then two untimed and two timed steps of each
+    assert used.count("sdpa") == used.count(NAME) == 8
+    (row,) = result["rows"]
+    assert row["sdpa_attention_s"] > 0 and row["packed_attention_s"] > 0
+    assert row["saved"] == pytest.approx(1 - row["packed_s"] / row["sdpa_s"])
+    assert "| single_train N=1 minilm | 2×16 |" in attention_dropout.markdown(result)
+    assert (tmp_path / "attention_dropout.json").exists()
+
+
 def test_a_scripted_configuration_rewrites_its_table_in_place(tmp_path):
     from benchmarks.run import Bench, _fresh_blocks, _kept_blocks, suite
 

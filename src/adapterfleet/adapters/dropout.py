@@ -11,7 +11,7 @@ Elements are kept independently, with probability 1 − p′, where p′ is p ro
 expectation is its input, as with `nn.Dropout`. The masks come from torch's seeded generator:
 a seeded run draws the same masks again. On other devices (CUDA's dropout is a fused kernel
 already), in eval mode, and for p of 0 or 1 it is `nn.Dropout`. The attention probabilities'
-dropout that SDPA draws inside the attention is not a module and stays torch's.
+dropout, which SDPA draws inside the attention, gets the same masks through `attention.py`.
 """
 
 from __future__ import annotations

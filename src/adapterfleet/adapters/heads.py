@@ -10,6 +10,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from adapterfleet.adapters.attention import use_packed_attention
 from adapterfleet.adapters.config import HEAD_DROPOUT, POOLINGS
 from adapterfleet.adapters.dropout import PackedDropout, pack_dropout
 from adapterfleet.adapters.first_token import last_layer_at_first_token
@@ -132,6 +133,7 @@ class AdapterModel(nn.Module):
     def __init__(self, encoder_model: nn.Module):
         super().__init__()
         pack_dropout(encoder_model)  # CPU masks from packed random bits (adapters/dropout.py)
+        use_packed_attention(encoder_model)  # and for the attention probabilities (attention.py)
         self.encoder_model = encoder_model
         self.heads = nn.ModuleDict()
         self.active_head: str | None = None

@@ -13,8 +13,7 @@ asserted on these times; RESULTS.md ("Attention dropout from packed random bits"
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -42,37 +41,14 @@ def sdpa_attention(model: nn.Module) -> Iterator[None]:
             config._attn_implementation = NAME
 
 
-def seconds_in_attention(model: nn.Module, step: Callable[[], None], steps: int = 3) -> float:
-    """Seconds per step spent in the forward of `model`'s self-attention modules (one warm step)."""
-    spent = [0.0]
-    started: list[float] = []
-    modules = [m for m in model.modules() if type(m).__name__.endswith("SelfAttention")]
-    hooks = [m.register_forward_pre_hook(lambda *_: started.append(time.perf_counter()))
-             for m in modules]  # fmt: skip
-    hooks += [m.register_forward_hook(lambda *_: spent.__setitem__(
-        0, spent[0] + time.perf_counter() - started.pop())) for m in modules]  # fmt: skip
-    step()
-    spent[0] = 0.0
-    for _ in range(steps):
-        step()
-    for hook in hooks:
-        hook.remove()
-    return spent[0] / steps
-
-
 def time_case(shape: str, kind: str, n: int, batch: int, seq: int, steps: int, out: Path) -> dict:
     spec = {"base_dir": str(make_base(shape, out)), "kind": kind, "n": n, "batch": batch,
             "seq": seq, "device": "cpu", "autocast": None, "seed": 0, "lr": 1e-4}  # fmt: skip
     step, model, _ = step_of(spec)
-
-    def sdpa_step() -> None:
-        with sdpa_attention(model):
-            step()
-
-    with sdpa_attention(model):
-        sdpa_in = seconds_in_attention(model, step)
-    packed_in = seconds_in_attention(model, step)
-    sdpa_s, packed_s = common.alternate(sdpa_step, step, steps)
+    modules = [m for m in model.modules() if type(m).__name__.endswith("SelfAttention")]
+    sdpa_in, packed_in, sdpa_s, packed_s = common.against_original(
+        step, lambda: sdpa_attention(model), modules, steps
+    )
     return {"shape": shape, "kind": kind, "n": n, "batch": [batch, seq],
             "sdpa_attention_s": sdpa_in, "packed_attention_s": packed_in,
             "sdpa_s": sdpa_s, "packed_s": packed_s, "saved": 1 - packed_s / sdpa_s}  # fmt: skip
@@ -85,18 +61,13 @@ def measure(
 
 
 def markdown(result: dict[str, Any]) -> str:
-    lines = [
-        "| step | batch | in attention, SDPA s/step | in attention, packed s/step "
-        "| step, SDPA s | step, packed s | saved |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for row in result["rows"]:
-        lines.append(
-            common.step_cells(row) + f" {row['sdpa_attention_s']:.3f} | "
-            f"{row['packed_attention_s']:.3f} | {row['sdpa_s']:.3f} | {row['packed_s']:.3f} | "
-            f"{row['saved']:.1%} |"
-        )
-    return "\n".join(lines) + f"\n\nLoad average before: {result['load_before']}.\n"
+    return common.step_table(result, [
+        ("in attention, SDPA s/step", "sdpa_attention_s", ".3f"),
+        ("in attention, packed s/step", "packed_attention_s", ".3f"),
+        ("step, SDPA s", "sdpa_s", ".3f"),
+        ("step, packed s", "packed_s", ".3f"),
+        ("saved", "saved", ".1%"),
+    ])  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -154,6 +154,55 @@ def alternate(
     return statistics.median(times[0]), statistics.median(times[1])
 
 
+def seconds_in(modules: list, step: Callable[[], Any], steps: int = 3) -> float:
+    """Seconds per step spent in the forward of `modules` (hooks), over `steps` after one warm
+    step."""
+    spent = [0.0]
+    started: list[float] = []
+    hooks = [m.register_forward_pre_hook(lambda *_: started.append(time.perf_counter()))
+             for m in modules]  # fmt: skip
+    hooks += [m.register_forward_hook(lambda *_: spent.__setitem__(
+        0, spent[0] + time.perf_counter() - started.pop())) for m in modules]  # fmt: skip
+    step()
+    spent[0] = 0.0
+    for _ in range(steps):
+        step()
+    for hook in hooks:
+        hook.remove()
+    return spent[0] / steps
+
+
+def against_original(
+    step: Callable[[], Any],
+    original: Callable[[], contextlib.AbstractContextManager],
+    modules: list,
+    steps: int,
+) -> tuple[float, float, float, float]:
+    """A step against itself inside `original()` (a context that puts back the original form):
+    the seconds per step in `modules`' forward, original then ours, and the whole steps' medians
+    alternating ABBA, original then ours."""
+
+    def original_step() -> None:
+        with original():
+            step()
+
+    with original():
+        original_in = seconds_in(modules, step)
+    ours_in = seconds_in(modules, step)
+    return (original_in, ours_in, *alternate(original_step, step, steps))
+
+
+def step_table(result: dict[str, Any], columns: list[tuple[str, str, str]]) -> str:
+    """The Markdown table of a two-form script: a row per step, `columns` as (header, key,
+    format), then the load average."""
+    header = "| step | batch | " + " | ".join(title for title, _, _ in columns) + " |"
+    lines = [header, "|---|---|" + "---|" * len(columns)]
+    for row in result["rows"]:
+        cells = " ".join(f"{row[key]:{form}} |" for _, key, form in columns)
+        lines.append(f"{step_cells(row)} {cells}")
+    return "\n".join(lines) + f"\n\nLoad average before: {result['load_before']}.\n"
+
+
 def step_cells(row: dict) -> str:
     """The first two cells of a table row for one timed step: `| kind N=n shape | batch×seq |`."""
     batch = "×".join(str(x) for x in row["batch"])

@@ -14,8 +14,7 @@ figures.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -49,37 +48,14 @@ def torch_dropout(model: nn.Module) -> Iterator[None]:
             module.__class__ = PackedDropout
 
 
-def seconds_in_dropout(model: nn.Module, step: Callable[[], None], steps: int = 3) -> float:
-    """Seconds per step spent in the forward of `model`'s dropout modules (after one warm step)."""
-    spent = [0.0]
-    started: list[float] = []
-    modules = [m for m in model.modules() if isinstance(m, nn.Dropout)]
-    hooks = [m.register_forward_pre_hook(lambda *_: started.append(time.perf_counter()))
-             for m in modules]  # fmt: skip
-    hooks += [m.register_forward_hook(lambda *_: spent.__setitem__(
-        0, spent[0] + time.perf_counter() - started.pop())) for m in modules]  # fmt: skip
-    step()
-    spent[0] = 0.0
-    for _ in range(steps):
-        step()
-    for hook in hooks:
-        hook.remove()
-    return spent[0] / steps
-
-
 def time_case(shape: str, kind: str, n: int, batch: int, seq: int, steps: int, out: Path) -> dict:
     spec = {"base_dir": str(make_base(shape, out)), "kind": kind, "n": n, "batch": batch,
             "seq": seq, "device": "cpu", "autocast": None, "seed": 0, "lr": 1e-4}  # fmt: skip
     step, model, _ = step_of(spec)
-
-    def torch_step() -> None:
-        with torch_dropout(model):
-            step()
-
-    with torch_dropout(model):
-        torch_in = seconds_in_dropout(model, step)
-    packed_in = seconds_in_dropout(model, step)
-    torch_s, packed_s = common.alternate(torch_step, step, steps)
+    modules = [m for m in model.modules() if isinstance(m, nn.Dropout)]
+    torch_in, packed_in, torch_s, packed_s = common.against_original(
+        step, lambda: torch_dropout(model), modules, steps
+    )
     return {"shape": shape, "kind": kind, "n": n, "batch": [batch, seq],
             "torch_dropout_s": torch_in, "packed_dropout_s": packed_in,
             "torch_s": torch_s, "packed_s": packed_s, "saved": 1 - packed_s / torch_s}  # fmt: skip
@@ -92,18 +68,13 @@ def measure(
 
 
 def markdown(result: dict[str, Any]) -> str:
-    lines = [
-        "| step | batch | in dropout, torch s/step | in dropout, packed s/step "
-        "| step, torch dropout s | step, packed s | saved |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for row in result["rows"]:
-        lines.append(
-            common.step_cells(row) + f" {row['torch_dropout_s']:.3f} | "
-            f"{row['packed_dropout_s']:.3f} | {row['torch_s']:.3f} | {row['packed_s']:.3f} | "
-            f"{row['saved']:.1%} |"
-        )
-    return "\n".join(lines) + f"\n\nLoad average before: {result['load_before']}.\n"
+    return common.step_table(result, [
+        ("in dropout, torch s/step", "torch_dropout_s", ".3f"),
+        ("in dropout, packed s/step", "packed_dropout_s", ".3f"),
+        ("step, torch dropout s", "torch_s", ".3f"),
+        ("step, packed s", "packed_s", ".3f"),
+        ("saved", "saved", ".1%"),
+    ])  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -52,14 +52,11 @@ def measure(
 
 
 def markdown(result: dict[str, Any]) -> str:
-    lines = [
-        "| step | batch | whole last layer s/step | at the first token s/step | saved |",
-        "|---|---|---|---|---|",
-    ]
-    for row in result["rows"]:
-        cells = f" {row['whole_s']:.3f} | {row['cut_s']:.3f} | {row['saved']:.1%} |"
-        lines.append(common.step_cells(row) + cells)
-    return "\n".join(lines) + f"\n\nLoad average before: {result['load_before']}.\n"
+    return common.step_table(result, [
+        ("whole last layer s/step", "whole_s", ".3f"),
+        ("at the first token s/step", "cut_s", ".3f"),
+        ("saved", "saved", ".1%"),
+    ])  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

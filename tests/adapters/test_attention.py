@@ -167,3 +167,24 @@ def test_eager_and_deberta_encoders_are_left_alone() -> None:
     assert eager.config._attn_implementation == "eager"
     deberta = AdapterModel(tiny_encoder("deberta-v2"))
     assert deberta.config._attn_implementation != NAME
+
+
+def test_a_pickled_model_trains_in_a_fresh_process(tmp_path) -> None:
+    """The attention's name is registered per process: unpickling the model registers it."""
+    import subprocess
+    import sys
+    import textwrap
+
+    model = AdapterModel(_sdpa_encoder("bert", 0.2))
+    add_adapter(model, "a", AdapterConfig(reduction_factor=4))
+    model.add_head("a", HeadConfig(num_labels=2))
+    torch.save({"model": model, "batch": batch()}, tmp_path / "model.pt")
+    script = textwrap.dedent(f"""
+        import torch
+        saved = torch.load({str(tmp_path / "model.pt")!r}, weights_only=False)
+        model = saved["model"].train()
+        print(model.config._attn_implementation, model(saved["batch"]).shape)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == [NAME, "torch.Size([3,", "2])"]

@@ -3,7 +3,7 @@
 transformers runs an encoder's attention through `scaled_dot_product_attention` (SDPA). On a CPU
 in training, with dropout on the attention probabilities, SDPA takes its math path and draws that
 dropout's mask with `bernoulli_`, one generator call per element: on BERT-base at 8×128 that is
-twelve masks of 1.6 M elements a step, 172 ms of a fusion step (RESULTS.md, the fusion profile).
+twelve masks of 1.6 M elements a step, 172 ms of the step (RESULTS.md, the fusion profile).
 
 `packed_attention` computes the same math (softmax of the scaled scores plus the mask, dropout,
 times V) with `keep_mask`'s packed draws. Everywhere else (eval, p = 0, CUDA, softcaps, position
@@ -12,7 +12,8 @@ biases, caches) it hands the call to transformers' own SDPA function unchanged, 
 
 `use_packed_attention` switches an encoder loaded with SDPA to it, under the name
 `adapterfleet_sdpa`, registered in transformers' attention and mask interfaces (the mask is
-SDPA's). Encoders loaded as eager, flash or DeBERTa's own attention are left as they are.
+SDPA's); `AdapterModel` does so when it is built or unpickled. Encoders loaded as eager, flash or
+DeBERTa's own attention are left as they are.
 """
 
 from __future__ import annotations
@@ -101,9 +102,8 @@ def register() -> None:
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-    if NAME not in AttentionInterface._global_mapping:
-        AttentionInterface.register(NAME, packed_attention)
-        AttentionMaskInterface.register(NAME, sdpa_mask)
+    AttentionInterface.register(NAME, packed_attention)
+    AttentionMaskInterface.register(NAME, sdpa_mask)
 
 
 def use_packed_attention(encoder: nn.Module) -> bool:

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from adapterfleet.adapters.attention import use_packed_attention
+from adapterfleet.adapters.attention import register, use_packed_attention
 from adapterfleet.adapters.config import HEAD_DROPOUT, POOLINGS
 from adapterfleet.adapters.dropout import PackedDropout, pack_dropout
 from adapterfleet.adapters.first_token import last_layer_at_first_token
@@ -137,6 +137,10 @@ class AdapterModel(nn.Module):
         self.encoder_model = encoder_model
         self.heads = nn.ModuleDict()
         self.active_head: str | None = None
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        register()  # a process that unpickles the model knows its attention's name
 
     @property
     def config(self) -> Any:

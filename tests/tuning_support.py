@@ -198,8 +198,13 @@ def version_numbers(uri: str, name: str) -> list[int]:
 
 
 def expected_best(trial_runs: list[Any], task: str, metric: str = "accuracy") -> str:
-    """Trial id the registry should hold for `task`: best dev metric, ties → smaller rf."""
+    """Trial id the registry should hold for `task`: best dev metric, ties → smaller rf, among
+    the trials that finished (one its scheduler stopped early is not registered, and logs no
+    final metrics)."""
+    from adapterfleet.registry.tags import TAG_STOPPED_EARLY
+
     mine = [r for r in trial_runs if r.data.tags.get("adapterfleet.task") == task]
+    mine = [r for r in mine if TAG_STOPPED_EARLY not in r.data.tags]
     best = max(
         mine,
         key=lambda r: (

@@ -124,10 +124,10 @@ def test_ctrl_c_while_a_thread_waits_on_ray_starts_no_new_ray(tmp_path: Path) ->
 
 def test_the_console_script_turns_ray_auto_init_off() -> None:
     """Every command starts or joins Ray itself; a stray Ray call fails instead."""
-    code = (
-        "import os, sys; from adapterfleet.cli.app import main; sys.argv = ['adapterfleet', "
-        "'--version']\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
-        "print(os.environ.get('RAY_ENABLE_AUTO_CONNECT'))"
+    code = (  # main() ends the process; its atexit handlers run first (cli/ending.py)
+        "import atexit, os, sys; from adapterfleet.cli.app import main; sys.argv = "
+        "['adapterfleet', '--version']; atexit.register(lambda: print(os.environ.get("
+        "'RAY_ENABLE_AUTO_CONNECT'))); main()"
     )
     env = {k: v for k, v in os.environ.items() if k != "RAY_ENABLE_AUTO_CONNECT"}
     result = subprocess.run(

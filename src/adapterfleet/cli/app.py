@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from adapterfleet.cli import cluster, interop, pipeline, prune, report
+from adapterfleet.cli.ending import exit_promptly
 from adapterfleet.cli.options import (
     BudgetOpt,
     ConfigArg,
@@ -361,7 +362,7 @@ def main() -> None:
     # every command starts or joins Ray itself (`ensure_ray`): a Ray call from a thread after
     # Ctrl-C has left Ray fails, rather than starting a new local Ray (read when Ray is imported)
     os.environ.setdefault("RAY_ENABLE_AUTO_CONNECT", "0")
-    sys.exit(run_app())
+    exit_promptly(run_app())
 
 
 def run_app(args: list[str] | None = None) -> int:

@@ -17,7 +17,7 @@ def exit_promptly(code: int) -> NoReturn:
     joined (thread pools told to stop first), the atexit handlers run (Ray's shutdown of a
     local cluster, MLflow's and logging's flushes), then stdout and stderr are flushed. Only
     the freeing of what torch, transformers, MLflow and Ray loaded is skipped: after `run` it
-    took 3 s of a 2-core machine (1.5 s for those imports alone) for memory the system takes
+    took 3 s of a 2-core machine (1.2 s for those imports alone) for memory the system takes
     back at once anyway."""
     shutdown = getattr(threading, "_shutdown", None)
     if shutdown is None:  # not CPython's threading: the plain exit

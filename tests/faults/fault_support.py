@@ -34,8 +34,10 @@ def sweep_document(
     train_examples: int = 400,
 ) -> dict[str, Any]:
     """The sweep tests' config with fewer tasks, more epochs and more examples, so that a trial
-    is still training for some seconds after its first epoch checkpoint."""
+    is still training for some seconds after its first epoch checkpoint. A trial takes one CPU:
+    a node of one CPU (the lost-node test's head) can take it over."""
     document = config_document(root, model)
+    document["resources"] = {"cpu": 1}
     all_tasks = write_tasks(Path(document["data_root"]), train=train_examples, dev=40)
     document["tasks"] = {name: all_tasks[name] for name in tasks}
     document["adapters"]["reduction_factors"] = list(reduction_factors)

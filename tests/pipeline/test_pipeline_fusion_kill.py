@@ -36,7 +36,6 @@ def test_a_driver_killed_during_the_fusion_resumes_it(tiny_model: Path, tmp_path
     fusion_training = {"max_epochs": FUSION_EPOCHS, "patience": FUSION_EPOCHS}
     fusion_training.update(batch_size=16, learning_rate=0.01, device="cpu")
     document["fusion"] = {"targets": {"fruit": "all"}, "training": fusion_training}
-    document["resources"] = {"cpu": 2}
     config = write_pipeline(tmp_path, document)
     storage = tmp_path / "runs"
     key, value = "ADAPTERFLEET_FUSION_KILL_TEST", uuid.uuid4().hex

@@ -44,7 +44,6 @@ def _first_checkpoint(storage: Path) -> Path | None:
 def test_a_killed_driver_resumes_without_redoing_work(tiny_model: Path, tmp_path: Path) -> None:
     document = config_document(tmp_path, tiny_model)
     document["adapters"]["training"]["max_epochs"] = EPOCHS
-    document["resources"] = {"cpu": 2}  # one trial at a time: one worker pays the imports
     config_path = write_config(tmp_path, document)
     storage = tmp_path / "runs"
     marker = f"ADAPTERFLEET_KILL_TEST={uuid.uuid4().hex}"
@@ -124,7 +123,6 @@ def _interrupt_mid_sweep(tiny_model: Path, tmp_path: Path, sig: signal.Signals) 
     to its process group (Ctrl-C in a terminal), SIGTERM to the driver alone (`kill PID`)."""
     document = config_document(tmp_path, tiny_model)
     document["adapters"]["training"]["max_epochs"] = EPOCHS
-    document["resources"] = {"cpu": 2}
     config_path = write_config(tmp_path, document)
     marker = f"ADAPTERFLEET_KILL_TEST={uuid.uuid4().hex}"
     env = {

@@ -87,3 +87,29 @@ def test_a_reader_gone_before_the_end_costs_no_message_and_keeps_the_status(
     child.stdin.close()
     assert child.wait(timeout=60) == 0
     assert child.stderr.read() == ""
+
+
+def test_a_stuck_exit_handler_ends_after_the_grace_with_where_each_thread_was(
+    tmp_path: Path,
+) -> None:
+    """A library's exit handler that never returns (a writer thread waiting on a queue nobody
+    feeds) kept a Ctrl-C'd `run` alive: the exit now ends after its grace all the same."""
+    done = _run(
+        tmp_path,
+        """
+        import atexit, threading, sys
+        from adapterfleet.cli.ending import exit_promptly
+
+        def stuck_flush():
+            threading.Event().wait()
+
+        atexit.register(stuck_flush)
+        print("the summary", flush=True)
+        exit_promptly(130, grace_s=1.0)
+        """,
+    )
+    assert done.returncode == 130, done.stderr
+    assert done.stdout == "the summary\n"
+    first, *stacks = done.stderr.splitlines()
+    assert first.startswith("adapterfleet: the exit did not finish in 1 s"), done.stderr
+    assert any("stuck_flush" in line for line in stacks), done.stderr

@@ -78,8 +78,14 @@ def _our_pids(head: RayHead, tree: bool = True) -> set[int]:
     return pids
 
 
+# On SIGTERM `ray start --block`, the GCS, the raylet and the agents shut down gracefully, which
+# took up to the 15 s once allowed (teardowns of 16-18 s); a test's node keeps nothing, so what
+# is still alive after this is killed.
+TERM_GRACE_S = 3.0
+
+
 def _teardown(head: RayHead) -> None:
-    """SIGTERM to every process we started, SIGKILL to what is left after 15 s."""
+    """SIGTERM to every process we started, SIGKILL to what is left after TERM_GRACE_S."""
     import psutil
 
     procs = []
@@ -89,7 +95,7 @@ def _teardown(head: RayHead) -> None:
     for proc in procs:
         with contextlib.suppress(psutil.Error):
             proc.terminate()
-    _, alive = psutil.wait_procs(procs, timeout=15)
+    _, alive = psutil.wait_procs(procs, timeout=TERM_GRACE_S)
     for proc in alive:
         with contextlib.suppress(psutil.Error):
             proc.kill()

@@ -106,3 +106,34 @@ def test_tasks_takes_a_budget(tmp_path: Path) -> None:
     empty = runner.invoke(app, ["tasks", "-c", str(config), "--budget", "", "-o", storage])
     assert empty.exit_code == 2  # it was ignored: the config ran on its own settings
     assert "--budget: empty; give the name of a budget in the config's budgets:" in empty.output
+
+
+def _command_paths(command, path=()):
+    yield path
+    for name, sub in (getattr(command, "commands", None) or {}).items():
+        yield from _command_paths(sub, (*path, name))
+
+
+def test_no_help_shows_a_type_for_a_flag_and_every_option_with_a_value_keeps_one(
+    capsys, monkeypatch
+) -> None:
+    """This Typer printed `<bool>` beside every flag (`--resume <bool>`, `--help <bool>`), which
+    reads as a value to give; `--set` read `<list[str]>`. Every command's help, as `adapterfleet
+    ... --help` prints it."""
+    import typer
+
+    from adapterfleet.cli.app import run_app
+
+    monkeypatch.setenv("COLUMNS", "200")
+    paths = list(_command_paths(typer.main.get_command(app)))
+    assert ("run",) in paths and ("sweep", "resume") in paths and len(paths) > 15
+    for path in paths:
+        assert run_app([*path, "--help"]) == 0
+        shown = capsys.readouterr().out
+        assert "--help " in shown and "<bool>" not in shown, (path, shown)
+        assert "list[" not in shown, (path, shown)
+    run_app(["run", "--help"])
+    rows = {line.split()[1]: line for line in capsys.readouterr().out.splitlines() if "--" in line}
+    assert "<int>" in rows["--num-cpus"] and "<str>" in rows["--address"]
+    assert "KEY=VALUE" in rows["--set"]
+    assert rows["--resume"].split()[2] == "Continue"  # the help right after the flag's name

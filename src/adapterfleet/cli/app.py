@@ -15,6 +15,7 @@ import typer
 
 from adapterfleet.cli import cluster, interop, pipeline, prune, report
 from adapterfleet.cli.ending import exit_promptly
+from adapterfleet.cli.help_text import plain_flags
 from adapterfleet.cli.options import (
     BudgetOpt,
     ConfigArg,
@@ -110,7 +111,8 @@ def fuse(
     config: ConfigOpt,
     target: Annotated[str, typer.Option(help="Target task name from the config.")],
     adapters: Annotated[
-        list[Path] | None, typer.Option("--adapters", help="Adapter folders (repeat).")
+        list[Path] | None,
+        typer.Option("--adapters", metavar="FOLDER", help="Adapter folders (repeat)."),
     ] = None,
     out: Annotated[Path | None, typer.Option(help="Run folder to write.")] = None,
     wait: Annotated[
@@ -203,7 +205,7 @@ def predict(
     header: Annotated[bool, typer.Option(help="Whether a tsv/csv input has a header.")] = True,
     columns: Annotated[
         list[str] | None,
-        typer.Option("--columns", help="Column names of a tsv/csv without header (repeat)."),
+        typer.Option("--columns", metavar="NAME", help="Columns of a headerless tsv/csv (repeat)."),
     ] = None,
     id_field: Annotated[
         str | None, typer.Option(help="Input column copied as `id` (default: id/idx/index/guid).")
@@ -369,7 +371,7 @@ def run_app(args: list[str] | None = None) -> int:
     """The app, with the command line's own mistakes (an option missing, a value that is not a
     number) as one `error:` line too, exit status 2, instead of Typer's usage box."""
     try:
-        code = app(args=args, standalone_mode=False)
+        code = plain_flags(typer.main.get_command(app))(args=args, standalone_mode=False)
     except typer.TyperException as error:  # Typer's usage errors (its own click's)
         if type(error).__name__ == "NoArgsIsHelpError":
             error.show()  # type: ignore[attr-defined]  # no arguments: the help

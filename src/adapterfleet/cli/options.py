@@ -27,7 +27,12 @@ ConfigArg = Annotated[
 MaybeConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help=CONFIG_HELP)]
 SetOpt = Annotated[
     list[str] | None,
-    typer.Option("--set", "-o", help="Override any config key: key.path=value (repeatable)."),
+    typer.Option(
+        "--set",
+        "-o",
+        metavar="KEY=VALUE",
+        help="Override any config key: key.path=value (repeatable).",
+    ),
 ]
 BudgetOpt = Annotated[
     str | None,

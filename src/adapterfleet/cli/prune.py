@@ -17,7 +17,9 @@ def prune(
     config: ConfigOpt,
     keep: Annotated[
         list[int] | None,
-        typer.Option("--keep", "-k", help="Adapters to keep (repeat for several fusions)."),
+        typer.Option(
+            "--keep", "-k", metavar="K", help="Adapters to keep (repeat for several fusions)."
+        ),
     ] = None,
     threshold: Annotated[
         float | None,

@@ -1,9 +1,10 @@
 """What `--help` shows beside each option: the kind of value it takes, and nothing for a flag.
 
 This Typer prints a type for every option, flags included: `--resume <bool>`, `--help <bool>`,
-`--set <list[str]>`. A reader takes `<bool>` for a value to give (`--resume true`), which Typer
-refuses. `plain_flags` blanks the type of every flag of the command tree, `--help` included;
-options that take a value keep theirs (`<int>`, `<path>`, or the metavar they declare).
+`--set <list[str]>`. A reader takes `<bool>` for a value to give, but `--resume=true` is refused
+and `run --resume true` reads `true` as the config. `plain_flags` blanks the type of every flag
+of the command tree, `--help` included; options that take a value keep theirs (`<int>`,
+`<path>`, or the metavar they declare).
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
     python -m benchmarks.llm_versus [--n 4 16 32] [--batch 4] [--seq 128] [--reps 2]
                                     [--device cpu|cuda] [--shape llama|tiny] [--out DIR]
-                                    [--sides ours reference] [--malloc-trim]
+                                    [--timeout-s 900]
+                                    [--sides ours reference] [--checkpointing] [--malloc-trim]
 
 The base is the random Llama shape of `benchmarks/llm_memory.py` (hidden 2048, 8 layers, GQA with
 16 query and 4 key/value heads), saved in bfloat16 and loaded in bfloat16 by both sides; what
@@ -12,9 +13,10 @@ does; the reference through `AutoAdapterModel` (`LlamaAdapterModel`), its step u
 as the Trainer's `bf16=True` runs it (its float32 adapters cannot take bfloat16 hidden states
 otherwise). Each N × side is a fresh process (`benchmarks/run.py`'s workers): on the CPU the
 figure is the whole process's peak RSS, on a GPU the peak GPU memory torch allocated. The growth
-per adapter is the slope of the peak from the smallest to the largest N. `--malloc-trim` (ours
-alone) gives the heap's free pages back once per step, to see what of the CPU peak is the
-allocator's (`benchmarks/malloc_trim.py` measures what that costs a step).
+per adapter is the slope of the peak from the smallest to the largest N. `--checkpointing` turns
+activation checkpointing on for both sides; each worker reports whether it was on.
+`--malloc-trim` (ours alone) gives the heap's free pages back once per step, to see what of the
+CPU peak is the allocator's (`benchmarks/malloc_trim.py` measures what that costs a step).
 
 Writes DIR/llm-versus-<device>.json and prints the Markdown table for benchmarks/RESULTS.md.
 """
@@ -30,7 +32,7 @@ from typing import Any
 
 from benchmarks.gpu_versus import reference_python
 from benchmarks.llm_memory import SHAPES, WORK, make_llama_base
-from benchmarks.run import OURS, REF, _load, run_worker
+from benchmarks.run import OURS, REF, TIMEOUT_S, _load, run_worker
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,7 +41,7 @@ def spec_for(n: int, base: Path, args: argparse.Namespace, side: str) -> dict[st
     spec = {"kind": "fusion_train", "n": n, "lr": 5e-5, "base_dir": str(base),
             "base_dtype": "bfloat16", "pooling": "last", "batch": args.batch, "seq": args.seq,
             "seed": 0, "warmup": 1, "reps": args.reps, "budget_s": 600, "threads": args.threads,
-            "device": args.device}  # fmt: skip
+            "device": args.device, "checkpointing": args.checkpointing}  # fmt: skip
     if side == REF:
         spec["autocast"] = "bf16"
     elif args.malloc_trim:
@@ -61,7 +63,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             s for s in ((OURS, REF) if index % 2 == 0 else (REF, OURS)) if s in args.sides
         ]:
             spec = spec_for(n, base, args, side)
-            result = run_worker(pythons[side], side, spec, args.out / f"n{n}", args.threads)
+            result = run_worker(
+                pythons[side], side, spec, args.out / f"n{n}", args.threads, args.timeout_s
+            )
             if "error" in result:
                 row[side] = {"error": result["error"]}
             else:
@@ -69,11 +73,13 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                     "s_per_step": round(statistics.median(result["times"]), 3),
                     "peak_mib": round(peak_mib(result, args.device)),
                     "trainable_params": result["trainable_params"],
+                    "checkpointing": result.get("checkpointing"),
                 }
             print(f"  N={n} {side}: {row[side]}", flush=True)
         rows.append(row)
     return {"device": args.device, "shape": args.shape, "batch": [args.batch, args.seq],
-            "rows": rows, "growth_mib_per_adapter": growth(rows)}  # fmt: skip
+            "checkpointing": args.checkpointing, "rows": rows,
+            "growth_mib_per_adapter": growth(rows)}  # fmt: skip
 
 
 def growth(rows: list[dict[str, Any]]) -> dict[str, float | None]:
@@ -125,10 +131,19 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--reps", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--timeout-s", type=float, default=TIMEOUT_S,
+        help="a worker still running after this many seconds is killed and its row says so",
+    )  # fmt: skip
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--shape", choices=list(SHAPES), default="llama")
     parser.add_argument("--out", type=Path, default=WORK / "llm-versus")
     parser.add_argument("--sides", nargs="+", choices=[OURS, REF], default=[OURS, REF])
+    parser.add_argument(
+        "--checkpointing", action="store_true",
+        help="activation checkpointing on both sides (ours through the base's spec, the "
+        "reference through its gradient_checkpointing_enable)",
+    )  # fmt: skip
     parser.add_argument(
         "--malloc-trim", action="store_true",
         help="ours calls glibc's malloc_trim(0) between backward and the optimizer step "

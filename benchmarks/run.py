@@ -182,8 +182,11 @@ def _env(threads: int, side: str = OURS) -> dict[str, str]:
     return env
 
 
-def run_worker(python: str, side: str, spec: dict, folder: Path, threads: int) -> dict[str, Any]:
-    """Run one worker process; its result plus wall time and peak RSS (from wait4)."""
+def run_worker(
+    python: str, side: str, spec: dict, folder: Path, threads: int, timeout_s: float = TIMEOUT_S
+) -> dict[str, Any]:
+    """Run one worker process, killed after `timeout_s`; its result plus wall time and peak RSS
+    (from wait4)."""
     folder.mkdir(parents=True, exist_ok=True)
     spec_path, out_path, log_path = (
         folder / f"{side}.{x}" for x in ("spec.json", "out.json", "log")
@@ -194,12 +197,15 @@ def run_worker(python: str, side: str, spec: dict, folder: Path, threads: int) -
     start = time.perf_counter()
     with open(log_path, "w") as log:
         proc = subprocess.Popen(command, cwd=ROOT, env=_env(threads, side), stdout=log, stderr=log)
-        timer = threading.Timer(TIMEOUT_S, proc.kill)
+        timed_out = threading.Event()
+        timer = threading.Timer(timeout_s, lambda: (timed_out.set(), proc.kill()))
         timer.start()
         _, status, usage = os.wait4(proc.pid, 0)
         timer.cancel()
     proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - start
+    if timed_out.is_set():
+        return {"error": f"killed at its time limit, {timeout_s:g} s", "wall_s": wall}
     if proc.returncode != 0 or not out_path.is_file():
         tail = log_path.read_text(errors="replace").strip().splitlines()[-6:]
         return {"error": f"exit {proc.returncode}: " + " | ".join(tail), "wall_s": wall}

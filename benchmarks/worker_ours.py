@@ -158,8 +158,15 @@ def synthetic(spec: dict) -> dict:
         "rss_after_setup_mb": rss_setup,
         "trainable_params": sum(p.numel() for p in params) if spec["kind"] != "fusion_infer" else 0,
         "attn_implementation": model.config._attn_implementation,
+        "checkpointing": _checkpointing(model),
         "versions": _versions(),
     }
+
+
+def _checkpointing(model: torch.nn.Module) -> bool:
+    from adapterfleet.adapters.base_model import checkpointing_on
+
+    return checkpointing_on(getattr(model, "encoder_model", None))
 
 
 def _randomize_added(model: torch.nn.Module, names: list[str], seed: int) -> None:

@@ -36,11 +36,15 @@ def _model(base_dir: str):
 
 def _llm_model(spec: dict):
     """A decoder base (the Llama shape of `benchmarks/llm_memory.py`) in the spec's
-    `base_dtype`, through the reference's AutoAdapterModel; what it adds stays float32."""
+    `base_dtype`, through the reference's AutoAdapterModel, with activation checkpointing when the
+    spec asks for it; what it adds stays float32."""
     from adapters import AutoAdapterModel
 
     dtype = getattr(torch, spec["base_dtype"])
-    return AutoAdapterModel.from_pretrained(spec["base_dir"], dtype=dtype, local_files_only=True)
+    model = AutoAdapterModel.from_pretrained(spec["base_dir"], dtype=dtype, local_files_only=True)
+    if spec.get("checkpointing"):  # the reference's own override, which keeps adapters' context
+        model.gradient_checkpointing_enable()
+    return model
 
 
 def _batch_kwargs(batch: dict, model=None) -> dict:  # noqa: ANN001 - a reference model
@@ -117,6 +121,7 @@ def synthetic(spec: dict) -> dict:
         "rss_after_setup_mb": rss_setup,
         "trainable_params": sum(p.numel() for p in params) if spec["kind"] != "fusion_infer" else 0,
         "attn_implementation": model.config._attn_implementation,
+        "checkpointing": bool(getattr(model, "is_gradient_checkpointing", False)),
         "versions": _versions(),
     }
 

@@ -76,6 +76,7 @@ def test_the_profile_names_what_the_fusion_step_spends_above_the_floor():
     reason="the reference venv is not built (make ref-venv)",
 )
 def test_llm_versus_runs_both_sides_on_a_tiny_llama_and_reports_the_growth(tmp_path):
+    """With --checkpointing, which each side must turn on in its own way and report."""
     args = llm_versus.argparse.Namespace(
         n=[2, 4],
         batch=2,
@@ -86,16 +87,31 @@ def test_llm_versus_runs_both_sides_on_a_tiny_llama_and_reports_the_growth(tmp_p
         shape="tiny",
         out=tmp_path,
         sides=[OURS, REF],
+        checkpointing=True,
         malloc_trim=False,
+        timeout_s=600,
     )
     result = llm_versus.measure(args)
     for row in result["rows"]:
         for side in (OURS, REF):
             assert row[side]["peak_mib"] > 100, row  # a whole process: torch alone is more
             assert row[side]["s_per_step"] > 0
+            assert row[side]["checkpointing"] is True, row
         assert row[OURS]["trainable_params"] == row[REF]["trainable_params"]
     assert set(result["growth_mib_per_adapter"]) == {OURS, REF}
     assert "| 4 |" in llm_versus.markdown(result)
+
+
+def test_a_worker_past_its_time_limit_is_killed_and_its_row_says_so(tmp_path):
+    import sys
+
+    from benchmarks.run import run_worker
+
+    spec = {"kind": "fusion_train", "base_dir": str(tmp_path / "base"), "batch": 2, "seq": 8,
+            "seed": 0, "n": 2, "lr": 1e-4, "warmup": 1, "reps": 1, "budget_s": 10}  # fmt: skip
+    # importing torch alone takes longer than the limit
+    result = run_worker(sys.executable, OURS, spec, tmp_path / "w", threads=1, timeout_s=0.25)
+    assert result["error"] == "killed at its time limit, 0.25 s"
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="malloc_trim is glibc's")

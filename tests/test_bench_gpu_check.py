@@ -3,6 +3,7 @@ why nothing ran; its packing benchmark runs on CPU workers of the local Ray with
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -88,3 +89,30 @@ def test_gpu_widths_times_two_passes_over_the_same_batches_and_counts_their_widt
     assert 1 <= rounded["widths"] <= plain["widths"] <= 2
     table = gpu_widths.markdown([plain, rounded])
     assert "| minilm | the longest row | on |" in table and "| a multiple of 8 |" in table
+
+
+def test_the_report_is_written_after_each_step_so_a_cut_off_run_keeps_the_finished_ones(
+    tmp_path,
+):
+    from benchmarks.gpu_check import run_steps
+
+    device = {"name": "a test device", "count": 1, "memory_gib": 1.0, "bf16": True,
+              "torch": torch.__version__, "cuda": "none"}  # fmt: skip
+    seen: dict[str, object] = {}
+
+    def first(out: Path, steps: int) -> dict:
+        return {"figure": steps}
+
+    def second(out: Path, steps: int) -> dict:
+        seen.update(json.loads((out / "gpu-check.json").read_text()))
+        raise RuntimeError("the lease ran out here")
+
+    results = run_steps(
+        ["first", "second"], tmp_path / "out", 3, device, {"first": first, "second": second}
+    )
+    assert seen["first"]["figure"] == 3 and "second" not in seen
+    assert results["second"]["ok"] is False
+    assert "the lease ran out here" in results["second"]["error"]
+    written = json.loads((tmp_path / "out" / "gpu-check.json").read_text())
+    assert written["device"]["name"] == "a test device" and written["second"]["ok"] is False
+    assert "**first**" in (tmp_path / "out" / "gpu-check.md").read_text()

@@ -1,19 +1,23 @@
 """What a training step keeps per token, the allocator aside: live tensor bytes on the CPU.
 
     python -m benchmarks.live_memory [--shape llama|tiny] [--n 16] [--batch 1] [--seq 128 512]
-                                     [--sides ours reference] [--checkpointing] [--out DIR]
+                                     [--sides ours reference] [--autocast] [--checkpointing]
+                                     [--out DIR]
 
 A CPU process's peak RSS also holds what glibc's heap keeps after tensors are freed (RESULTS.md,
-"Fusion on a Llama shape"), which blurs how a step's memory grows with its tokens. This takes,
-from the torch profiler's memory events, the highest sum of tensor bytes allocated and not yet
-freed during one training step (forward under bf16 autocast, loss, backward; the weights and the
-batch, made before it, are not counted; an operator's own temporaries are netted within it). It
-measures the frozen base alone (the floor: its forward and a backward through every layer, what
-any fusion step must at least do), ours' fusion step of N adapters and the reference's (in its
-own venv, `benchmarks/refenv.py`, one process per length), on the random Llama shape of
-`benchmarks/llm_memory.py` loaded in bfloat16, at each sequence length given. From the first and
-last lengths it gives the MiB per token of each: what a fusion adds per token beyond the base's
-own backward. Writes DIR/live-memory.json and prints a Markdown table.
+"Fusion on a Llama shape"), which blurs how a step's memory grows with its tokens. This takes, from
+the torch profiler's memory events, the highest sum of tensor bytes allocated and not yet freed
+during one training step (forward, loss, backward; the weights and the batch,
+made before it, are not counted; an operator's own temporaries are netted within it). It measures
+the frozen base alone (the floor: its forward and a backward through every layer, what any fusion
+step must at least do), ours' fusion step of N adapters and the reference's (in its own venv,
+`benchmarks/refenv.py`, one process per length), on the random Llama shape of
+`benchmarks/llm_memory.py` loaded in bfloat16, at each sequence length given. The reference's step
+runs under bf16 autocast (its float32 adapters take no bfloat16 hidden states otherwise); ours and
+the floor in the precision `precision: auto` picks on a CPU (float32 for what the fusion adds), or
+with `--autocast` under bf16 autocast as on a GPU. From the first and last lengths it gives the MiB
+per token of each: what a fusion adds per token beyond the base's own backward. Writes
+DIR/live-memory.json and prints a Markdown table.
 """
 
 from __future__ import annotations
@@ -128,13 +132,16 @@ def measure(args: argparse.Namespace, base: Path) -> dict[str, Any]:
             spec = {"kind": kind, "n": args.n, "lr": 5e-5, "base_dir": str(base),
                     "base_dtype": "bfloat16", "checkpointing": args.checkpointing,
                     "pooling": "last", "batch": args.batch, "seq": seq, "seed": 0,
-                    "device": "cpu", "autocast": "bf16"}  # fmt: skip
+                    "device": "cpu"}  # fmt: skip
+            if side == REF or args.autocast:  # ours as on a GPU under `precision: auto`
+                spec["autocast"] = "bf16"
             mib = peak_live_mib(spec) if side == OURS else in_reference_venv(spec)
             rows.append({"kind": kind, "side": side, "tokens": args.batch * seq,
                          "peak_live_mib": round(mib, 3)})  # fmt: skip
             print(f"  {side} {kind} {args.batch}×{seq}: {mib:.0f} MiB", flush=True)
     return {"shape": args.shape, "n": args.n, "checkpointing": args.checkpointing,
-            "rows": rows, "mib_per_token": per_token(rows)}  # fmt: skip
+            "ours_autocast": args.autocast, "rows": rows,
+            "mib_per_token": per_token(rows)}  # fmt: skip
 
 
 def per_token(rows: list[dict[str, Any]]) -> dict[str, float | None]:
@@ -170,6 +177,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seq", type=int, nargs="+", default=[128, 512])
     parser.add_argument("--sides", nargs="+", choices=[OURS, REF], default=[OURS, REF])
     parser.add_argument("--checkpointing", action="store_true")
+    parser.add_argument(
+        "--autocast", action="store_true", help="ours and the floor under bf16 autocast too"
+    )
     parser.add_argument("--out", type=Path, default=WORK / "live-memory")
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # a spec: the reference's process
     return parser.parse_args(argv)

@@ -6,12 +6,14 @@
                                     [--sides ours reference] [--checkpointing] [--malloc-trim]
 
 The base is the random Llama shape of `benchmarks/llm_memory.py` (hidden 2048, 8 layers, GQA with
-16 query and 4 key/value heads), saved in bfloat16 and loaded in bfloat16 by both sides; what
-each side adds (N pfeiffer adapters of rf 16, the fusion, a head) is float32 and only the fusion
-and head train. Ours loads it through `load_encoder` as a run with `base_model_dtype: bfloat16`
-does; the reference through `AutoAdapterModel` (`LlamaAdapterModel`), its step under bf16 autocast
-as the Trainer's `bf16=True` runs it (its float32 adapters cannot take bfloat16 hidden states
-otherwise). Each N × side is a fresh process (`benchmarks/run.py`'s workers): on the CPU the
+16 query and 4 key/value heads), saved in bfloat16 and loaded in bfloat16 by both sides; what each
+side adds (N pfeiffer adapters of rf 16, the fusion, a head) is float32 and only the fusion and
+head train. Ours loads it through `load_encoder` as a run with `base_model_dtype: bfloat16` does,
+its step in the precision a run's `precision: auto` picks: float32 on the CPU, under bf16 autocast
+on a GPU (the GPU rows of benchmarks/RESULTS.md measured until 2026-11-29 ran ours without
+autocast); the reference through `AutoAdapterModel` (`LlamaAdapterModel`), its step under bf16
+autocast as the Trainer's `bf16=True` runs it (its float32 adapters cannot take bfloat16 hidden
+states otherwise). Each N × side is a fresh process (`benchmarks/run.py`'s workers): on the CPU the
 figure is the whole process's peak RSS, on a GPU the peak GPU memory torch allocated. The growth
 per adapter is the slope of the peak from the smallest to the largest N. `--checkpointing` turns
 activation checkpointing on for both sides; each worker reports whether it was on.
@@ -42,7 +44,7 @@ def spec_for(n: int, base: Path, args: argparse.Namespace, side: str) -> dict[st
             "base_dtype": "bfloat16", "pooling": "last", "batch": args.batch, "seq": args.seq,
             "seed": 0, "warmup": 1, "reps": args.reps, "budget_s": 600, "threads": args.threads,
             "device": args.device, "checkpointing": args.checkpointing}  # fmt: skip
-    if side == REF:
+    if side == REF or args.device == "cuda":
         spec["autocast"] = "bf16"
     elif args.malloc_trim:
         spec["malloc_trim"] = True

@@ -357,3 +357,13 @@ def test_our_worker_runs_where_the_project_is_not_installed(tmp_path: Path):
     result = run_worker(str(python), OURS, spec, tmp_path / "worker", threads=1)
     assert "error" not in result, result.get("error")
     assert len(result["times"]) == 1
+
+
+def test_llm_versus_runs_ours_in_the_precision_a_run_picks_and_the_reference_under_autocast(
+    tmp_path,
+):
+    """`precision: auto`: float32 on the CPU, bf16 autocast on a GPU; the reference always bf16."""
+    for device, ours in (("cpu", None), ("cuda", "bf16")):
+        args = llm_versus.parse(["--device", device])
+        assert llm_versus.spec_for(16, tmp_path, args, OURS).get("autocast") == ours
+        assert llm_versus.spec_for(16, tmp_path, args, REF)["autocast"] == "bf16"

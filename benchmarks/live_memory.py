@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -32,10 +31,8 @@ from typing import Any
 
 from benchmarks import common
 from benchmarks.llm_memory import SHAPES, WORK, make_llama_base
+from benchmarks.run import OURS, REF, ROOT, _env
 
-ROOT = Path(__file__).resolve().parent.parent
-
-OURS, REF = "ours", "reference"  # as benchmarks/run.py names them; the reference's venv runs this
 STEPS = {
     ("base_train", OURS): "the frozen base alone (the floor)",
     ("fusion_train", OURS): "ours' fusion step",
@@ -111,16 +108,11 @@ def in_reference_venv(spec: dict[str, Any]) -> float:
     from benchmarks.gpu_versus import reference_python
 
     command = [reference_python(), "-m", "benchmarks.live_memory", "--worker", json.dumps(spec)]
-    env = {"PYTHONWARNINGS": "ignore", "TRANSFORMERS_VERBOSITY": "error", "HF_HUB_OFFLINE": "1"}
     out = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False,
-                         env={**_plain_environ(), **env})  # fmt: skip
+                         env=_env(threads=2, side=REF))  # fmt: skip
     if out.returncode != 0:
         raise RuntimeError(f"the reference's worker: {out.stderr.strip()[-1500:]}")
     return float(json.loads(out.stdout.strip().splitlines()[-1])["peak_live_mib"])
-
-
-def _plain_environ() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
 
 
 def measure(args: argparse.Namespace, base: Path) -> dict[str, Any]:

@@ -78,15 +78,45 @@ def tune_reported_epochs(storage: Path) -> list[int]:
 
 
 def actor_pids(class_name: str) -> list[int]:
-    """PIDs of the alive Ray actors of `class_name` (Tune runs a function trainable as
-    `ImplicitFunc`, Ray Train its workers as `RayTrainWorker`).
+    """PIDs of this Ray session's live worker processes that run an actor of `class_name` (Tune
+    runs a function trainable as `ImplicitFunc`, Ray Train its workers as `RayTrainWorker`),
+    lowest first.
 
-    Read from the GCS actor table: `ray.util.state.list_actors` needs the dashboard, which the
-    shared `ray_local` fixture does not start."""
-    from ray._private.state import actors
+    Found the way an operator finds them, in the process table: Ray titles an actor's process
+    `ray::<class>` or `ray::<class>.<method>`, and its parent is the raylet of the session. Not
+    from the GCS actor table: queried from this thread it once gave nothing for the whole of a
+    trial on CI (the test then failed with no kill at all)."""
+    import ray
 
-    table = actors(actor_state_name="ALIVE").values()
-    return [int(a["Pid"]) for a in table if a["ActorClassName"] == class_name and a["Pid"]]
+    session = Path(ray._private.worker._global_node.get_session_dir_path()).name.encode()
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        title, parent, state = _process(entry)
+        if title != f"ray::{class_name}" and not title.startswith(f"ray::{class_name}."):
+            continue
+        if state != "Z" and session in _cmdline(Path("/proc") / str(parent)):
+            pids.append(int(entry.name))
+    return sorted(pids)
+
+
+def _cmdline(entry: Path) -> bytes:
+    try:
+        return entry.joinpath("cmdline").read_bytes()
+    except OSError:  # the process is gone
+        return b""
+
+
+def _process(entry: Path) -> tuple[str, int, str]:
+    """(title, parent pid, state letter) of the process at /proc/<pid>; ("", 0, "") if gone."""
+    try:
+        stat = entry.joinpath("stat").read_text()
+    except OSError:
+        return "", 0, ""
+    state, parent = stat.rsplit(")", 1)[1].split()[:2]
+    title = _cmdline(entry).split(b"\0")[0].strip().decode(errors="replace")
+    return title, int(parent), state
 
 
 class ActorKiller(threading.Thread):
@@ -99,13 +129,17 @@ class ActorKiller(threading.Thread):
         self.killed_pid: int | None = None
         self.epoch_at_kill: int | None = None
         self.error: BaseException | None = None
+        self.stage = "not started"  # what it waits for, for the message of a test that fails
 
     def run(self) -> None:
         try:
+            self.stage = "waiting for a first epoch checkpoint"
             first = lambda: checkpoint_epochs(self.storage)  # noqa: E731
             wait_for("a first epoch checkpoint", first, FIRST_CHECKPOINT_DEADLINE_S)
+            self.stage = f"listing the {self.class_name} actors"
             actors = lambda: actor_pids(self.class_name)  # noqa: E731
             pids = wait_for(f"{self.class_name} actors", actors, ACTOR_DEADLINE_S, 0.2)
+            self.stage = "killing"
             assert len(pids) == self.count, f"expected {self.count} {self.class_name}, got {pids}"
             self.epoch_at_kill = max(checkpoint_epochs(self.storage).values())
             os.kill(pids[-1], signal.SIGKILL)

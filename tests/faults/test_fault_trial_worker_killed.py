@@ -34,7 +34,7 @@ def test_a_killed_trial_worker_resumes_after_its_last_finished_epoch(
 
     if killer.error is not None:
         raise killer.error
-    assert killer.killed_pid is not None
+    assert killer.killed_pid is not None, f"the killer was still {killer.stage}"
     assert killer.epoch_at_kill is not None and killer.epoch_at_kill < EPOCHS, "killed too late"
     retried = f"failed (its Ray worker pid {killer.killed_pid} on "
     retry_lines = [line for line in lines if "retrying from its last checkpoint" in line]

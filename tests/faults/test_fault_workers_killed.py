@@ -35,7 +35,7 @@ def test_a_killed_worker_of_a_two_worker_trial_resumes_after_its_last_epoch(
 
     if killer.error is not None:
         raise killer.error
-    assert killer.killed_pid is not None
+    assert killer.killed_pid is not None, f"the killer was still {killer.stage}"
     assert killer.epoch_at_kill is not None and killer.epoch_at_kill < EPOCHS, "killed too late"
     assert sorted(registered) == ["fruit"]
 

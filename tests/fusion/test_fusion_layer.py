@@ -333,3 +333,35 @@ def test_training_folds_large_batches_with_the_same_outputs_and_gradients(preset
         for fast, slow in zip(*results, strict=True):
             assert _rel_err(fast.detach(), slow.detach()) < 1e-12
     assert layer._folded is None  # training never caches: the weights change every step
+
+
+def _saved_bytes(layer: FusionLayer, adapters: list[Bottleneck], tokens: int) -> int:
+    """Bytes of the distinct storages autograd keeps for the backward of one training call."""
+    storages: dict[int, int] = {}
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        storage = tensor.untyped_storage()
+        storages[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    q = torch.randn(1, tokens, D, requires_grad=True)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        layer(q, adapters)
+    return sum(storages.values())
+
+
+def test_training_keeps_no_per_token_copy_of_the_weights_over_each_adapters_slice():
+    # what a long-context step holds per token and layer: here M = 64, N = 4, d = 48
+    adapters = _adapters([16] * 4)
+    layer = _layer(4, FusionConfig.preset("dynamic")).train()
+    m, n = 64, 4
+    per_token = {}
+    for form, (few, many) in {"unfolded": (10, 20), "folded": (300, 600)}.items():
+        assert layer.folds(torch.empty(many, D), layer._stack(adapters)) == (form == "folded")
+        grown = _saved_bytes(layer, adapters, many) - _saved_bytes(layer, adapters, few)
+        per_token[form] = grown / (many - few) / 4  # float32 numbers
+    # folded: q, the activations a (M), the scores' product (M + N), the output's input (M + N),
+    # the weights and their dropout mask; a weights-times-a product through an M-wide copy of
+    # the weights would add M
+    assert per_token["folded"] <= 3 * m + 4 * n + D, per_token
+    assert per_token["unfolded"] <= 2 * m + 3 * D + 2 * n, per_token

@@ -72,11 +72,14 @@ class Stacked:
             return x.unflatten(-1, (len(self.widths), self.widths[0])).sum(-1)
         return torch.stack([p.sum(-1) for p in x.split(self.widths, dim=-1)], -1)
 
-    def expand(self, s: torch.Tensor) -> torch.Tensor:
-        """Repeat each adapter's weight over its slice: (..., N) → (..., M)."""
+    def scale(self, a: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+        """Each adapter's slice of `a` (..., M) times its weight in `s` (..., N). With equal
+        widths a broadcast over a view: autograd keeps `s` for the backward, not an (..., M)
+        copy of it per token; mixed widths repeat each weight over its slice."""
         if self.uniform:
-            return s.repeat_interleave(self.widths[0], dim=-1)
-        return s.repeat_interleave(self.repeats, dim=-1, output_size=sum(self.widths))
+            grouped = a.unflatten(-1, (len(self.widths), self.widths[0]))
+            return (grouped * s.unsqueeze(-1)).flatten(-2)
+        return s.repeat_interleave(self.repeats, dim=-1, output_size=sum(self.widths)) * a
 
 
 def _signature(modules: Sequence[nn.Module]) -> tuple:
@@ -130,7 +133,7 @@ class Folded:
         return stacked.group_sum(towards_up * a) + towards_bias, a
 
     def output(self, weights: torch.Tensor, a: torch.Tensor, stacked: Stacked) -> torch.Tensor:
-        return F.linear(torch.cat([stacked.expand(weights) * a, weights], -1), self.out_w)
+        return F.linear(torch.cat([stacked.scale(a, weights), weights], -1), self.out_w)
 
 
 class FusionLayer(nn.Module):
@@ -214,7 +217,7 @@ class FusionLayer(nn.Module):
         u = self.query_vector(q)
         scores = stacked.group_sum((u @ stacked.up_w) * a) + u @ stacked.up_b  # (..., N)
         weights = self._weights(scores)
-        mixed = F.linear(stacked.expand(weights) * a, stacked.up_w) + weights @ stacked.up_b.T
+        mixed = F.linear(stacked.scale(a, weights), stacked.up_w) + weights @ stacked.up_b.T
         return self.value(mixed) if self.value is not None else mixed
 
     def _weights(self, scores: torch.Tensor) -> torch.Tensor:

@@ -360,8 +360,51 @@ def test_training_keeps_no_per_token_copy_of_the_weights_over_each_adapters_slic
         assert layer.folds(torch.empty(many, D), layer._stack(adapters)) == (form == "folded")
         grown = _saved_bytes(layer, adapters, many) - _saved_bytes(layer, adapters, few)
         per_token[form] = grown / (many - few) / 4  # float32 numbers
-    # folded: q, the activations a (M), the scores' product (M + N), the output's input (M + N),
-    # the weights and their dropout mask; a weights-times-a product through an M-wide copy of
-    # the weights would add M
-    assert per_token["folded"] <= 3 * m + 4 * n + D, per_token
+    # folded: q, the activations a (M), the scores' product (M + N), the weights and their
+    # dropout mask; an M-wide copy of the weights for their product with a would add M, and
+    # keeping that product's output (the output projection's input) M + N
+    assert per_token["folded"] <= 2 * m + 3 * n + D, per_token
     assert per_token["unfolded"] <= 2 * m + 3 * D + 2 * n, per_token
+
+
+@pytest.mark.parametrize("preset", ["dynamic", "static"])
+def test_the_folded_output_of_equal_widths_trains_with_the_straightforward_gradients(preset):
+    # equal widths take the output product that forms its input again in the backward
+    adapters = [a.double() for a in _adapters([16, 16, 16])]
+    perturb([p for a in adapters for p in a.parameters()], seed=2, scale=0.2)  # up biases too
+    layer = _layer(3, FusionConfig.preset(preset)).double().train()
+    layer.dropout.p = 0.0
+    q = torch.randn(4, 30, D).double().requires_grad_(True)
+    assert layer.folds(q, layer._stack(adapters))  # 2 (M + N) = 102 < 120 tokens
+    grad_out = torch.randn(4, 30, D).double()
+    params = [p for n, p in layer.named_parameters() if n != "key.bias"]  # cancels
+    results = []
+    for form in ("fast", "straightforward"):
+        out = layer(q, adapters) if form == "fast" else reference_fusion(layer, q, adapters)[0]
+        results.append((out, *torch.autograd.grad((out * grad_out).sum(), [q, *params])))
+    for fast, slow in zip(*results, strict=True):
+        assert _rel_err(fast.detach(), slow.detach()) < 1e-12
+
+
+def test_the_folded_output_under_bf16_autocast_matches_autograds_own_product():
+    from adapterfleet.fusion.weighted_up import weighted_up
+
+    torch.manual_seed(3)
+    a = torch.rand(2, 40, 64).to(torch.bfloat16).requires_grad_(True)  # N = 4 adapters of 16
+    s = torch.softmax(torch.randn(2, 40, 4), -1).requires_grad_(True)
+    up = (torch.randn(D, 68) * 0.1).requires_grad_(True)
+    grad_out = torch.randn(2, 40, D)
+    results = []
+    for form in ("kept factors", "autograd"):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            if form == "autograd":
+                weighted = (a.unflatten(-1, (4, 16)) * s.unsqueeze(-1)).flatten(-2)
+                out = torch.nn.functional.linear(torch.cat([weighted, s], -1), up)
+            else:
+                out = weighted_up(a, s, up)
+        assert out.dtype == torch.bfloat16
+        grads = torch.autograd.grad((out.float() * grad_out).sum(), [a, s, up])
+        assert [g.dtype for g in grads] == [torch.bfloat16, torch.float32, torch.float32]
+        results.append((out, *grads))
+    for kept, own in zip(*results, strict=True):
+        assert _rel_err(kept.float(), own.float()) < 1e-2

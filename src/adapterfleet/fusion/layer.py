@@ -20,6 +20,7 @@ from torch.nn import functional as F
 from adapterfleet.adapters.dropout import PackedDropout
 from adapterfleet.adapters.modules import Bottleneck
 from adapterfleet.fusion.config import FusionConfig
+from adapterfleet.fusion.weighted_up import weighted_up
 
 
 class Stacked:
@@ -99,7 +100,9 @@ class Folded:
     the adapters' down projection (one product of width 2M + N), and rebuilt when any weight of
     the layer or its adapters changes. In training it is built in every forward, with gradients
     to Q, K and V; the down projection stays apart so that no gradient is formed for the frozen
-    adapters. It pays when a batch has well over M + N tokens (`FusionLayer.folds`).
+    adapters. It pays when a batch has well over M + N tokens (`FusionLayer.folds`). With
+    gradients and adapters of equal width the output product is `weighted_up`'s, whose backward
+    keeps `a` and the weights rather than the product's (..., M + N) input.
     """
 
     def __init__(self, layer: FusionLayer, stacked: Stacked, joined: bool) -> None:
@@ -133,6 +136,8 @@ class Folded:
         return stacked.group_sum(towards_up * a) + towards_bias, a
 
     def output(self, weights: torch.Tensor, a: torch.Tensor, stacked: Stacked) -> torch.Tensor:
+        if stacked.uniform and torch.is_grad_enabled():  # keeps a and the weights, not x
+            return weighted_up(a, weights, self.out_w)
         return F.linear(torch.cat([stacked.scale(a, weights), weights], -1), self.out_w)
 
 

@@ -84,8 +84,8 @@ def actor_pids(class_name: str) -> list[int]:
 
     Found the way an operator finds them, in the process table: Ray titles an actor's process
     `ray::<class>` or `ray::<class>.<method>`, and its parent is the raylet of the session. Not
-    from the GCS actor table: queried from this thread it once gave nothing for the whole of a
-    trial on CI (the test then failed with no kill at all)."""
+    from the GCS actor table: on CI a killer that queried it from this thread once waited through
+    a whole trial and killed nothing, and that query is the likeliest place it waited."""
     import ray
 
     session = Path(ray._private.worker._global_node.get_session_dir_path()).name.encode()

@@ -20,7 +20,7 @@ from torch.nn import functional as F
 from adapterfleet.adapters.dropout import PackedDropout
 from adapterfleet.adapters.modules import Bottleneck
 from adapterfleet.fusion.config import FusionConfig
-from adapterfleet.fusion.weighted_up import weighted_up
+from adapterfleet.fusion.weighted_up import weight_slices, weighted_up
 
 
 class Stacked:
@@ -74,12 +74,10 @@ class Stacked:
         return torch.stack([p.sum(-1) for p in x.split(self.widths, dim=-1)], -1)
 
     def scale(self, a: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
-        """Each adapter's slice of `a` (..., M) times its weight in `s` (..., N). With equal
-        widths a broadcast over a view: autograd keeps `s` for the backward, not an (..., M)
-        copy of it per token; mixed widths repeat each weight over its slice."""
+        """Each adapter's slice of `a` (..., M) times its weight in `s` (..., N): a broadcast
+        with equal widths (`weight_slices`), mixed widths repeat each weight over its slice."""
         if self.uniform:
-            grouped = a.unflatten(-1, (len(self.widths), self.widths[0]))
-            return (grouped * s.unsqueeze(-1)).flatten(-2)
+            return weight_slices(a, s)
         return s.repeat_interleave(self.repeats, dim=-1, output_size=sum(self.widths)) * a
 
 

@@ -19,9 +19,15 @@ import torch
 from torch.nn import functional as F
 
 
+def weight_slices(a: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+    """Each of the N equal slices of `a` (..., M) times its weight in `s` (..., N): a broadcast
+    over a view, so autograd keeps `s`, not an (..., M) copy of it."""
+    return (a.unflatten(-1, (s.shape[-1], -1)) * s.unsqueeze(-1)).flatten(-2)
+
+
 def _product_input(a: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
-    weighted = a.unflatten(-1, (s.shape[-1], -1)) * s.unsqueeze(-1)
-    return torch.cat([weighted.flatten(-2), s.to(weighted.dtype)], -1)
+    weighted = weight_slices(a, s)
+    return torch.cat([weighted, s.to(weighted.dtype)], -1)
 
 
 def _compute_dtype(tensor: torch.Tensor) -> torch.dtype | None:

@@ -14,6 +14,7 @@ from adapterfleet.adapters.attention import register, use_packed_attention
 from adapterfleet.adapters.config import HEAD_DROPOUT, POOLINGS
 from adapterfleet.adapters.dropout import PackedDropout, pack_dropout
 from adapterfleet.adapters.first_token import last_layer_at_first_token
+from adapterfleet.adapters.lean_backward import keep_less_for_backward
 from adapterfleet.adapters.model import trainable_dtype
 
 HEAD_TYPES = ("classification", "multiple_choice", "regression")
@@ -134,6 +135,7 @@ class AdapterModel(nn.Module):
         super().__init__()
         pack_dropout(encoder_model)  # CPU masks from packed random bits (adapters/dropout.py)
         use_packed_attention(encoder_model)  # and for the attention probabilities (attention.py)
+        keep_less_for_backward(encoder_model)  # RMSNorms, gated MLPs (lean_backward.py)
         self.encoder_model = encoder_model
         self.heads = nn.ModuleDict()
         self.active_head: str | None = None

@@ -1,0 +1,120 @@
+"""A frozen decoder's cheap operations, formed again in the backward instead of kept for it.
+
+A fusion or adapter step sends its gradient back through every frozen layer above the first
+adapter, and autograd keeps, for that backward, what each operation of transformers' modules
+saves. Two of them save more than their backward needs (counted on the Llama shape of
+`benchmarks/llm_memory.py`, bf16, per token and layer):
+
+- an RMSNorm upcasts its input to float32 and keeps that copy (8 KiB at width 2,048), where its
+  bfloat16 input (4 KiB) is all the backward needs to form it again;
+- a gated MLP, `down(act(gate(x)) * up(x))`, keeps the gate, its activation and the
+  up-projection (3 × 11 KiB at width 5,632), where the gate and the up-projection suffice.
+
+Here each of those regions runs as one autograd node that keeps its inputs alone and, in the
+backward, runs the same operations again under the forward's autocast state and takes their
+gradient: the values are those of the stock modules, bit for bit, and the frozen base alone keeps
+about a third less per token. The regions are elementwise, so forming them again costs little
+beside the layer's matrix products.
+
+`keep_less_for_backward` switches the RMSNorms and gated MLPs of the families in the built-in
+table (Llama, Mistral, Qwen 2/3, Gemma 1–3) to it; `AdapterModel` does so when it is built. It
+applies only while a gradient is being recorded and the region's own parameters are frozen (a
+fully fine-tuned base keeps the stock path); inference runs the modules' own forward.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+# transformers' classes whose forward is `down_proj(act_fn(gate_proj(x)) * up_proj(x))`
+GATED_MLPS = frozenset(
+    f"{family}MLP" for family in ("Llama", "Mistral", "Qwen2", "Qwen3", "Gemma", "Gemma2", "Gemma3")
+)
+
+
+class _FormedAgain(torch.autograd.Function):
+    """`fn(*inputs)`, keeping the inputs alone; the backward forms `fn` again and differentiates."""
+
+    @staticmethod
+    def forward(ctx: Any, fn: Callable[..., torch.Tensor], *inputs: torch.Tensor) -> torch.Tensor:
+        device = inputs[0].device.type
+        ctx.fn = fn
+        ctx.autocast = (device, torch.get_autocast_dtype(device), torch.is_autocast_enabled(device))
+        ctx.save_for_backward(*inputs)
+        return fn(*inputs)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        wanted = ctx.needs_input_grad[1:]
+        inputs = [
+            t.detach().requires_grad_(w) for t, w in zip(ctx.saved_tensors, wanted, strict=True)
+        ]
+        device, dtype, enabled = ctx.autocast
+        with torch.enable_grad(), torch.autocast(device, dtype=dtype, enabled=enabled):
+            output = ctx.fn(*inputs)
+        grads = iter(torch.autograd.grad(output, [t for t in inputs if t.requires_grad], grad))
+        return (None, *(next(grads) if w else None for w in wanted))
+
+
+def _recording(*tensors: torch.Tensor) -> bool:
+    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+
+
+def _frozen(module: nn.Module) -> bool:
+    return not any(p.requires_grad for p in module.parameters())
+
+
+class LeanNormForward:
+    """An RMSNorm's forward that keeps only its input for the backward.
+
+    Set as the module's `forward` (an object, so the model still pickles and deep-copies)."""
+
+    def __init__(self, module: nn.Module):
+        self.module = module
+
+    def __call__(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        stock = type(self.module).forward
+        if not _recording(hidden_states) or not _frozen(self.module):
+            return stock(self.module, hidden_states)
+        return _FormedAgain.apply(lambda x: stock(self.module, x), hidden_states)
+
+
+class LeanGatedForward:
+    """A gated MLP's forward that keeps the gate and the up-projection alone for the backward
+    of `act(gate) * up`; the three projections run (and keep) as they do in the stock module."""
+
+    def __init__(self, module: nn.Module):
+        self.module = module
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        mlp = self.module
+        gate, up = mlp.gate_proj(x), mlp.up_proj(x)
+        if _recording(gate, up):
+            hidden = _FormedAgain.apply(lambda g, u: mlp.act_fn(g) * u, gate, up)
+        else:
+            hidden = mlp.act_fn(gate) * up
+        return mlp.down_proj(hidden)
+
+
+def keep_less_for_backward(model: nn.Module) -> int:
+    """Give the RMSNorms and gated MLPs inside `model` their lean forward; returns how many.
+
+    RMSNorms are transformers' classes named `*RMSNorm` (their forward takes the hidden states
+    alone); other modules, and ones already switched, are left as they are."""
+    switched = 0
+    for module in model.modules():
+        name = type(module).__name__
+        if isinstance(module.__dict__.get("forward"), LeanNormForward | LeanGatedForward):
+            continue
+        if name.endswith("RMSNorm") and type(module).__module__.startswith("transformers."):
+            module.forward = LeanNormForward(module)
+        elif name in GATED_MLPS:
+            module.forward = LeanGatedForward(module)
+        else:
+            continue
+        switched += 1
+    return switched

@@ -76,6 +76,26 @@ def test_a_bf16_base_under_autocast_has_the_stock_gradients_bit_for_bit(family):
     assert compared >= 10
 
 
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_bf16_base_on_cuda_under_autocast_has_the_stock_gradients_bit_for_bit():
+    # CUDA's autocast runs pow and rsqrt in float32: the backward forms them again the same way
+    lean = _fusion_model("llama", torch.bfloat16).cuda()
+    stock = _stock(_fusion_model("llama", torch.bfloat16)).cuda()
+    grads = []
+    for model in (lean, stock):
+        trainable = train_fusion(model, "t")
+        model.eval()  # no dropout: both steps draw nothing
+        inputs = {key: value.cuda() for key, value in batch().items()}
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            logits = model(inputs)
+        torch.nn.functional.cross_entropy(logits.float(), LABELS.cuda()).backward()
+        grads.append([p.grad for p in trainable if p.grad is not None])
+    assert len(grads[0]) == len(grads[1]) >= 10
+    for ours, theirs in zip(*grads, strict=True):
+        assert torch.equal(ours, theirs)
+
+
 @pytest.mark.parametrize("family", ["llama", "qwen3", "gemma3_text"])
 def test_a_float32_base_has_the_stock_gradients_up_to_the_order_of_a_sum(family):
     # in float32 the norm's upcast is the input itself, so its two uses and the residual add

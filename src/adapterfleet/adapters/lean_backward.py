@@ -12,12 +12,13 @@ saves. Two of them save more than their backward needs (counted on the Llama sha
 
 Here each of those regions runs as one autograd node that keeps its inputs alone and, in the
 backward, runs the same operations again under the forward's autocast state and takes their
-gradient: the values are those of the stock modules, bit for bit, and the frozen base alone keeps
-about a third less per token. The regions are elementwise, so forming them again costs little
-beside the layer's matrix products.
+gradient. With a bf16 base the gradients are the stock modules' bit for bit; in float32 a norm's
+upcast is its input itself, whose gradients then add up in another order (relative 1e-6). The
+frozen base alone keeps about a third less per token. The regions are elementwise, so forming
+them again costs little beside the layer's matrix products.
 
-`keep_less_for_backward` switches the RMSNorms and gated MLPs of the families in the built-in
-table (Llama, Mistral, Qwen 2/3, Gemma 1–3) to it; `AdapterModel` does so when it is built. It
+`keep_less_for_backward` switches transformers' RMSNorms (any class named `*RMSNorm`) and the
+gated MLPs of Llama, Mistral, Qwen 2/3 and Gemma 1–3 to it; `AdapterModel` does so when built. It
 applies only while a gradient is being recorded and the region's own parameters are frozen (a
 fully fine-tuned base keeps the stock path); inference runs the modules' own forward.
 """
@@ -54,7 +55,9 @@ class _FormedAgain(torch.autograd.Function):
             t.detach().requires_grad_(w) for t, w in zip(ctx.saved_tensors, wanted, strict=True)
         ]
         device, dtype, enabled = ctx.autocast
-        with torch.enable_grad(), torch.autocast(device, dtype=dtype, enabled=enabled):
+        # no autocast weight cache: a region has no weights, and a CUDA graph capture keeps none
+        autocast = torch.autocast(device, dtype=dtype, enabled=enabled, cache_enabled=False)
+        with torch.enable_grad(), autocast:
             output = ctx.fn(*inputs)
         grads = iter(torch.autograd.grad(output, [t for t in inputs if t.requires_grad], grad))
         return (None, *(next(grads) if w else None for w in wanted))
@@ -76,10 +79,10 @@ class LeanNormForward:
     def __init__(self, module: nn.Module):
         self.module = module
 
-    def __call__(self, hidden_states: torch.Tensor) -> torch.Tensor:
+    def __call__(self, hidden_states: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
         stock = type(self.module).forward
-        if not _recording(hidden_states) or not _frozen(self.module):
-            return stock(self.module, hidden_states)
+        if args or kwargs or not _recording(hidden_states) or not _frozen(self.module):
+            return stock(self.module, hidden_states, *args, **kwargs)  # a norm of another form
         return _FormedAgain.apply(lambda x: stock(self.module, x), hidden_states)
 
 
@@ -103,8 +106,8 @@ class LeanGatedForward:
 def keep_less_for_backward(model: nn.Module) -> int:
     """Give the RMSNorms and gated MLPs inside `model` their lean forward; returns how many.
 
-    RMSNorms are transformers' classes named `*RMSNorm` (their forward takes the hidden states
-    alone); other modules, and ones already switched, are left as they are."""
+    RMSNorms are transformers' classes named `*RMSNorm`; a call with more than the hidden states
+    runs the stock forward. Other modules, and ones already switched, are left as they are."""
     switched = 0
     for module in model.modules():
         name = type(module).__name__

@@ -146,16 +146,29 @@ def test_a_bf16_llama_keeps_an_mlp_wide_tensor_and_a_float32_stream_less_per_lay
     assert per_token["stock"] - per_token["lean"] == layers * (intermediate * 2 + 2 * norm) + norm
 
 
-def test_inference_and_trained_norms_take_the_stock_path():
+def _nodes(output: torch.Tensor) -> set[str]:
+    """The names of the autograd nodes behind `output`."""
+    names, stack, seen = set(), [output.grad_fn], set()
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        names.add(type(node).__name__)
+        stack.extend(next_node for next_node, _ in node.next_functions)
+    return names
+
+
+def test_a_norm_whose_weight_trains_takes_the_stock_path():
     model = _fusion_model("llama")
     norm = model.encoder_model.norm
     assert isinstance(norm.__dict__["forward"], LeanNormForward)
-    with torch.no_grad():
-        assert model(batch()).grad_fn is None
-    # a fully fine-tuned base: the norm's weight trains, so its stock forward runs and it has
-    # a gradient
-    model.requires_grad_(True)
+    train_fusion(model, "t")
     model.train()
+    assert "_FormedAgainBackward" in _nodes(model(batch()))
+    # a fully fine-tuned base: the norm's weight trains, so its stock forward runs and the
+    # weight has a gradient (the lean node would give it none)
+    model.requires_grad_(True)
     torch.nn.functional.cross_entropy(model(batch()), LABELS).backward()
     assert norm.weight.grad is not None and norm.weight.grad.abs().sum() > 0
 

@@ -355,6 +355,33 @@ def versus(out: Path, steps: int) -> dict[str, Any]:
     return {"table": gpu_versus.table(result).splitlines(), "ratios": result["ratios"]}
 
 
+def llm_context(
+    out: Path, steps: int, device: str = "cuda", shape: str = "llama", seqs: tuple = (128, 2048)
+) -> dict[str, Any]:
+    """Fusion at N = 16 on the Llama shape, both sides, at 8 × 128 and 8 × 2,048 tokens (ours
+    under bf16 autocast, as a GPU run trains): peak GPU memory, its ratio at the longer context,
+    and what a token costs each side (issue #24, item 3; `benchmarks/llm_versus.py`)."""
+    from benchmarks import llm_versus
+
+    rows = {}
+    for seq in seqs:
+        argv = ["--device", device, "--shape", shape, "--n", "16", "--batch", "8", "--seq",
+                str(seq), "--reps", "2", "--out", str(out / f"llm-8x{seq}")]  # fmt: skip
+        result = llm_versus.measure(llm_versus.parse(argv))
+        (out / f"llm-versus-8x{seq}.json").write_text(json.dumps(result, indent=1))
+        rows[seq] = result["rows"][0]
+    figures: dict[str, Any] = {"rows": {f"8x{seq}": row for seq, row in rows.items()}}
+    peaks = {side: [rows[seq].get(side, {}).get("peak_mib") for seq in seqs]
+             for side in ("ours", "reference")}  # fmt: skip
+    if all(None not in pair for pair in peaks.values()):
+        figures[f"memory_ratio_8x{seqs[-1]}"] = round(peaks["reference"][-1] / peaks["ours"][-1], 2)
+        tokens = 8 * (seqs[-1] - seqs[0])
+        figures["mib_per_token"] = {
+            side: round((pair[-1] - pair[0]) / tokens, 3) for side, pair in peaks.items()
+        }
+    return figures
+
+
 def missing(*modules: str) -> list[str]:
     """Those of `modules` that cannot be imported here."""
     import importlib.util
@@ -392,6 +419,7 @@ STEPS: dict[str, Callable[[Path, int], dict[str, Any]]] = {
     "fit": fit,
     "packing": packing,
     "ddp": ddp,
+    "llm-context": llm_context,
 }
 
 

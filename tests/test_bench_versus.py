@@ -102,6 +102,23 @@ def test_llm_versus_runs_both_sides_on_a_tiny_llama_and_reports_the_growth(tmp_p
     assert "| 4 |" in llm_versus.markdown(result)
 
 
+@pytest.mark.skipif(
+    not refenv.python_of(refenv.venv_dir()).exists(),
+    reason="the reference venv is not built (make ref-venv)",
+)
+def test_the_gpu_checks_llm_context_step_gives_the_ratio_and_each_sides_cost_a_token(tmp_path):
+    """`make gpu-check`'s step for #24 item 3, on a tiny Llama on the CPU: N = 16, two lengths."""
+    from benchmarks.gpu_check import llm_context
+
+    figures = llm_context(tmp_path, 0, device="cpu", shape="tiny", seqs=(8, 16))
+    assert set(figures["rows"]) == {"8x8", "8x16"}
+    for row in figures["rows"].values():
+        assert row[OURS]["trainable_params"] == row[REF]["trainable_params"] > 0
+    assert figures["memory_ratio_8x16"] > 0
+    assert set(figures["mib_per_token"]) == {OURS, REF}
+    assert (tmp_path / "llm-versus-8x16.json").is_file()
+
+
 def test_a_worker_past_its_time_limit_is_killed_and_its_row_says_so(tmp_path):
     import sys
 

@@ -1,4 +1,4 @@
-"""The frozen decoder's RMSNorms and gated MLPs keep less for the backward, with stock gradients."""
+"""A frozen decoder's RMSNorms, GELUs and gated MLPs keep less for the backward: stock gradients."""
 
 from __future__ import annotations
 
@@ -17,20 +17,19 @@ from adapterfleet.adapters import (
     add_adapter,
 )
 from adapterfleet.adapters.lean_backward import (
+    LeanElementwiseForward,
     LeanGatedForward,
-    LeanNormForward,
     keep_less_for_backward,
 )
 from adapterfleet.fusion import add_fusion, train_fusion
 
-LEAN_FAMILIES = [f for f in DECODERS if f != "gpt2"]  # GPT-2: LayerNorm and a plain MLP
 LABELS = torch.tensor([0, 1, 0])
 
 
 def _stock(model: AdapterModel) -> AdapterModel:
     """`model` with transformers' own forwards back on every switched module."""
     for module in model.modules():
-        if isinstance(module.__dict__.get("forward"), LeanNormForward | LeanGatedForward):
+        if isinstance(module.__dict__.get("forward"), LeanElementwiseForward | LeanGatedForward):
             del module.forward
     return model
 
@@ -59,7 +58,7 @@ def _relative_error(ours: torch.Tensor, theirs: torch.Tensor) -> float:
     return float((ours - theirs).norm() / theirs.norm())
 
 
-@pytest.mark.parametrize("family", LEAN_FAMILIES)
+@pytest.mark.parametrize("family", DECODERS)
 def test_a_bf16_base_under_autocast_has_the_stock_gradients_bit_for_bit(family):
     # the backward forms the norms and products again under the forward's autocast state
     lean = _fusion_model(family, torch.bfloat16)
@@ -146,6 +145,21 @@ def test_a_bf16_llama_keeps_an_mlp_wide_tensor_and_a_float32_stream_less_per_lay
     assert per_token["stock"] - per_token["lean"] == layers * (intermediate * 2 + 2 * norm) + norm
 
 
+def test_a_bf16_gpt2_keeps_three_mlp_wide_tensors_less_per_layer_token():
+    intermediate, layers = 256, 2
+    per_token = {}
+    for name, model in {
+        "lean": AdapterModel(tiny_encoder("gpt2", intermediate_size=intermediate).bfloat16()),
+        "stock": _stock(
+            AdapterModel(tiny_encoder("gpt2", intermediate_size=intermediate).bfloat16())
+        ),
+    }.items():
+        per_token[name] = (_saved_bytes(model, 40) - _saved_bytes(model, 20)) / (3 * 20)
+    # gelu_new keeps its input, tanh's output, half the input and one plus tanh's output; the
+    # lean form its input alone
+    assert per_token["stock"] - per_token["lean"] == layers * 3 * intermediate * 2, per_token
+
+
 def _nodes(output: torch.Tensor) -> set[str]:
     """The names of the autograd nodes behind `output`."""
     names, stack, seen = set(), [output.grad_fn], set()
@@ -162,7 +176,7 @@ def _nodes(output: torch.Tensor) -> set[str]:
 def test_a_norm_whose_weight_trains_takes_the_stock_path():
     model = _fusion_model("llama")
     norm = model.encoder_model.norm
-    assert isinstance(norm.__dict__["forward"], LeanNormForward)
+    assert isinstance(norm.__dict__["forward"], LeanElementwiseForward)
     train_fusion(model, "t")
     model.train()
     assert "_FormedAgainBackward" in _nodes(model(batch()))

@@ -2,13 +2,15 @@
 
 A fusion or adapter step sends its gradient back through every frozen layer above the first
 adapter, and autograd keeps, for that backward, what each operation of transformers' modules
-saves. Two of them save more than their backward needs (counted on the Llama shape of
+saves. Some save more than their backward needs (counted on the Llama shape of
 `benchmarks/llm_memory.py`, bf16, per token and layer):
 
 - an RMSNorm upcasts its input to float32 and keeps that copy (8 KiB at width 2,048), where its
   bfloat16 input (4 KiB) is all the backward needs to form it again;
 - a gated MLP, `down(act(gate(x)) * up(x))`, keeps the gate, its activation and the
-  up-projection (3 × 11 KiB at width 5,632), where the gate and the up-projection suffice.
+  up-projection (3 × 11 KiB at width 5,632), where the gate and the up-projection suffice;
+- GPT-2's `gelu_new`, written as eight elementwise operations, keeps four tensors of the MLP's
+  width where its input suffices.
 
 Here each of those regions runs as one autograd node that keeps its inputs alone and, in the
 backward, runs the same operations again under the forward's autocast state and takes their
@@ -17,8 +19,9 @@ upcast is its input itself, whose gradients then add up in another order (relati
 frozen base alone keeps about a third less per token. The regions are elementwise, so forming
 them again costs little beside the layer's matrix products.
 
-`keep_less_for_backward` switches transformers' RMSNorms (any class named `*RMSNorm`) and the
-gated MLPs of Llama, Mistral, Qwen 2/3 and Gemma 1–3 to it; `AdapterModel` does so when built. It
+`keep_less_for_backward` switches transformers' RMSNorms (any class named `*RMSNorm`), its
+composite GELUs and the gated MLPs of Llama, Mistral, Qwen 2/3 and Gemma 1–3 to it;
+`AdapterModel` does so when built. It
 applies only while a gradient is being recorded and the region's own parameters are frozen (a
 fully fine-tuned base keeps the stock path); inference runs the modules' own forward.
 """
@@ -31,6 +34,10 @@ from typing import Any
 import torch
 from torch import nn
 
+# transformers' activations written as several elementwise operations on their one input
+COMPOSITE_ACTIVATIONS = frozenset(
+    {"NewGELUActivation", "FastGELUActivation", "QuickGELUActivation"}
+)
 # transformers' classes whose forward is `down_proj(act_fn(gate_proj(x)) * up_proj(x))`
 GATED_MLPS = frozenset(
     f"{family}MLP" for family in ("Llama", "Mistral", "Qwen2", "Qwen3", "Gemma", "Gemma2", "Gemma3")
@@ -71,8 +78,9 @@ def _frozen(module: nn.Module) -> bool:
     return not any(p.requires_grad for p in module.parameters())
 
 
-class LeanNormForward:
-    """An RMSNorm's forward that keeps only its input for the backward.
+class LeanElementwiseForward:
+    """The forward of an RMSNorm or a composite activation, elementwise operations on one
+    tensor, that keeps only that tensor for the backward.
 
     Set as the module's `forward` (an object, so the model still pickles and deep-copies)."""
 
@@ -104,17 +112,19 @@ class LeanGatedForward:
 
 
 def keep_less_for_backward(model: nn.Module) -> int:
-    """Give the RMSNorms and gated MLPs inside `model` their lean forward; returns how many.
+    """Give the RMSNorms, composite activations and gated MLPs inside `model` their lean
+    forward; returns how many.
 
     RMSNorms are transformers' classes named `*RMSNorm`; a call with more than the hidden states
     runs the stock forward. Other modules, and ones already switched, are left as they are."""
     switched = 0
     for module in model.modules():
         name = type(module).__name__
-        if isinstance(module.__dict__.get("forward"), LeanNormForward | LeanGatedForward):
+        if isinstance(module.__dict__.get("forward"), LeanElementwiseForward | LeanGatedForward):
             continue
-        if name.endswith("RMSNorm") and type(module).__module__.startswith("transformers."):
-            module.forward = LeanNormForward(module)
+        elementwise = name.endswith("RMSNorm") or name in COMPOSITE_ACTIVATIONS
+        if elementwise and type(module).__module__.startswith("transformers."):
+            module.forward = LeanElementwiseForward(module)
         elif name in GATED_MLPS:
             module.forward = LeanGatedForward(module)
         else:

@@ -187,6 +187,19 @@ def test_a_norm_whose_weight_trains_takes_the_stock_path():
     assert norm.weight.grad is not None and norm.weight.grad.abs().sum() > 0
 
 
+class LlamaMLP(torch.nn.Module):
+    """Remote code's module of a known name whose forward is its own."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+
+def test_only_transformers_own_classes_are_switched():
+    model = torch.nn.Sequential(LlamaMLP(), torch.nn.LayerNorm(4))
+    assert keep_less_for_backward(model) == 0
+    assert "forward" not in model[0].__dict__
+
+
 def test_the_lean_forwards_survive_pickling_and_are_switched_once():
     model = _fusion_model("qwen2")
     assert keep_less_for_backward(model.encoder_model) == 0

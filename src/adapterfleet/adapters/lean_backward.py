@@ -90,7 +90,7 @@ class LeanElementwiseForward:
     def __call__(self, hidden_states: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
         stock = type(self.module).forward
         if args or kwargs or not _recording(hidden_states) or not _frozen(self.module):
-            return stock(self.module, hidden_states, *args, **kwargs)  # a norm of another form
+            return stock(self.module, hidden_states, *args, **kwargs)  # no lean form applies
         return _FormedAgain.apply(lambda x: stock(self.module, x), hidden_states)
 
 
@@ -115,15 +115,19 @@ def keep_less_for_backward(model: nn.Module) -> int:
     """Give the RMSNorms, composite activations and gated MLPs inside `model` their lean
     forward; returns how many.
 
-    RMSNorms are transformers' classes named `*RMSNorm`; a call with more than the hidden states
-    runs the stock forward. Other modules, and ones already switched, are left as they are."""
+    Only transformers' own classes are switched: RMSNorms are those named `*RMSNorm`, and a call
+    with more than the hidden states runs the stock forward. Other modules, and ones already
+    switched, are left as they are."""
     switched = 0
     for module in model.modules():
         name = type(module).__name__
-        if isinstance(module.__dict__.get("forward"), LeanElementwiseForward | LeanGatedForward):
+        switched_already = isinstance(
+            module.__dict__.get("forward"), LeanElementwiseForward | LeanGatedForward
+        )
+        # remote code (`transformers_modules.`) may give a known name another forward
+        if switched_already or not type(module).__module__.startswith("transformers."):
             continue
-        elementwise = name.endswith("RMSNorm") or name in COMPOSITE_ACTIVATIONS
-        if elementwise and type(module).__module__.startswith("transformers."):
+        if name.endswith("RMSNorm") or name in COMPOSITE_ACTIVATIONS:
             module.forward = LeanElementwiseForward(module)
         elif name in GATED_MLPS:
             module.forward = LeanGatedForward(module)

@@ -408,3 +408,74 @@ def test_the_folded_output_under_bf16_autocast_matches_autograds_own_product():
         results.append((out, *grads))
     for kept, own in zip(*results, strict=True):
         assert _rel_err(kept.float(), own.float()) < 1e-2
+
+
+def _folded_parts(preset: str) -> tuple[FusionLayer, list[torch.Tensor | None]]:
+    from adapterfleet.fusion.layer import Stacked
+
+    layer = _layer(4, FusionConfig.preset(preset)).train()
+    up = Stacked(_adapters([16] * 4)).up
+    query, key, value = layer.query, layer.key, layer.value
+    weights = [None if lin is None else lin.weight for lin in (query, key, value)]
+    return layer, [up, weights[0], query.bias, weights[1], weights[2]]
+
+
+@pytest.mark.parametrize("preset", ["dynamic", "static"])
+@pytest.mark.parametrize("autocast", [False, True])
+def test_the_folded_products_formed_again_in_the_backward_have_autograds_own_gradients(
+    preset, autocast
+):
+    from adapterfleet.adapters.lean_backward import formed_again
+    from adapterfleet.fusion.layer import _folded_products
+
+    layer, parts = _folded_parts(preset)
+    params = [p for p in parts[1:] if p is not None]
+    torch.manual_seed(4)
+    results = []
+    for form in ("formed again", "kept"):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            if form == "kept":
+                products = _folded_products(*parts)
+            else:
+                products = formed_again(_folded_products, *parts)
+        grads_out = [torch.randn_like(t, dtype=torch.float32) for t in products]
+        torch.manual_seed(4)
+        loss = sum((t.float() * g).sum() for t, g in zip(products, grads_out, strict=True))
+        results.append((*products, *torch.autograd.grad(loss, params)))
+    assert results[0][0].dtype == (torch.bfloat16 if autocast else torch.float32)
+    for again, kept in zip(*results, strict=True):
+        assert torch.equal(again, kept)  # the same operations, the same rounding
+
+
+def test_a_folded_training_call_keeps_no_copy_of_the_weights_for_the_backward():
+    # what autograd keeps besides the parameters and the stacked adapters themselves, once the
+    # per-token part is taken off: the scores' and the output's bf16 matrices (d × (M + N)
+    # each) and the down-projections' bf16 copy (d × M), which their per-token products need;
+    # the query and key's bf16 copies, their product and the up-projections' copies are formed
+    # again in the backward
+    adapters = _adapters([16] * 4)
+    layer = _layer(4, FusionConfig.preset("dynamic")).train()
+    stacked = layer._stack(adapters)
+    held = {t.untyped_storage().data_ptr() for t in (*layer.parameters(), stacked.up)}
+    held |= {p.untyped_storage().data_ptr() for a in adapters for p in a.parameters()}
+
+    def kept_bytes(tokens: int) -> int:
+        storages: dict[int, int] = {}
+
+        def pack(tensor: torch.Tensor) -> torch.Tensor:
+            storage = tensor.untyped_storage()
+            if storage.data_ptr() not in held:
+                storages[storage.data_ptr()] = storage.nbytes()
+            return tensor
+
+        q = torch.randn(1, tokens, D, requires_grad=True)
+        keep = torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor)
+        with keep, torch.autocast("cpu", dtype=torch.bfloat16):
+            layer(q, adapters)
+        return sum(storages.values())
+
+    assert layer.folds(torch.empty(300, D), stacked)
+    few, many = kept_bytes(300), kept_bytes(600)
+    fixed = few - (many - few) * 300 / 300
+    needed = (2 * D * (64 + 4) + D * 64) * 2  # in bf16
+    assert needed <= fixed <= needed + 2 * D * 2, (fixed, needed)

@@ -29,10 +29,12 @@ fully fine-tuned base keeps the stock path); inference runs the modules' own for
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch import nn
+
+Outputs = TypeVar("Outputs", torch.Tensor, tuple[torch.Tensor, ...])
 
 # transformers' activations written as several elementwise operations on their one input
 COMPOSITE_ACTIVATIONS = frozenset(
@@ -48,26 +50,46 @@ class _FormedAgain(torch.autograd.Function):
     """`fn(*inputs)`, keeping the inputs alone; the backward forms `fn` again and differentiates."""
 
     @staticmethod
-    def forward(ctx: Any, fn: Callable[..., torch.Tensor], *inputs: torch.Tensor) -> torch.Tensor:
-        device = inputs[0].device.type
+    def forward(ctx: Any, fn: Callable[..., Outputs], *inputs: torch.Tensor | None) -> Outputs:
+        device = next(t for t in inputs if t is not None).device.type
         ctx.fn = fn
-        ctx.autocast = (device, torch.get_autocast_dtype(device), torch.is_autocast_enabled(device))
+        ctx.autocast = {
+            "device_type": device,
+            "dtype": torch.get_autocast_dtype(device),
+            "enabled": torch.is_autocast_enabled(device),
+            "cache_enabled": torch.is_autocast_cache_enabled(),
+        }
         ctx.save_for_backward(*inputs)
         return fn(*inputs)
 
     @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+    def backward(ctx: Any, *grads: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         wanted = ctx.needs_input_grad[1:]
         inputs = [
-            t.detach().requires_grad_(w) for t, w in zip(ctx.saved_tensors, wanted, strict=True)
+            None if t is None else t.detach().requires_grad_(w)
+            for t, w in zip(ctx.saved_tensors, wanted, strict=True)
         ]
-        device, dtype, enabled = ctx.autocast
-        # no autocast weight cache: a region has no weights, and a CUDA graph capture keeps none
-        autocast = torch.autocast(device, dtype=dtype, enabled=enabled, cache_enabled=False)
-        with torch.enable_grad(), autocast:
-            output = ctx.fn(*inputs)
-        grads = iter(torch.autograd.grad(output, [t for t in inputs if t.requires_grad], grad))
-        return (None, *(next(grads) if w else None for w in wanted))
+        # the forward's autocast state, its weight cache included: a weight used twice is then
+        # cast once, and its two gradients add up in the cast's dtype, as in the forward's graph
+        # (the cache lives until this backward's autocast ends; a CUDA graph capture has none)
+        with torch.enable_grad(), torch.autocast(**ctx.autocast):
+            outputs = ctx.fn(*inputs)
+        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+        pairs = [(o, g) for o, g in zip(outputs, grads, strict=True) if o.requires_grad]
+        needed = [t for t in inputs if t is not None and t.requires_grad]
+        found = torch.autograd.grad(
+            [o for o, _ in pairs], needed, [g for _, g in pairs], allow_unused=True
+        )
+        by_input = iter(found)
+        return (None, *(next(by_input) if w else None for w in wanted))
+
+
+def formed_again(fn: Callable[..., Outputs], *inputs: torch.Tensor | None) -> Outputs:
+    """`fn(*inputs)` (a tensor or a tuple of them) as one autograd node that keeps `inputs`
+    alone: its backward runs `fn` again, under the forward's autocast state, and takes the
+    gradient. For regions whose intermediate results cost more memory than forming them again
+    costs time. `None` inputs are passed through."""
+    return _FormedAgain.apply(fn, *inputs)
 
 
 def _recording(*tensors: torch.Tensor) -> bool:
@@ -91,7 +113,7 @@ class LeanElementwiseForward:
         stock = type(self.module).forward
         if args or kwargs or not _recording(hidden_states) or not _frozen(self.module):
             return stock(self.module, hidden_states, *args, **kwargs)  # no lean form applies
-        return _FormedAgain.apply(lambda x: stock(self.module, x), hidden_states)
+        return formed_again(lambda x: stock(self.module, x), hidden_states)
 
 
 class LeanGatedForward:
@@ -105,7 +127,7 @@ class LeanGatedForward:
         mlp = self.module
         gate, up = mlp.gate_proj(x), mlp.up_proj(x)
         if _recording(gate, up):
-            hidden = _FormedAgain.apply(lambda g, u: mlp.act_fn(g) * u, gate, up)
+            hidden = formed_again(lambda g, u: mlp.act_fn(g) * u, gate, up)
         else:
             hidden = mlp.act_fn(gate) * up
         return mlp.down_proj(hidden)

@@ -18,6 +18,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from adapterfleet.adapters.dropout import PackedDropout
+from adapterfleet.adapters.lean_backward import formed_again
 from adapterfleet.adapters.modules import Bottleneck
 from adapterfleet.fusion.config import FusionConfig
 from adapterfleet.fusion.weighted_up import weight_slices, weighted_up
@@ -30,8 +31,16 @@ class Stacked:
         self.widths = [a.adapter_down.out_features for a in adapters]
         self.down_w = torch.cat([a.adapter_down.weight for a in adapters], 0)  # (M, d)
         self.down_b = torch.cat([a.adapter_down.bias for a in adapters], 0)  # (M,)
-        self.up_w = torch.cat([a.adapter_up.weight for a in adapters], 1)  # (d, M)
-        self.up_b = torch.stack([a.adapter_up.bias for a in adapters], 1)  # (d, N)
+        # up-projections and their biases side by side, as the folded form takes them
+        self.up = torch.cat(
+            [
+                *(a.adapter_up.weight for a in adapters),
+                *(a.adapter_up.bias[:, None] for a in adapters),
+            ],
+            1,
+        )  # (d, M + N)
+        m = self.down_w.shape[0]
+        self.up_w, self.up_b = self.up[:, :m], self.up[:, m:]  # (d, M), (d, N): views
         self.activations = [a.non_linearity for a in adapters]
         self.uniform = len(set(self.widths)) == 1 and len(set(self.activations)) == 1
         # mixed widths as a tensor on the weights' device, filled there: no copy from the host,
@@ -81,6 +90,25 @@ class Stacked:
         return s.repeat_interleave(self.repeats, dim=-1, output_size=sum(self.widths)) * a
 
 
+def _folded_products(
+    up: torch.Tensor,
+    query_w: torch.Tensor | None,
+    query_b: torch.Tensor | None,
+    key_w: torch.Tensor | None,
+    value_w: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The scores' matrix (M + N, d) and bias (M + N,) and the output's matrix (d, M + N) of
+    `Folded`, from the stacked `up` (d, M + N) and the fusion's query, key and value weights
+    (None where the config has none)."""
+    d = up.shape[0]
+    g_w = query_w.T if query_w is not None else torch.eye(d, dtype=up.dtype, device=up.device)
+    g_b = query_b if query_b is not None else up.new_zeros(d)
+    if key_w is not None:
+        g_w, g_b = g_w @ key_w, g_b @ key_w
+    out_w = value_w @ up if value_w is not None else up
+    return (g_w @ up).T, g_b @ up, out_w
+
+
 def _signature(modules: Sequence[nn.Module]) -> tuple:
     return tuple((id(p), p._version, p.device, p.dtype) for m in modules for p in m.parameters())
 
@@ -98,22 +126,31 @@ class Folded:
     the adapters' down projection (one product of width 2M + N), and rebuilt when any weight of
     the layer or its adapters changes. In training it is built in every forward, with gradients
     to Q, K and V; the down projection stays apart so that no gradient is formed for the frozen
-    adapters. It pays when a batch has well over M + N tokens (`FusionLayer.folds`). With
+    adapters. Under autocast the products are formed again in each layer's backward
+    (`formed_again`) rather than kept for it with the bf16 copies of the weights they were
+    formed from (per layer about 2·d² + 3·d·(M + N) numbers fewer held at a step's peak, for
+    2·d²·(M + N) + d³ multiply-adds more); in float32 the weights themselves serve the
+    backward, and nothing is formed again.
+
+    It pays when a batch has well over M + N tokens (`FusionLayer.folds`). With
     gradients and adapters of equal width the output product is `weighted_up`'s, whose backward
     keeps `a` and the weights rather than the product's (..., M + N) input.
     """
 
     def __init__(self, layer: FusionLayer, stacked: Stacked, joined: bool) -> None:
-        up = torch.cat([stacked.up_w, stacked.up_b], 1)  # (d, M + N)
-        d = up.shape[0]
-        eye = torch.eye(d, dtype=up.dtype, device=up.device)
-        g_w = layer.query.weight.T if layer.query is not None else eye  # (d, d)
-        g_b = layer.query.bias if layer.query is not None else up.new_zeros(d)
-        if layer.key is not None:
-            g_w, g_b = g_w @ layer.key.weight, g_b @ layer.key.weight
-        self.score_w = (g_w @ up).T  # (M + N, d)
-        self.score_b = g_b @ up
-        self.out_w = layer.value.weight @ up if layer.value is not None else up  # (d, M + N)
+        query, key, value = layer.query, layer.key, layer.value
+        parts = (
+            stacked.up,
+            None if query is None else query.weight,
+            None if query is None else query.bias,
+            None if key is None else key.weight,
+            None if value is None else value.weight,
+        )
+        recording = torch.is_grad_enabled() and not joined
+        if recording and torch.is_autocast_enabled(stacked.up.device.type):
+            self.score_w, self.score_b, self.out_w = formed_again(_folded_products, *parts)
+        else:
+            self.score_w, self.score_b, self.out_w = _folded_products(*parts)
         self.split = [sum(stacked.widths), len(stacked.widths)]
         self.joined = joined
         if joined:

@@ -410,36 +410,45 @@ def test_the_folded_output_under_bf16_autocast_matches_autograds_own_product():
         assert _rel_err(kept.float(), own.float()) < 1e-2
 
 
-def _folded_parts(preset: str) -> tuple[FusionLayer, list[torch.Tensor | None]]:
+def _folded_parts(preset: str, device: str) -> tuple[FusionLayer, list[torch.Tensor | None]]:
     from adapterfleet.fusion.layer import Stacked
 
-    layer = _layer(4, FusionConfig.preset(preset)).train()
-    up = Stacked(_adapters([16] * 4)).up
+    layer = _layer(4, FusionConfig.preset(preset)).train().to(device)
+    up = Stacked([a.to(device) for a in _adapters([16] * 4)]).up
     query, key, value = layer.query, layer.key, layer.value
     weights = [None if lin is None else lin.weight for lin in (query, key, value)]
     return layer, [up, weights[0], query.bias, weights[1], weights[2]]
 
 
+CUDA = pytest.param(
+    "cuda",
+    marks=[
+        pytest.mark.cuda,
+        pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+    ],
+)
+
+
 @pytest.mark.parametrize("preset", ["dynamic", "static"])
 @pytest.mark.parametrize("autocast", [False, True])
+@pytest.mark.parametrize("device", ["cpu", CUDA])
 def test_the_folded_products_formed_again_in_the_backward_have_autograds_own_gradients(
-    preset, autocast
+    preset, autocast, device
 ):
     from adapterfleet.adapters.lean_backward import formed_again
     from adapterfleet.fusion.layer import _folded_products
 
-    layer, parts = _folded_parts(preset)
+    layer, parts = _folded_parts(preset, device)
     params = [p for p in parts[1:] if p is not None]
-    torch.manual_seed(4)
     results = []
     for form in ("formed again", "kept"):
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=autocast):
             if form == "kept":
                 products = _folded_products(*parts)
             else:
                 products = formed_again(_folded_products, *parts)
-        grads_out = [torch.randn_like(t, dtype=torch.float32) for t in products]
-        torch.manual_seed(4)
+        draw = torch.Generator(device).manual_seed(4)  # the same gradients for both forms
+        grads_out = [torch.randn(t.shape, generator=draw, device=device) for t in products]
         loss = sum((t.float() * g).sum() for t, g in zip(products, grads_out, strict=True))
         results.append((*products, *torch.autograd.grad(loss, params)))
     assert results[0][0].dtype == (torch.bfloat16 if autocast else torch.float32)

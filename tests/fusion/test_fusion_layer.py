@@ -321,7 +321,7 @@ def test_training_folds_large_batches_with_the_same_outputs_and_gradients(preset
     layer = _layer(3, FusionConfig.preset(preset)).double()
     stacked = layer._stack(adapters)
     small, large = torch.randn(2, 5, D).double(), torch.randn(4, 30, D).double()
-    assert not layer.folds(small, stacked) and layer.folds(large, stacked)  # 2 (M + N) = 102
+    assert not layer.folds(small, stacked) and layer.folds(large, stacked)  # M + N = 51
     for q in (small, large):
         q.requires_grad_(True)
         grad_out = torch.randn(*q.shape[:-1], D).double()
@@ -375,7 +375,7 @@ def test_the_folded_output_of_equal_widths_trains_with_the_straightforward_gradi
     layer = _layer(3, FusionConfig.preset(preset)).double().train()
     layer.dropout.p = 0.0
     q = torch.randn(4, 30, D).double().requires_grad_(True)
-    assert layer.folds(q, layer._stack(adapters))  # 2 (M + N) = 102 < 120 tokens
+    assert layer.folds(q, layer._stack(adapters))  # M + N = 51 < 120 tokens
     grad_out = torch.randn(4, 30, D).double()
     params = [p for n, p in layer.named_parameters() if n != "key.bias"]  # cancels
     results = []

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from adapterfleet.training import build_optimizer, build_scheduler, linear_schedule
+from adapterfleet.training.optim import parameter_groups
 
 
 def _lrs(total: int, warmup_ratio: float, lr: float = 1.0) -> list[float]:
@@ -52,9 +53,27 @@ def test_weight_decay_applies_to_matrices_only():
     assert sum(len(g["params"]) for g in optimizer.param_groups) == 4
 
 
-def test_adamw_is_fused_on_a_gpu_only():
-    cpu = build_optimizer([torch.nn.Parameter(torch.ones(2, 2))], 1e-3, weight_decay=0.1)
-    assert not cpu.defaults["fused"]
+def test_adamw_on_a_cpu_is_fused_and_steps_as_the_per_tensor_form():
+    torch.manual_seed(0)
+    start = [torch.randn(6, 5), torch.randn(5)]
+    grads = [[torch.randn_like(t) for t in start] for _ in range(3)]
+    results = []
+    for fused in (True, False):
+        params = [torch.nn.Parameter(t.clone()) for t in start]
+        if fused:
+            optimizer = build_optimizer(params, 1e-2, weight_decay=0.1)
+            assert optimizer.defaults["fused"] is True
+        else:  # torch's per-tensor loop over the same groups
+            groups = parameter_groups(params, 0.1)
+            optimizer = torch.optim.AdamW(groups, lr=1e-2, foreach=False)
+        for step in grads:
+            for param, grad in zip(params, step, strict=True):
+                param.grad = grad.clone()
+            optimizer.step()
+        results.append(params)
+    for fused, looped, first in zip(*results, start, strict=True):
+        assert not torch.equal(fused, first)  # it moved
+        assert torch.allclose(fused, looped, rtol=1e-6, atol=1e-7)
 
 
 @pytest.mark.cuda

@@ -44,7 +44,7 @@ def spec_for(n: int, base: Path, args: argparse.Namespace, side: str) -> dict[st
             "base_dtype": "bfloat16", "pooling": "last", "batch": args.batch, "seq": args.seq,
             "seed": 0, "warmup": 1, "reps": args.reps, "budget_s": 600, "threads": args.threads,
             "device": args.device, "checkpointing": args.checkpointing}  # fmt: skip
-    if side == REF or args.device == "cuda":
+    if side == REF or args.device == "cuda" or args.autocast:
         spec["autocast"] = "bf16"
     elif args.malloc_trim:
         spec["malloc_trim"] = True
@@ -145,6 +145,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         "--checkpointing", action="store_true",
         help="activation checkpointing on both sides (ours through the base's spec, the "
         "reference through its gradient_checkpointing_enable)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--autocast", action="store_true",
+        help="ours under bf16 autocast on the CPU too (a run's `precision: bf16`), as the "
+        "reference's step always runs",
     )  # fmt: skip
     parser.add_argument(
         "--malloc-trim", action="store_true",

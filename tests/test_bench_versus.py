@@ -71,10 +71,6 @@ def test_the_profile_names_what_the_fusion_step_spends_above_the_floor():
     assert "The floor's own largest operators: `aten::mm` 10.0 ms (91 %, 4 calls)." in text
 
 
-@pytest.mark.skipif(
-    not refenv.python_of(refenv.venv_dir()).exists(),
-    reason="the reference venv is not built (make ref-venv)",
-)
 def test_llm_versus_autocasts_ours_on_the_cpu_only_when_asked(tmp_path):
     args = llm_versus.parse(["--out", str(tmp_path)])
     assert "autocast" not in llm_versus.spec_for(4, tmp_path, args, OURS)
@@ -83,6 +79,10 @@ def test_llm_versus_autocasts_ours_on_the_cpu_only_when_asked(tmp_path):
     assert llm_versus.spec_for(4, tmp_path, args, OURS)["autocast"] == "bf16"
 
 
+@pytest.mark.skipif(
+    not refenv.python_of(refenv.venv_dir()).exists(),
+    reason="the reference venv is not built (make ref-venv)",
+)
 def test_llm_versus_runs_both_sides_on_a_tiny_llama_and_reports_the_growth(tmp_path):
     """With --checkpointing, which each side must turn on in its own way and report."""
     args = llm_versus.argparse.Namespace(

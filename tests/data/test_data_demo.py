@@ -12,7 +12,7 @@ SIZES = {
     "demo_sentiment": (1500, 300),
     "demo_aspect": (1500, 300),
     "demo_negation": (1500, 300),
-    "demo_delivery": (100, 300),
+    "demo_delivery": (300, 300),
 }
 
 

@@ -269,6 +269,33 @@ def test_folded_inference_equals_the_training_form_and_follows_weight_changes(pr
     assert _rel_err(refolded, folded) > 1e-2  # the change did reach the output
 
 
+@pytest.mark.parametrize("trainable_adapters", [False, True])
+def test_an_evaluation_after_training_steps_folds_the_stepped_weights(trainable_adapters):
+    """The loop evaluates the dev set between epochs: each evaluation sees the weights as the
+    optimizer left them, also when their version counters did not move (a CUDA graph's replay
+    of an optimizer step; torch's fused AdamW did not bump them either)."""
+    from adapterfleet.training import build_optimizer
+
+    adapters = _adapters([12, 12, 6])
+    for a in adapters:
+        a.requires_grad_(trainable_adapters)
+    layer = _layer(3, FusionConfig())
+    q = torch.randn(4, 9, D)
+    params = [p for m in (layer, *adapters) for p in m.parameters() if p.requires_grad]
+    optimizer = build_optimizer(params, 0.05, weight_decay=0.0)
+    outputs = []
+    for _ in range(2):
+        with torch.no_grad():
+            outputs.append(layer.eval()(q, adapters))
+        assert _rel_err(outputs[-1], reference_fusion(layer, q, adapters)[0]) < 1e-5
+        layer.train()(q, adapters).pow(2).sum().backward()
+        optimizer.step()
+        with torch.no_grad():  # an update its version counters do not show
+            for p in params:
+                p.data.add_(0.01)
+    assert _rel_err(outputs[1], outputs[0]) > 1e-3
+
+
 def test_adapters_that_take_gradients_predict_through_the_cached_folded_form():
     """A loaded model predicting keeps `requires_grad` on its adapters: without gradients the
     stack and the folded form are still built once (not per call, which was also a copy from

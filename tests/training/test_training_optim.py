@@ -76,6 +76,18 @@ def test_adamw_on_a_cpu_is_fused_and_steps_as_the_per_tensor_form():
         assert torch.allclose(fused, looped, rtol=1e-6, atol=1e-7)
 
 
+def test_the_fused_adamw_marks_what_it_wrote_as_modified():
+    """torch's fused kernel leaves a parameter's version counter as it was; a cache keyed on it
+    (a fusion layer's folded form) would keep the weights of before the step."""
+    params = [torch.nn.Parameter(torch.randn(3, 3)), torch.nn.Parameter(torch.randn(3))]
+    optimizer = build_optimizer(params, 1e-2, weight_decay=0.0)
+    before = [p._version for p in params]
+    for p in params:
+        p.grad = torch.ones_like(p)
+    optimizer.step()
+    assert all(p._version > v for p, v in zip(params, before, strict=True))
+
+
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_adamw_on_a_gpu_is_fused_and_steps():

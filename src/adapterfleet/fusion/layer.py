@@ -200,6 +200,16 @@ class FusionLayer(nn.Module):
         self._stacked: tuple[tuple, Stacked] | None = None
         self._folded: tuple[tuple, Folded] | None = None
 
+    def train(self, mode: bool = True) -> FusionLayer:
+        """Set the mode, dropping the cached stacked and folded forms (rebuilt at the next call
+        that needs them). Their signatures see an in-place update only through its version
+        counter, which some updates leave as it was: torch's fused AdamW (2.13), a CUDA graph's
+        replay. So an evaluation after training steps (`evaluate` switches to eval mode) never
+        meets the weights of an earlier one."""
+        self._stacked = None
+        self._folded = None
+        return super().train(mode)
+
     def _stack(self, adapters: Sequence[Bottleneck]) -> Stacked:
         """The adapters stacked: per call where gradients reach them (they train too), else
         cached until one changes, also without gradients for adapters that take them (a loaded

@@ -27,19 +27,26 @@ class _Recompute(Callback):
         self.model, self.dev, self.seen = model, dev, []
 
     def on_epoch_end(self, report: EpochReport) -> None:
+        device = next(self.model.parameters()).device
+        dev = [{k: v.to(device) for k, v in b.items()} for b in self.dev]
         self.model.eval()
         with torch.enable_grad():
-            preds = torch.cat([self.model(b).squeeze(-1).detach() for b in self.dev])
+            preds = torch.cat([self.model(b).squeeze(-1).detach() for b in dev])
         self.model.train()
-        labels = torch.cat([b["labels"] for b in self.dev])
+        labels = torch.cat([b["labels"] for b in dev])
         own = float(((preds - labels) ** 2).mean())
         self.seen.append((report.dev_metrics["mse"], own))
 
 
-def test_each_epochs_dev_metric_is_the_fusions_own_after_the_fused_optimizers_steps():
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=[pytest.mark.cuda, CUDA])])
+def test_each_epochs_dev_metric_is_the_fusions_own_after_the_fused_optimizers_steps(device):
     """The dev evaluation folds the fusion once per evaluation: it must fold the weights the
     optimizer has just written (torch's fused AdamW left their version counters unmoved, and
-    every epoch after the first was scored with the first epoch's fusion)."""
+    every epoch after the first was scored with the first epoch's fusion). On a GPU the steps
+    are replayed CUDA graphs, whose optimizer steps no version counter shows either."""
     torch.manual_seed(0)
     model = AdapterModel(tiny_encoder("bert"))
     for name in ("a", "b"):
@@ -51,9 +58,11 @@ def test_each_epochs_dev_metric_is_the_fusions_own_after_the_fused_optimizers_st
     params = train_fusion(model, "target")
     dev = _batches(2, 2)
     recompute = _Recompute(model, dev)
-    config = TrainConfig(learning_rate=1e-2, max_epochs=3, metric="mse", max_grad_norm=None)
+    config = TrainConfig(
+        learning_rate=3e-2, max_epochs=3, metric="mse", device=device, precision="fp32"
+    )
     fit(model, params, _batches(1, 4), dev, config, callbacks=[recompute])
     assert len(recompute.seen) == 3
     for reported, own in recompute.seen:
-        assert reported == pytest.approx(own, rel=1e-5)
-    assert recompute.seen[0][1] != pytest.approx(recompute.seen[-1][1], rel=1e-3)  # it trained
+        assert reported == pytest.approx(own, rel=1e-4)
+    assert recompute.seen[0][1] != pytest.approx(recompute.seen[-1][1], rel=1e-2)  # it trained

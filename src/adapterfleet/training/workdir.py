@@ -23,13 +23,12 @@ CHECKPOINTS = "checkpoints"
 
 
 def checkpoint_epoch(directory: Path) -> int | None:
-    """Epoch of a complete loop checkpoint in `directory` (its state file is written last)."""
-    state = Path(directory) / STATE_FILE
-    if not state.is_file():
-        return None
+    """Epoch of a complete loop checkpoint in `directory` (its state file is written last); None
+    when it has none, also when the folder goes while it is read (the loop prunes the one before
+    when it saves the next, and another process may be looking)."""
     try:
-        return int(json.loads(state.read_text())["epoch"])
-    except (ValueError, KeyError, TypeError):
+        return int(json.loads((Path(directory) / STATE_FILE).read_text())["epoch"])
+    except (OSError, ValueError, KeyError, TypeError):
         return None
 
 

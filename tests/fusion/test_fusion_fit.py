@@ -45,8 +45,8 @@ CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA de
 def test_each_epochs_dev_metric_is_the_fusions_own_after_the_fused_optimizers_steps(device):
     """The dev evaluation folds the fusion once per evaluation: it must fold the weights the
     optimizer has just written (torch's fused AdamW left their version counters unmoved, and
-    every epoch after the first was scored with the first epoch's fusion). On a GPU the steps
-    are replayed CUDA graphs, whose optimizer steps no version counter shows either."""
+    every epoch after the first was scored with the first epoch's fusion). On a GPU the forward
+    and backward are replayed CUDA graphs, the optimizer steps eagerly between them."""
     torch.manual_seed(0)
     model = AdapterModel(tiny_encoder("bert"))
     for name in ("a", "b"):

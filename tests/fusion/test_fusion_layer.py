@@ -272,8 +272,8 @@ def test_folded_inference_equals_the_training_form_and_follows_weight_changes(pr
 @pytest.mark.parametrize("trainable_adapters", [False, True])
 def test_an_evaluation_after_training_steps_folds_the_stepped_weights(trainable_adapters):
     """The loop evaluates the dev set between epochs: each evaluation sees the weights as the
-    optimizer left them, also when their version counters did not move (a CUDA graph's replay
-    of an optimizer step; torch's fused AdamW did not bump them either)."""
+    optimizer left them, also when their version counters did not move (torch's own fused AdamW,
+    as the Hugging Face Trainer uses it; a write through `.data`)."""
     from adapterfleet.training import build_optimizer
 
     adapters = _adapters([12, 12, 6])

@@ -203,9 +203,10 @@ class FusionLayer(nn.Module):
     def train(self, mode: bool = True) -> FusionLayer:
         """Set the mode, dropping the cached stacked and folded forms (rebuilt at the next call
         that needs them). Their signatures see an in-place update only through its version
-        counter, which some updates leave as it was: torch's fused AdamW (2.13), a CUDA graph's
-        replay. So an evaluation after training steps (`evaluate` switches to eval mode) never
-        meets the weights of an earlier one."""
+        counter, which some updates leave as it was: torch's own fused AdamW (2.13; the Hugging
+        Face Trainer's default, where a user trains this model with it), a write through
+        `.data`. So an evaluation after training steps (`evaluate` and the Trainer switch to eval
+        mode) never meets the weights of an earlier one."""
         self._stacked = None
         self._folded = None
         return super().train(mode)

@@ -25,7 +25,8 @@ from adapterfleet.cli.app import app
 from adapterfleet.config import TOP_KEYS
 from adapterfleet.config.adapter_stage import ADAPTER_KEYS
 from adapterfleet.config.stages import BASELINE_KEYS, FUSION_KEYS
-from adapterfleet.data.tasks import FILE_SPLIT_KEYS, TASK_KEYS
+from adapterfleet.data.sources import FILE_SPLIT_KEYS
+from adapterfleet.data.tasks import TASK_KEYS
 from adapterfleet.training import TrainConfig
 
 TRAINING = [f.name for f in dataclasses.fields(TrainConfig)]

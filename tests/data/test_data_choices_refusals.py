@@ -97,7 +97,39 @@ def test_a_sentence_without_its_blank(tmp_path: Path, write_config) -> None:
 def test_a_list_that_is_not_a_list(tmp_path: Path, write_config) -> None:
     rows = [{**HELLASWAG_ROWS[0], "endings": "one ending"}]
     message = refused(tmp_path, write_config, rows, HELLASWAG)
-    assert "choices.list: holds a str, not a list" in message
+    assert message.endswith(
+        "choices.list: holds text, not a list (record 1 of "
+        f'{tmp_path / "mc.jsonl"}); in a CSV/TSV cell write the list as JSON text (["a", "b"]); '
+        "for one column per choice use choices.fields"
+    )
+
+
+def test_a_list_cell_in_pythons_form_is_read_as_a_list(tmp_path: Path, write_config) -> None:
+    """pandas writes a list column to CSV as Python's repr (single quotes), not JSON; a cell of
+    literals is read as the list (nothing in it runs), anything else stays text."""
+    rows = [{**row, "endings": repr(row["endings"])} for row in HELLASWAG_ROWS]
+    rows[0]["endings"] = "['waits for it to bake.', \"eats the oven's door.\", 'swims', 'sings']"
+    task = mc_task(tmp_path, write_config, "mc", rows, HELLASWAG)
+    assert task.train["choices"][0] == [
+        "waits for it to bake.",
+        "eats the oven's door.",
+        "swims",
+        "sings",
+    ]
+    rows[0]["endings"] = "[print('hi'), 'b', 'c', 'd']"
+    assert "choices.list: holds text, not a list" in refused(
+        tmp_path, write_config, rows, HELLASWAG
+    )
+
+
+def test_an_answer_that_is_the_text_of_two_choices_says_so(tmp_path: Path, write_config) -> None:
+    row = {**COSMOS_ROWS[0], "answer1": "Because of the rain.", "label": "Because of the rain."}
+    message = refused(tmp_path, write_config, [row], COSMOS)
+    assert (
+        "train label: answer 'Because of the rain.' is the text of choices [2, 3] alike, so"
+        in message
+    )
+    assert message.endswith("give the answer as an index or a label")
 
 
 @pytest.mark.parametrize("at", [0, 1])
@@ -135,7 +167,7 @@ def test_numbers_of_over_4300_digits_are_text_that_is_refused(tmp_path: Path, wr
     answer = refused(tmp_path, write_config, [{**COSMOS_ROWS[0], "label": digits}], COSMOS)
     assert "answer '10000" in answer and "is not a label name" in answer
     rows = [{**HELLASWAG_ROWS[0], "endings": f"[{digits}]"}]
-    assert "choices.list: holds a str, not a list" in refused(
+    assert "choices.list: holds text, not a list" in refused(
         tmp_path, write_config, rows, HELLASWAG
     )
 
@@ -200,7 +232,10 @@ def test_a_prediction_input_needs_the_layouts_columns_not_the_answer(
     with pytest.raises(TaskError) as error:
         read_input(spec, write_jsonl(tmp_path / "bad.jsonl", renamed))
     assert "input column 'question' (choices.context): not found" in str(error.value)
-    assert "or name the file's columns with --columns" in str(error.value)
+    assert str(error.value).endswith(
+        "give the file a column 'question' (a tsv/csv without a header line: --no-header and "
+        "--columns)"
+    )
     unlabelled[0]["choices"] = "see text"
     with pytest.raises(TaskError) as error:
         read_input(spec, write_jsonl(tmp_path / "text.jsonl", unlabelled))

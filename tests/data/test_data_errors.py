@@ -71,7 +71,7 @@ def test_empty_split(tmp_path: Path, write_config) -> None:
 
 def test_split_empty_after_skipping_malformed_rows(tmp_path: Path, write_config) -> None:
     message = _load_error(tmp_path, write_config, SPEC, GOOD.splitlines()[0] + "\nonly\tthree\tf\n")
-    assert "train: split is empty" in message and "1 malformed rows skipped" in message
+    assert "train: split is empty" in message and "1 row skipped" in message
 
 
 def test_rename_of_absent_column(tmp_path: Path, write_config) -> None:
@@ -105,6 +105,73 @@ def test_wrong_encoding(tmp_path: Path, write_config) -> None:
     spec = {**SPEC, "train": {"path": "train.tsv", "encoding": "ascii"}}
     message = _load_error(tmp_path, write_config, spec, GOOD.replace("A cat", "Ä cat").encode())
     assert "train.encoding" in message and "ascii" in message
+
+
+def test_a_file_in_another_encoding_names_the_byte_its_line_and_encodings_to_try(
+    tmp_path: Path, write_config
+) -> None:
+    """The default is UTF-8 (read as utf-8-sig, which the user never wrote); the position is the
+    file's own line, wherever the reader's chunk began."""
+    latin = GOOD + "".join(f"{i}\tRow {i}.\tSame.\tentailment\n" for i in range(2, 3000))
+    latin += "3000\tCaf\u00e9.\tA place.\tentailment\n"
+    message = _load_error(tmp_path, write_config, SPEC, latin.encode("latin-1"))
+    path = tmp_path / "train.tsv"
+    assert message.endswith(
+        f"train.encoding: {path} is not UTF-8: byte 0xe9 on line 3002 (invalid continuation "
+        "byte); set train.encoding to the file's, e.g. latin-1, cp1252 or utf-16"
+    )
+    message = _load_error(tmp_path, write_config, SPEC, GOOD.encode("utf-16"))
+    assert (
+        f"train.encoding: {path} is not UTF-8: it starts with a UTF-16 byte-order mark" in message
+    )
+
+
+@pytest.mark.parametrize("indent", [None, 2])
+def test_one_json_document_named_jsonl_says_set_format_json(
+    indent: int | None, tmp_path: Path, write_config
+) -> None:
+    """A list of records saved as .jsonl, or records over several lines: every line was
+    'malformed' and the error said the columns there were '(none)'."""
+    import json
+
+    records = [{"sentence1": "A.", "sentence2": "B.", "label": "entailment"}] * 3
+    (tmp_path / "t.jsonl").write_text(json.dumps(records, indent=indent))
+    message = _load_error(tmp_path, write_config, {**SPEC, "train": "t.jsonl"})
+    assert message.endswith(
+        f"train.format: {tmp_path / 't.jsonl'} is one JSON document, not JSON lines (one record "
+        "a line); set train.format: json"
+    )
+    (tmp_path / "t.jsonl").write_text("\n".join(json.dumps(r, indent=indent) for r in records))
+    if indent:  # one record after another, each over several lines
+        message = _load_error(tmp_path, write_config, {**SPEC, "train": "t.jsonl"})
+        assert message.endswith(
+            f"train.format: {tmp_path / 't.jsonl'} holds records written over several lines, not "
+            "one record a line; write each record on one line (json.dumps without indent)"
+        )
+
+
+def test_pandas_column_oriented_json_says_save_records(tmp_path: Path, write_config) -> None:
+    """pandas' default `to_json` writes {column: {row: value}}: read as an object of records, it
+    gave 'records' named after the columns and a column per row number."""
+    import json
+
+    columns = {
+        "sentence1": {"0": "A.", "1": "C."},
+        "sentence2": {"0": "B.", "1": "D."},
+        "label": {"0": "entailment", "1": "not_entailment"},
+    }
+    (tmp_path / "t.json").write_text(json.dumps(columns))
+    message = _load_error(tmp_path, write_config, {**SPEC, "train": "t.json"})
+    assert message.endswith(
+        f"train.path: {tmp_path / 't.json'} holds columns of values ({{column: {{row: value}}}}), "
+        "not records; save it with one record per row, e.g. pandas' to_json(orient='records')"
+    )
+    records = {"0": {"sentence1": "A.", "sentence2": "B.", "label": "entailment"}}
+    records["1"] = {"sentence1": "C.", "sentence2": "D.", "label": "not_entailment"}
+    (tmp_path / "t.json").write_text(json.dumps(records))  # an object of records still reads
+    (tmp_path / "dev.tsv").write_text(GOOD)
+    task = load_task(load_tasks_config(write_config({"rte": {**SPEC, "train": "t.json"}}))["rte"])
+    assert task.train["text_a"] == ["A.", "C."]
 
 
 def test_invalid_json(tmp_path: Path, write_config) -> None:
@@ -215,12 +282,12 @@ def test_an_integer_of_over_4300_digits_makes_its_record_malformed(
     assert task.skipped_by_split == {"train": 1, "dev": 0} and len(task.train) == 9
     message = _load_error(tmp_path, write_config, {**spec, "max_skipped_fraction": 0})
     assert f"1 of 10 records of {tmp_path / spec['train']} (10%) were skipped" in message
-    assert "(malformed at lines/records 5)" in message
+    assert f"(malformed at {'line' if fmt == 'jsonl' else 'record'} 5)" in message
 
 
 def test_json_nested_past_the_recursion_limit_is_malformed(tmp_path: Path, write_config) -> None:
     spec = {**SPEC, "train": _records(tmp_path, "jsonl", DEEP), "max_skipped_fraction": 0}
-    assert "(malformed at lines/records 5)" in _load_error(tmp_path, write_config, spec)
+    assert "(malformed at line 5)" in _load_error(tmp_path, write_config, spec)
     spec["train"] = _records(tmp_path, "json", DEEP)
     message = _load_error(tmp_path, write_config, spec)
     assert "train.path: " in message and "is not valid JSON (nested deeper than Python" in message
@@ -248,7 +315,7 @@ def test_a_quote_left_open_in_a_csv_counts_every_line_it_swallows(
     with pytest.raises(TaskError) as info:
         load_task(load_tasks_config(write_config({"rte": spec}))["rte"])
     assert "10 of 20 records of" in str(info.value)
-    assert "(malformed at lines/records 12" in str(info.value) and "quotes" in str(info.value)
+    assert "(malformed at lines 12" in str(info.value) and "quotes" in str(info.value)
     lines[11] = '10,"A cat closed later.,An animal.,entailment'
     lines[13] = '12,A cat.",An animal.'  # closes it: lines 12-14 are one bad record of 3 lines
     (tmp_path / "train.csv").write_text("\n".join(lines) + "\n")

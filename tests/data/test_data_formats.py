@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from adapterfleet.data import load_task, load_tasks_config
+from adapterfleet.data import TaskError, load_task, load_tasks_config
 
 PAIR = {"text_fields": ["premise", "hypothesis"], "label_names": ["entailment", "contradiction"]}
 ROWS = [
@@ -64,6 +64,59 @@ def test_csv_with_quoted_fields(tmp_path: Path, write_config) -> None:
     assert _texts(task) == EXPECTED
 
 
+def _pandas_style_tsv(path: Path) -> None:
+    """A TSV as pandas, Excel and `csv.writer` write one: a field holding a quote, a tab or a
+    line break between quotes, each quote in it doubled."""
+    import csv
+
+    rows = [*ROWS, ("Two\nlines.", "A\ttab.", "entailment")]
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle, delimiter="\t")
+        writer.writerow(["premise", "hypothesis", "label"])
+        writer.writerows(rows)
+
+
+def test_a_quoted_tsv_is_read_with_quotes_true(tmp_path: Path, write_config) -> None:
+    _pandas_style_tsv(tmp_path / "q.tsv")
+    source = {"path": "q.tsv", "quotes": True}
+    task = _load(write_config, {"t": {"train": source, "dev": source, **PAIR}})["t"]
+    assert _texts(task) == [*EXPECTED, ("Two\nlines.", "A\ttab.", 0)] and task.skipped == 0
+
+
+def test_a_tsv_that_looks_quoted_says_so_and_names_the_key(
+    tmp_path: Path, write_config, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Read as GLUE's files are (a bare quote is text), a quoted TSV keeps its quotes and loses
+    the row its line break split: said once per split, with the key that reads it right."""
+    _pandas_style_tsv(tmp_path / "q.tsv")
+    _tsv(tmp_path / "dev.tsv")
+    tasks = {"t": {"train": "q.tsv", "dev": "dev.tsv", **PAIR}}
+    with pytest.raises(TaskError, match="2 of 5 records .* looks written with quotes: set train"):
+        _load(write_config, tasks)  # the broken row's two parts are 40 % of this small file
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="adapterfleet.data"):
+        task = _load(write_config, {"t": {**tasks["t"], "max_skipped_fraction": 0.5}})["t"]
+    assert task.train["text_b"][1] == '"The ""dog"" sits."'
+    said = [r.getMessage() for r in caplog.records if "looks written with" in r.getMessage()]
+    assert len(said) == 1 and "task 't', train: " in said[0] and "line 3 looks" in said[0]
+    assert said[0].endswith(
+        "set train.quotes: true if a program (pandas, Excel, csv.writer) wrote the file"
+    )
+
+
+def test_glue_style_bare_quotes_say_nothing(
+    tmp_path: Path, write_config, caplog: pytest.LogCaptureFixture
+) -> None:
+    lines = ["premise\thypothesis\tlabel", '"Hi," he said.\tA "quote\tentailment']
+    lines += ['"All of it."\tSo.\tcontradiction']
+    (tmp_path / "g.tsv").write_text("\n".join(lines) + "\n")
+    with caplog.at_level(logging.WARNING, logger="adapterfleet.data"):
+        task = _load(write_config, {"t": {"train": "g.tsv", "dev": "g.tsv", **PAIR}})["t"]
+    assert task.train["text_a"] == ['"Hi," he said.', '"All of it."']
+    assert task.train["text_b"][0] == 'A "quote'
+    assert not [r for r in caplog.records if "looks written with" in r.getMessage()]
+
+
 def test_jsonl_json_object_json_list_and_parquet(tmp_path: Path, write_config) -> None:
     records = [{"premise": a, "hypothesis": b, "label": c} for a, b, c in ROWS]
     (tmp_path / "a.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n")
@@ -113,7 +166,7 @@ def test_malformed_rows_are_skipped_counted_and_logged(
         task = _load(write_config, {"q": {**spec, "label_names": ["0", "1"]}})["q"]
     assert task.train["text_a"] == ["C", "E"] and task.train["label"] == [0, 1]
     assert task.skipped_by_split == {"train": 2, "dev": 2} and task.skipped == 4
-    assert any("skipped 2 malformed rows" in r.getMessage() for r in caplog.records)
+    assert any("skipped 2 rows" in r.getMessage() for r in caplog.records)
 
 
 def _numbered(path: Path, n: int) -> None:

@@ -66,8 +66,8 @@ def test_an_integer_of_over_4300_digits_is_a_malformed_input_row(
     with pytest.raises(TaskError) as error:
         read_input(spec, tmp_path / "in.jsonl")
     message = str(error.value)
-    assert "\n" not in message and message.startswith("task 'rte', input: 1 malformed rows in ")
-    assert "(first at lines/records 2); fix or remove them" in message
+    assert "\n" not in message and message.startswith("task 'rte', input: 1 malformed row in ")
+    assert "(malformed at line 2); fix or remove them" in message
 
 
 def test_a_missing_text_column_gets_the_fix_of_where_the_names_came_from(spec, tmp_path) -> None:

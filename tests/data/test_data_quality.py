@@ -155,6 +155,42 @@ def test_empty_text_cells_skip_their_rows_and_are_counted(tmp_path: Path, write_
     assert "row 3" not in task.train["text_a"]
 
 
+@pytest.mark.parametrize("suffix", ["tsv", "csv", "jsonl"])
+def test_an_empty_label_cell_skips_its_row_in_every_format(
+    suffix: str, tmp_path: Path, write_config
+) -> None:
+    """CSV and TSV leave a missing label as an empty cell, JSON lines as null: the same row,
+    skipped and counted either way (an empty cell was an "unknown label value ''" before)."""
+    records: list[dict[str, Any]] = _records(20)
+    records[4]["label"] = None if suffix == "jsonl" else ""
+    records[9]["label"] = None if suffix == "jsonl" else "  "
+    if suffix == "jsonl":
+        _jsonl(tmp_path / "d.jsonl", records)
+    else:
+        sep = "\t" if suffix == "tsv" else ","
+        lines = ["text" + sep + "label"] + [r["text"] + sep + r["label"] for r in records]
+        (tmp_path / f"d.{suffix}").write_text("\n".join(lines) + "\n")
+    task = _load(write_config, {"train": f"d.{suffix}", "dev": f"d.{suffix}"})
+    assert len(task.train) == 18 and task.skipped_by_split == {"train": 2, "dev": 2}
+    assert "row 4" not in task.train["text_a"] and "row 9" not in task.train["text_a"]
+
+
+def test_an_empty_regression_label_or_answer_skips_its_row(tmp_path: Path, write_config) -> None:
+    lines = ["text,score"] + [f"pair {i},{i % 5}" for i in range(19)] + ["pair 19,"]
+    (tmp_path / "r.csv").write_text("\n".join(lines) + "\n")
+    spec = {"type": "regression", "text_fields": ["text"], "label_field": "score"}
+    config = write_config({"r": {**spec, "train": "r.csv", "dev": "r.csv"}})
+    task = load_task(load_tasks_config(config)["r"])
+    assert len(task.train) == 19 and task.skipped_by_split == {"train": 1, "dev": 1}
+    lines = ["q,a,b,answer"] + [f"q{i},yes,no,{'AB'[i % 2]}" for i in range(19)] + ["q19,yes,no,"]
+    (tmp_path / "m.csv").write_text("\n".join(lines) + "\n")
+    spec = {"type": "multiple_choice", "choices": {"context": ["q"], "fields": ["a", "b"]}}
+    spec |= {"label_field": "answer", "label_names": ["A", "B"]}
+    config = write_config({"m": {**spec, "train": "m.csv", "dev": "m.csv"}})
+    task = load_task(load_tasks_config(config)["m"])
+    assert len(task.train) == 19 and task.skipped_by_split == {"train": 1, "dev": 1}
+
+
 def test_a_split_mostly_malformed_is_refused_with_the_count(tmp_path: Path, write_config) -> None:
     """A CSV read as TSV-like rows of the wrong width: 8 of 10 records are skipped."""
     lines = ["text\tlabel", "good one\tyes", "good two\tno"]
@@ -163,8 +199,8 @@ def test_a_split_mostly_malformed_is_refused_with_the_count(tmp_path: Path, writ
     (tmp_path / "dev.tsv").write_text("text\tlabel\na\tyes\nb\tno\n")
     message = _refusal(write_config, {"train": "d.tsv", "dev": "dev.tsv"})
     assert "task 't', train: 8 of 10 records of " in message and "(80%) were skipped" in message
-    assert "malformed at lines/records 4, 5, 6, 7, 8, ..." in message
-    assert "a value missing or empty in records 3" in message
+    assert "malformed at lines 4, 5, 6, 7, 8, ..." in message
+    assert "a value missing or empty in record 3" in message
     assert "more than max_skipped_fraction 0.1 is refused" in message
     assert "or raise max_skipped_fraction" in message
     lenient = _load(write_config, {"train": "d.tsv", "dev": "dev.tsv", "max_skipped_fraction": 0.9})

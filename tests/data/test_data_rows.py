@@ -91,7 +91,7 @@ def test_rows_count_malformed_records_in_place_and_each_slice_only_its_own(
     assert task.dev["text_a"] == ["row 7", "row 8", "row 9"]
     assert task.skipped_by_split == {"train": 3, "dev": 0}
     strict = _spec([0, 7], [7, None]) | {"max_skipped_fraction": 0.1}
-    with pytest.raises(TaskError, match=r"train: 3 of 7 records .* lines/records 4, 6, 7\)"):
+    with pytest.raises(TaskError, match=r"train: 3 of 7 records .* lines 4, 6, 7\)"):
         load_task(load_tasks_config(write_config({"t": strict}))["t"])
 
 

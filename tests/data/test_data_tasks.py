@@ -63,11 +63,44 @@ def test_unknown_split_key_is_rejected() -> None:
         ({"type": "ranking"}, "type"),
         ({"question_field": "q"}, "question_field"),
         ({"hub_config": "rte"}, "hub_config"),
+        ({"train": {"path": "t/q.tsv", "quotes": "yes"}}, "train.quotes"),
+        ({"train": {"path": "t/q.jsonl", "quotes": True}}, "train.quotes"),
+        ({"text_fields": ["s1", "label"]}, "label_field"),
     ],
 )
 def test_invalid_values_name_the_field(change: dict, field: str) -> None:
     mapping = {k: v for k, v in {**BASE, **change}.items() if v is not None}
     assert f", {field}:" in _error(mapping)
+
+
+def test_the_label_column_is_never_an_input_of_the_model() -> None:
+    """A label column named as a text field, a context or a choice would be learnt from itself
+    (and asked of `predict`): refused when the config is read, in every task type."""
+    message = _error({**BASE, "text_fields": ["s1", "gold"], "label_field": "gold"})
+    assert message.endswith(
+        "label_field: 'gold' is the label_field and also an input column of the model; name "
+        "the label's column in label_field only"
+    )
+    choice = {"type": "multiple_choice", "label_field": "a", "label_names": ["a", "b"]}
+    flat = {k: v for k, v in BASE.items() if k not in ("text_fields", "label_names")}
+    assert ", label_field: 'a' is the label_field" in _error(
+        {**flat, **choice, "question_field": "q", "choice_fields": ["a", "b"]}
+    )
+    layout = {"context": ["q", "a"], "fields": ["x", "y"]}
+    assert ", label_field: 'a' is the label_field" in _error({**flat, **choice, "choices": layout})
+
+
+def test_first_hour_hints_say_what_to_write() -> None:
+    assert _error({**BASE, "dev": None}).endswith(
+        "dev: declare exactly one of dev and dev_fraction; give dev: <file or split>, or "
+        "dev_fraction: 0.1 to hold out a tenth of train"
+    )
+    assert ", train.format: no format known for '.txt' (a.txt); set train.format" in _error(
+        {**BASE, "train": "a.txt"}
+    )
+    for name in ("-x", ".."):
+        message = _error(BASE, name=name)
+        assert f"name: {name!r}: a task name starts with a letter or a digit, then" in message
 
 
 def test_a_fraction_yaml_reads_as_text_is_read_as_the_number() -> None:
@@ -135,7 +168,11 @@ def test_overrides_dotted_and_nested(write_config) -> None:
 
 def test_override_of_unknown_task_is_an_error(write_config) -> None:
     path = write_config({"a": BASE})
-    with pytest.raises(TaskError, match=r"task 'zz', overrides: no such task.*known: \['a'\]"):
+    with pytest.raises(
+        TaskError,
+        match=r"task 'zz', overrides: no such task to change .*known: \['a'\]; declare a new task "
+        r"in the tasks file itself",
+    ):
         load_tasks_config(path, {"tasks.zz.seed": 1})
 
 

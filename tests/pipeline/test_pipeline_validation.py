@@ -418,7 +418,7 @@ CASES = {
         _mostly_malformed,
         (),
         r"task 'water', train: 60 of 80 records of .*water_train\.tsv \(75%\) were skipped "
-        r"\(malformed at lines/records 3, 4, 5, 7, 8, \.\.\.\); more than max_skipped_fraction 0.1",
+        r"\(malformed at lines 3, 4, 5, 7, 8, \.\.\.\); more than max_skipped_fraction 0.1",
     ),
 }
 

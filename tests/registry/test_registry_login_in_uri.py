@@ -106,7 +106,7 @@ def test_the_cli_masks_the_login_and_refuses_before_creating_the_experiment(
     # the refusal comes before the experiment exists
     refused = _cli("run", str(config), "-o", login, "-o", "resources.cpu=512", cwd=tmp_path)
     assert refused.returncode == 2, refused.stdout + refused.stderr
-    assert f"validating (1 tasks, tracking {uri})" in refused.stdout
+    assert f"validating (1 task, tracking {uri})" in refused.stdout
     assert refused.stderr.startswith("error: resources: a trial needs cpu=512")
     for result in (listed, ui, refused):
         assert password not in result.stdout + result.stderr

@@ -26,12 +26,13 @@ if TYPE_CHECKING:
     from adapterfleet.data.demo import demo_suite_specs, generate_demo_suite
     from adapterfleet.data.errors import TaskError
     from adapterfleet.data.loading import TaskData, load_task
-    from adapterfleet.data.tasks import SplitSource, TaskSpec
+    from adapterfleet.data.sources import SplitSource
+    from adapterfleet.data.tasks import TaskSpec
 
 _WHERE = {
     "TaskError": "errors",
     "TaskSpec": "tasks",
-    "SplitSource": "tasks",
+    "SplitSource": "sources",
     "load_tasks_config": "config_file",
     "tasks_from_mapping": "config_file",
     "load_yaml": "config_file",

@@ -21,15 +21,16 @@ number of choices: a row with another count is refused, not padded (see `COUNT_F
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import json
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from adapterfleet.data.answers import answer_index, answer_text
 from adapterfleet.data.errors import TaskError
-from adapterfleet.data.quality import RowRef, cell_text, check_once
+from adapterfleet.data.quality import RowRef, cell_text, check_once, is_blank
 
 if TYPE_CHECKING:
     from adapterfleet.data.readers import RawSplit
@@ -46,7 +47,6 @@ TEXT_FIX = (
     "fix the record; a TSV/CSV cell is always text, so nested choices need a JSONL, JSON or "
     "Parquet file (in a TSV/CSV give them as a JSON list in their own column, or choices.fields)"
 )
-_INT = re.compile(r"^[+-]?\d{1,18}$")  # more digits: no index, and `int` may refuse them
 _MISSING = object()
 Fail = Callable[..., TaskError]
 
@@ -178,12 +178,16 @@ def check_columns(spec: TaskSpec, split: str, raw: RawSplit, *, labels: bool = F
         top = column if column in raw.columns else column.split(".")[0]
         if top not in raw.columns:
             there = ", ".join(raw.columns) or "(none)"
-            fix = "or name the file's columns with --columns" if split == "input" else ""
+            fix = f"fix {key} or {split}.rename"
+            if split == "input":  # --columns names a file's columns only with --no-header
+                fix = f"give the file a column {column!r} (a tsv/csv without a header line: "
+                fix += "--no-header and --columns)"
+            there = f"columns there: {there}"
             raise TaskError(
                 spec.name,
                 f"{split} column {column!r} ({key})",
                 f"not found in {raw.source}",
-                f"columns there: {there}; fix {key} {fix or f'or {split}.rename'}",
+                f"{there}; {fix}",
             )
         if top != column:
             _check_nested(spec, split, raw, key, column)
@@ -217,7 +221,7 @@ def choice_rows(
         where = RowRef(spec, split, raw.source, number)
         texts = record_texts(spec, record, where)
         answer = _at(record, spec.label_field, "label_field", where)
-        if texts is None or answer is None or answer is _MISSING:
+        if texts is None or answer is _MISSING or is_blank(answer):
             missing.append(number)
             continue
         labels = _row_labels(spec, record, len(texts) - 1, where)
@@ -324,15 +328,26 @@ def _as_list(value: Any, key: str, where: RowRef) -> list[Any] | None:
     if value is None or value is _MISSING:
         return None
     if isinstance(value, str) and value.lstrip().startswith("["):
-        with contextlib.suppress(ValueError):  # not JSON, or an integer of over 4,300 digits
-            value = json.loads(value)
+        value = _list_text(value)
     if hasattr(value, "tolist"):  # a numpy array from a Parquet or hub dataset
         value = value.tolist()
     if not isinstance(value, list | tuple):
-        raise where.error(
-            key, f"holds a {type(value).__name__}, not a list", "use choices.fields for columns"
-        )
+        kind = "text" if isinstance(value, str) else f"a {type(value).__name__}"
+        fix = 'in a CSV/TSV cell write the list as JSON text (["a", "b"]); for one column per '
+        raise where.error(key, f"holds {kind}, not a list", fix + "choice use choices.fields")
     return list(value)
+
+
+def _list_text(text: str) -> Any:
+    """A list written as text: JSON, or Python's form of a list of strings and numbers (pandas
+    writes a list column to CSV as `['a', "b's"]`); other text stays text."""
+    with contextlib.suppress(ValueError):  # not JSON, or an integer of over 4,300 digits
+        return json.loads(text)
+    with contextlib.suppress(ValueError, SyntaxError, MemoryError, RecursionError):
+        value = ast.literal_eval(text)  # literals only: nothing in the cell runs
+        if isinstance(value, list) and all(isinstance(v, str | int | float) for v in value):
+            return value
+    return text
 
 
 def _row_labels(spec: TaskSpec, record: Mapping[str, Any], count: int, where: RowRef) -> Any:
@@ -346,52 +361,8 @@ def _row_labels(spec: TaskSpec, record: Mapping[str, Any], count: int, where: Ro
     if len(labels) != count:
         problem = f"{len(labels)} labels for {count} choices"
         raise where.error("choices.labels", problem, "give one label per choice")
-    texts = [_text(v) for v in labels]
+    texts = [answer_text(v) for v in labels]
     if len(set(texts)) != len(texts):  # the answer key would name more than one choice
         problem = f"the row's labels {texts} name a choice twice"
         raise where.error("choices.labels", problem, "give each choice its own label")
     return texts
-
-
-def answer_index(
-    spec: TaskSpec,
-    answer: Any,
-    choices: Sequence[str],
-    row_labels: Sequence[str] | None,
-    where: RowRef,
-) -> int:
-    """The position of the right choice (see the module's docstring for the order)."""
-    text = _text(answer).strip()
-    if row_labels is not None:
-        if text in row_labels:
-            return row_labels.index(text)
-        problem = f"answer {answer!r} is not among the row's labels {list(row_labels)}"
-        raise where.error(spec.label_field, problem, "fix the row or label_field")
-    found = _resolve(text, spec.label_names, choices)
-    if found is None:
-        n = len(choices)
-        problem = (
-            f"answer {answer!r} is not a label name {list(spec.label_names)}, an index 0..{n - 1},"
-            f" a letter A..{chr(ord('A') + n - 1)} or one choice's text"
-        )
-        fix = "fix label_field; labels counting from 1 need label_names, e.g. [1, 2]"
-        raise where.error(spec.label_field, problem, fix)
-    return found
-
-
-def _resolve(text: str, names: Sequence[str], choices: Sequence[str]) -> int | None:
-    n = len(choices)
-    if text in names:
-        return list(names).index(text)
-    if _INT.match(text) and 0 <= int(text) < n:
-        return int(text)
-    if len(text) == 1 and text.isalpha() and 0 <= ord(text.upper()) - ord("A") < n:
-        return ord(text.upper()) - ord("A")
-    matches = [i for i, choice in enumerate(choices) if choice.strip() == text]
-    return matches[0] if len(matches) == 1 else None
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return value if isinstance(value, str) else str(value)

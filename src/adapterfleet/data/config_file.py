@@ -122,9 +122,12 @@ def _expand(overrides: Mapping[str, Any]) -> dict[str, Any]:
 def _merge(document: dict[str, Any], overrides: dict[str, Any], known: set) -> dict[str, Any]:
     for name in overrides.get("tasks", {}):
         if name not in known:
-            raise TaskError(
-                str(name), "overrides", "no such task in the config", f"known: {sorted(known)}"
+            problem = (
+                "no such task to change (a config's tasks: and --set beside a tasks file or "
+                "demo_tasks change its tasks key by key, and add none)"
             )
+            fix = f"known: {sorted(known)}; declare a new task in the tasks file itself"
+            raise TaskError(str(name), "overrides", problem, fix)
     return _deep_merge(document, overrides)
 
 

@@ -15,7 +15,16 @@ from adapterfleet._hub import cache_only_while_unreachable, hub_unreachable
 from adapterfleet.data.choices import choice_rows
 from adapterfleet.data.demo import ensure_demo_files
 from adapterfleet.data.errors import TaskError
-from adapterfleet.data.quality import RowRef, cell_text, check_labels, check_once, check_skipped
+from adapterfleet.data.quality import (
+    RowRef,
+    cell_text,
+    check_labels,
+    check_once,
+    check_skipped,
+    is_blank,
+    plural,
+    skip_places,
+)
 from adapterfleet.data.readers import RawSplit, read_file
 from adapterfleet.data.regression import NumberLabel, label_feature
 from adapterfleet.data.slices import sliced
@@ -151,12 +160,12 @@ def _rows(
     skipped[split] = raw.skipped + len(missing)
     if skipped[split]:
         logger.warning(
-            "task %r, %s: skipped %d malformed rows of %s (first at lines/records %s)",
+            "task %r, %s: skipped %s of %s (%s)",
             spec.name,
             split,
-            skipped[split],
+            plural(skipped[split], "row"),
             raw.source,
-            raw.bad_lines or f"{missing[:5]}, a value missing or empty",
+            skip_places(raw, missing),
         )
     return rows
 
@@ -191,7 +200,7 @@ def _normalise(
         fields = zip(spec.text_fields, keys, strict=True)
         texts = [cell_text(record.get(name), key, where) for name, key in fields]
         label = record.get(spec.label_field)
-        if label is None or None in texts:
+        if is_blank(label) or None in texts:
             missing.append(number)
             continue
         rows.append((*texts, labels.index(label, split, number, raw.source)))
@@ -213,7 +222,7 @@ class _LabelMap:
                 self.by_name.setdefault(name.lower(), i)
 
     def check_column(self, values: Iterable[Any], split: str, source: str) -> None:
-        texts = {_label_text(v) for v in values if v is not None}
+        texts = {_label_text(v) for v in values if not is_blank(v)}
         as_index = sorted(
             int(t)
             for t in texts
@@ -328,7 +337,7 @@ def _nonempty(spec: TaskSpec, split: str, rows: list, skipped: dict[str, int]) -
     if not rows:
         source = getattr(spec.dev if split == "dev" else spec.train, "path", None) or spec.hub
         bad = skipped.get(split, 0)
-        problem = f"split is empty ({source}" + (f", {bad} malformed rows skipped)" if bad else ")")
+        problem = f"split is empty ({source}" + (f", {plural(bad, 'row')} skipped)" if bad else ")")
         raise TaskError(spec.name, split, problem, "check the file, its columns and its split")
 
 

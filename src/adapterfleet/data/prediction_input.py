@@ -14,10 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from adapterfleet.data.choices import check_columns, record_texts
+from adapterfleet.data.encodings import DEFAULT_ENCODING
 from adapterfleet.data.errors import TaskError
-from adapterfleet.data.quality import RowRef, cell_text, check_once
+from adapterfleet.data.quality import RowRef, cell_text, check_once, plural, skip_places
 from adapterfleet.data.readers import RawSplit, read_file
-from adapterfleet.data.tasks import DEFAULT_ENCODING, EXTENSIONS, FORMATS, SplitSource, TaskSpec
+from adapterfleet.data.sources import EXTENSIONS, FORMATS, SplitSource
+from adapterfleet.data.tasks import TaskSpec
 
 if TYPE_CHECKING:
     from adapterfleet.data.cache import TokenizedSplit
@@ -106,11 +108,10 @@ def _read_rows(
         problem = f"{path} is not text in {DEFAULT_ENCODING}"
         raise TaskError(task, "input", problem, "save it as UTF-8") from None
     if raw.skipped:
-        lines = ", ".join(str(n) for n in raw.bad_lines)
         raise TaskError(
             task,
             "input",
-            f"{raw.skipped} malformed rows in {path} (first at lines/records {lines})",
+            f"{plural(raw.skipped, 'malformed row')} in {path} ({skip_places(raw, [])})",
             "fix or remove them (one prediction is written per input row)",
         )
     return raw
@@ -148,9 +149,10 @@ def _input_source(
             raise TaskError(
                 spec.name, "--columns", "a file without header needs its column names", "name them"
             )
-    return SplitSource(
-        path, fmt, header, tuple(columns) if columns and not header else None, DEFAULT_ENCODING
-    )
+    named = tuple(columns) if columns and not header else None
+    sources = [s for s in (spec.train, spec.dev) if s and s.format == fmt and s.quotes is not None]
+    quotes = sources[0].quotes if sources else None  # read as the task's own files are
+    return SplitSource(path, fmt, header, named, DEFAULT_ENCODING, quotes=quotes)
 
 
 def _check_fields(

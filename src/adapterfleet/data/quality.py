@@ -8,8 +8,10 @@ Each decision, and why:
   a mistake in the declaration. A multiple-choice *choice* may be a number ("How many legs has a
   spider?" [6, 8]): there a number is its text.
 - **An empty text cell** (or one of spaces) skips its row, like a missing value: the row holds no
-  example. Skipped rows are counted, and bounded by the next rule. In a multiple-choice row an
-  empty choice is still a choice (kept); a row whose whole context is empty is skipped.
+  example. So does an empty label cell: a CSV or TSV leaves a missing label as "", where JSON and
+  Parquet hold null, and the row is skipped in every format. Skipped rows are counted, and
+  bounded by the next rule. In a multiple-choice row an empty choice is still a choice (kept); a
+  row whose whole context is empty is skipped.
 - **At most `max_skipped_fraction`** (a task key, default `SKIP_LIMIT`, 0.1) of a split's records
   may be skipped (malformed lines, missing or empty values). More is a wrong format, delimiter,
   column or encoding, not a few bad rows: refused with the count, the threshold and the first
@@ -59,6 +61,12 @@ class RowRef:
         return TaskError(self.spec.name, f"{self.split} {key}", text, fix)
 
 
+def is_blank(value: Any) -> bool:
+    """A missing value: None, or a cell of spaces (a CSV or TSV cell left empty is read as "",
+    where JSON and Parquet hold null). Its row is skipped, whichever format it came in."""
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
 def cell_text(
     value: Any, key: str, where: RowRef, *, numbers: bool = False, empty: bool = False
 ) -> str | None:
@@ -68,7 +76,7 @@ def cell_text(
     if value is None:
         return None
     if isinstance(value, str):
-        return value if empty or value.strip() else None
+        return value if empty or not is_blank(value) else None
     is_number = isinstance(value, int | float) and not isinstance(value, bool)
     if numbers and is_number:
         return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
@@ -112,18 +120,38 @@ def check_skipped(
     limit = SKIP_LIMIT if spec.max_skipped_fraction is None else spec.max_skipped_fraction
     if not kept or skipped <= limit * total:
         return
-    places = []
-    if raw.bad_lines:
-        places.append(f"malformed at lines/records {_first(raw.bad_lines, raw.skipped)}")
-    if missing:
-        places.append(f"a value missing or empty in records {_first(missing, len(missing))}")
     raise TaskError(
         spec.name,
         split,
         f"{skipped} of {total} records of {raw.source} ({skipped / total:.0%}) were skipped "
-        f"({'; '.join(places)}); more than {SKIP_KEY} {limit:g} is refused",
-        f"check the file's format, delimiter, quotes, columns and encoding, or raise {SKIP_KEY}",
+        f"({skip_places(raw, missing)}); more than {SKIP_KEY} {limit:g} is refused",
+        f"check the file's format, delimiter, quotes, columns and encoding, or raise {SKIP_KEY}"
+        + (
+            f" (it looks written with quotes: set {split}.quotes: true)" if raw.looks_quoted else ""
+        ),
     )
+
+
+def skip_places(raw: RawSplit, missing: Sequence[int]) -> str:
+    """Where the skipped records are: malformed ones by the file's line (a JSON document's by
+    record), those with a value missing or empty by record (the data rows, from 1)."""
+    places = []
+    if raw.bad_lines:
+        unit = "record" if raw.bad_unit == "records" else "line"
+        places.append(f"malformed at {plural(raw.skipped, unit, bare=True)} ")
+        places[-1] += _first(raw.bad_lines, raw.skipped)
+    if missing:
+        shown = _first(missing, len(missing))
+        places.append(
+            f"a value missing or empty in {plural(len(missing), 'record', bare=True)} {shown}"
+        )
+    return "; ".join(places)
+
+
+def plural(count: int, noun: str, *, bare: bool = False) -> str:
+    """`1 row`, `2 rows`; with `bare`, the noun alone (`row`, `rows`)."""
+    word = noun if count == 1 else f"{noun}s"
+    return word if bare else f"{count} {word}"
 
 
 def _first(numbers: Sequence[int], count: int) -> str:

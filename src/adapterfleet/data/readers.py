@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import json
+import logging
+import re
 import stat
 from collections import Counter
 from collections.abc import Iterable
@@ -14,9 +17,11 @@ from typing import Any
 
 from adapterfleet.data.encodings import reading_codec
 from adapterfleet.data.errors import TaskError
-from adapterfleet.data.tasks import SplitSource
+from adapterfleet.data.sources import SplitSource
 
 _CSV_FIELD_LIMIT = 2**31 - 1
+_SPACE = re.compile(r"\s*")
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -33,6 +38,9 @@ class RawSplit:
     repeated: dict[str, str] = field(default_factory=dict)
     # each skipped record: (the number of rows read before it, its line or record number)
     skips: list[tuple[int, int]] = field(default_factory=list)
+    bad_unit: str = "lines"  # what `bad_lines` counts: a JSON document's are records
+    # a file read without quoting: the first line of a record whose fields look quoted, if any
+    looks_quoted: int | None = None
 
     def renamed(self, task: str, split: str, rename: dict[str, str]) -> RawSplit:
         """Apply ``rename`` (old -> new); an old name that is not a column is a `TaskError`."""
@@ -71,17 +79,57 @@ def read_file(task: str, split: str, source: SplitSource) -> RawSplit:
             raw = _read_delimited(path, source, encoding)
         elif source.format == "jsonl":
             raw = _read_jsonl(path, encoding)
+            _check_json_lines(task, split, raw, path, encoding)
         elif source.format == "json":
             raw = _read_json(task, split, path, encoding)
         else:
             raw = _read_parquet(task, split, path)
     except UnicodeError as exc:  # a decode error, or a codec's own (UTF-16 without its BOM)
-        problem = f"{path} is not {source.encoding} ({getattr(exc, 'reason', exc)})"
-        raise TaskError(task, f"{split}.encoding", problem, f"set {split}.encoding") from None
+        problem = _not_decoded(path, source.encoding, encoding, exc)
+        fix = f"set {split}.encoding to the file's, e.g. latin-1, cp1252 or utf-16"
+        raise TaskError(task, f"{split}.encoding", problem, fix) from None
     except OSError as exc:
         problem = f"cannot read {path} ({exc.strerror or type(exc).__name__})"
         raise TaskError(task, f"{split}.path", problem, "check the file's permissions") from None
+    if raw.looks_quoted is not None:
+        _warn_quoted(task, split, source, raw.looks_quoted)
     return raw.renamed(task, split, source.rename)
+
+
+def _warn_quoted(task: str, split: str, source: SplitSource, line: int) -> None:
+    """Said, not refused: a bare quote is text in GLUE's TSV files, so a field that looks
+    quoted may be either; the fix is one key."""
+    where = "the task's train.quotes (predict reads its input as the task's files)"
+    logger.warning(
+        "task %r, %s: %s is read without quotes (a %s's default), but line %d looks written with "
+        'them ("..." around a field, "" for a quote in it): its quotes would stay in the text, '
+        "and a row holding a line break would be lost; set %s: true if a program (pandas, "
+        "Excel, csv.writer) wrote the file",
+        task,
+        split,
+        source.path,
+        source.format,
+        line,
+        where if split == "input" else f"{split}.quotes",
+    )
+
+
+def _not_decoded(path: Path, named: str, codec: str, error: UnicodeError) -> str:
+    """What failed to decode, and where: the first bad byte's line and value, decoded again
+    from the whole file (a reader's error counts from the chunk it read)."""
+    shown = "UTF-8" if codec == "utf-8-sig" else named  # the default, and utf-8 as it is read
+    data = path.read_bytes()
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return f"{path} is not {shown}: it starts with a UTF-16 byte-order mark"
+    try:
+        data.decode(codec)
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        byte = data[exc.start : exc.start + 1].hex()
+        return f"{path} is not {shown}: byte 0x{byte} on line {line} ({exc.reason})"
+    except UnicodeError:
+        pass
+    return f"{path} is not {shown} ({getattr(error, 'reason', error)})"
 
 
 def _check_readable(task: str, split: str, path: Path) -> None:
@@ -111,10 +159,9 @@ def _reads_nothing(path: Path) -> bool:
 def _read_delimited(path: Path, source: SplitSource, encoding: str) -> RawSplit:
     csv.field_size_limit(_CSV_FIELD_LIMIT)
     with path.open(encoding=encoding, newline="") as handle:
-        if source.format == "tsv":
-            reader = csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
-        else:
-            reader = csv.reader(handle)
+        delimiter = "\t" if source.format == "tsv" else ","
+        quoting = csv.QUOTE_MINIMAL if source.quoted else csv.QUOTE_NONE
+        reader = csv.reader(handle, delimiter=delimiter, quoting=quoting)
         columns = list(source.columns) if source.columns else None
         raw = RawSplit(str(path), columns or [], [])
         end = 0  # the last line of the record before
@@ -127,6 +174,8 @@ def _read_delimited(path: Path, source: SplitSource, encoding: str) -> RawSplit:
                 raw.columns = columns
                 _note_repeats(raw, columns, f"header line {reader.line_num}")
                 continue
+            if not source.quoted and raw.looks_quoted is None and _looks_quoted(row, columns):
+                raw.looks_quoted = start
             if len(row) != len(columns):
                 # a quote left open swallows the lines up to the next quote (or the end): each
                 # counts, so the skip limit sees them, and the record is named by its first line
@@ -134,6 +183,16 @@ def _read_delimited(path: Path, source: SplitSource, encoding: str) -> RawSplit:
                 continue
             raw.rows.append(dict(zip(columns, row, strict=True)))
     return raw
+
+
+def _looks_quoted(row: list[str], columns: list[str]) -> bool:
+    """A field written with quotes, as pandas, Excel and `csv.writer` write one that holds a
+    quote (the field between quotes, each quote in it doubled), or a line break (a row broken in
+    two, its first part opening a quote): read without quoting, the quotes stay in the text, and
+    a broken row is lost."""
+    if any(len(f) > 3 and f[0] == f[-1] == '"' and '""' in f[1:-1] for f in row):
+        return True
+    return len(row) != len(columns) and any(f.startswith('"') and f.count('"') % 2 for f in row)
 
 
 def _read_jsonl(path: Path, encoding: str) -> RawSplit:
@@ -155,6 +214,38 @@ def _read_jsonl(path: Path, encoding: str) -> RawSplit:
     return raw
 
 
+def _check_json_lines(task: str, split: str, raw: RawSplit, path: Path, encoding: str) -> None:
+    """A file of JSON lines of which no line is a record may be one JSON document: a list of
+    records, or records written over several lines (`json.dump(..., indent=2)`)."""
+    if raw.rows or not raw.skipped:
+        return
+    text = path.read_text(encoding=encoding)
+    document = None
+    with contextlib.suppress(RecursionError, ValueError):  # JSONDecodeError is a ValueError
+        document = json.loads(text)
+    if isinstance(document, list | dict):
+        problem = f"{path} is one JSON document, not JSON lines (one record a line)"
+        raise TaskError(task, f"{split}.format", problem, f"set {split}.format: json")
+    if _records_over_lines(text):
+        problem = f"{path} holds records written over several lines, not one record a line"
+        fix = "write each record on one line (json.dumps without indent)"
+        raise TaskError(task, f"{split}.format", problem, fix)
+
+
+def _records_over_lines(text: str) -> bool:
+    """Whether `text` is JSON objects one after another (each `json.dump(..., indent=2)`)."""
+    decoder, at, found = json.JSONDecoder(), 0, False
+    while (at := _SPACE.match(text, at).end()) < len(text):  # type: ignore[union-attr]
+        try:
+            value, at = decoder.raw_decode(text, at)
+        except (ValueError, RecursionError):
+            return False
+        if not isinstance(value, dict):
+            return False
+        found = True
+    return found
+
+
 def _read_json(task: str, split: str, path: Path, encoding: str) -> RawSplit:
     try:
         document, too_long = _parse_json(path.read_text(encoding=encoding))
@@ -165,13 +256,17 @@ def _read_json(task: str, split: str, path: Path, encoding: str) -> RawSplit:
         again = document.repeats[0]
         problem = f"{path} holds the record key {again!r} twice; only one of them would be read"
         raise TaskError(task, f"{split}.path", problem, "give each record its own key")
+    if isinstance(document, dict) and _by_column(document):
+        problem = f"{path} holds columns of values ({{column: {{row: value}}}}), not records"
+        fix = "save it with one record per row, e.g. pandas' to_json(orient='records')"
+        raise TaskError(task, f"{split}.path", problem, fix)
     if isinstance(document, dict):
         records: list[Any] = list(document.values())
     elif isinstance(document, list):
         records = document
     else:
         raise TaskError(task, f"{split}.path", f"{path} holds no records", fix)
-    raw = RawSplit(str(path), [], [])
+    raw = RawSplit(str(path), [], [], bad_unit="records")
     for number, record in enumerate(records, start=1):
         if isinstance(record, dict) and not (too_long and _holds_long(record)):
             _note_repeats(raw, record, f"record {number}")
@@ -182,6 +277,17 @@ def _read_json(task: str, split: str, path: Path, encoding: str) -> RawSplit:
         raise TaskError(task, f"{split}.path", f"no record in {path} is a JSON object", fix)
     raw.columns = _union_keys(raw.rows)
     return raw
+
+
+def _by_column(document: dict[str, Any]) -> bool:
+    """pandas' default JSON (`orient='columns'`): each key a column name, each value a mapping
+    of the same row numbers to values. An object of records keys records by id instead."""
+    inner = list(document.values())
+    if not inner or not all(isinstance(v, dict) and v for v in inner):
+        return False
+    keys = set(inner[0])
+    rows = all(set(v) == keys for v in inner) and all(k.isdigit() for k in keys)
+    return rows and not all(k.isdigit() for k in document)
 
 
 def _read_parquet(task: str, split: str, path: Path) -> RawSplit:

@@ -4,33 +4,30 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from adapterfleet.data.choices import ChoiceLayout
-from adapterfleet.data.encodings import DEFAULT_ENCODING, parse_encoding
+from adapterfleet.data.encodings import parse_encoding
 from adapterfleet.data.errors import TaskError
 from adapterfleet.data.numbers import parse_fraction
 from adapterfleet.data.quality import SKIP_KEY, parse_skip_limit
 from adapterfleet.data.regression import RANGE_KEY, parse_range
 from adapterfleet.data.slices import check_rows_apart, row_range
+from adapterfleet.data.sources import (
+    EXTENSIONS,
+    FILE_SPLIT_KEYS,
+    FORMATS,
+    HUB_SPLIT_KEYS,
+    SplitSource,
+)
 from adapterfleet.errors import user_path
 
 POOLINGS = ("cls", "mean", "last")
 KINDS = ("classification", "multiple_choice", "regression")
 # The metrics a task reports when it names none (the config checks names against the type).
 DEFAULT_METRICS = {"regression": ("pearson", "spearman", "mse")}
-FORMATS = ("tsv", "csv", "jsonl", "json", "parquet")
-EXTENSIONS = {
-    ".tsv": "tsv",
-    ".csv": "csv",
-    ".jsonl": "jsonl",
-    ".ndjson": "jsonl",
-    ".json": "json",
-    ".parquet": "parquet",
-    ".pq": "parquet",
-}
 TASK_KEYS = (
     "type",
     "train",
@@ -52,44 +49,7 @@ TASK_KEYS = (
     "pooling",
     SKIP_KEY,
 )
-FILE_SPLIT_KEYS = ("path", "format", "header", "columns", "encoding", "rename", "rows")
-HUB_SPLIT_KEYS = ("split", "rename", "rows")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-
-
-@dataclass(frozen=True)
-class SplitSource:
-    """Where one split's rows come from: a local file (``path``) or a hub split (``split``).
-
-    ``rename`` maps a column name in this source to the name the task's fields use; ``rows``
-    (start, stop) keeps the records start..stop-1 of the source (0-based, stop None: to the end),
-    so one file can give a task both its train and its dev rows.
-    """
-
-    path: Path | None = None
-    format: str | None = None
-    header: bool = True
-    columns: tuple[str, ...] | None = None
-    encoding: str = DEFAULT_ENCODING
-    rename: dict[str, str] = field(default_factory=dict)
-    split: str | None = None
-    rows: tuple[int, int | None] | None = None
-
-    def to_mapping(self) -> dict[str, Any]:
-        """The YAML form of this source (paths absolute)."""
-        sliced = {"rows": list(self.rows)} if self.rows is not None else {}
-        if self.split is not None:
-            return {"split": self.split, "rename": dict(self.rename), **sliced}
-        out: dict[str, Any] = {
-            "path": str(self.path),
-            "format": self.format,
-            "header": self.header,
-            "encoding": self.encoding,
-            "rename": dict(self.rename),
-        }
-        if self.columns is not None:
-            out["columns"] = list(self.columns)
-        return out | sliced
 
 
 @dataclass(frozen=True)
@@ -189,7 +149,8 @@ class _Parser:
 
     def task(self, raw: Any) -> TaskSpec:
         if not isinstance(self.name, str) or not _NAME.match(self.name):
-            raise self.fail("name", "a task name is letters, digits, '_', '.', '-'", "rename it")
+            problem = f"{self.name!r}: a task name starts with a letter or a digit"
+            raise self.fail("name", problem + ", then letters, digits, '_', '.', '-'", "rename it")
         if not isinstance(raw, Mapping):
             raise self.fail("task", f"expected a mapping of keys, got {type(raw).__name__}")
         self.unknown(raw, TASK_KEYS, "key")
@@ -213,13 +174,14 @@ class _Parser:
                 self.fail, "dev_fraction", dev_fraction, ends=False, example=0.1
             )
         if (dev is None) == (dev_fraction is None):
-            raise self.fail(
-                "dev", "declare exactly one of dev and dev_fraction", "dev: <source> or 0.1"
-            )
+            fix = "give dev: <file or split>, or dev_fraction: 0.1 to hold out a tenth of train"
+            raise self.fail("dev", "declare exactly one of dev and dev_fraction", fix)
         same = dev is not None and (dev.path, dev.split) == (train.path, train.split)
         check_rows_apart(self.fail, train.rows, dev.rows if dev else None, same=same)
         text_fields, question, choices = self.fields(raw, kind)
         layout = self.choice_layout(raw, kind)
+        label_field = self.opt_str(raw, "label_field") or "label"
+        self.label_apart(label_field, (*text_fields, question, *choices), layout)
         return TaskSpec(
             name=self.name,
             kind=kind,
@@ -231,7 +193,7 @@ class _Parser:
             question_field=question,
             choice_fields=choices,
             choices=layout,
-            label_field=self.opt_str(raw, "label_field") or "label",
+            label_field=label_field,
             label_names=self.label_names(raw, kind, layout.fields if layout else choices),
             dev_fraction=dev_fraction,
             seed=self.opt_int(raw, "seed", minimum=0) or 0,
@@ -281,6 +243,14 @@ class _Parser:
         if len(choices) < 2:
             raise self.fail("choice_fields", "needs at least 2 fields", "list the choice fields")
         return (), question, choices
+
+    def label_apart(self, label: str, inputs: tuple, layout: ChoiceLayout | None) -> None:
+        """The answer is never part of the model's input (a label column named as a text field,
+        or as a context or choice column, would be learnt from itself and asked of `predict`)."""
+        named = [c for _, c in layout.columns()] if layout is not None else list(inputs)
+        if label in named:
+            problem = f"{label!r} is the label_field and also an input column of the model"
+            raise self.fail("label_field", problem, "name the label's column in label_field only")
 
     def choice_layout(self, raw: Mapping[str, Any], kind: str) -> ChoiceLayout | None:
         if "choices" not in raw:
@@ -346,7 +316,8 @@ class _Parser:
         fmt = raw.get("format") or EXTENSIONS.get(path.suffix.lower())
         if fmt not in FORMATS:
             fix = f"set {key}.format to one of {', '.join(FORMATS)}"
-            raise self.fail(f"{key}.format", f"unknown format {fmt!r} for {path.name}", fix)
+            problem = f"unknown format {fmt!r}" if fmt else f"no format known for {path.suffix!r}"
+            raise self.fail(f"{key}.format", f"{problem} ({path.name})", fix)
         header = raw.get("header", True)
         if not isinstance(header, bool):
             raise self.fail(f"{key}.header", f"expected true or false, got {header!r}")
@@ -359,7 +330,11 @@ class _Parser:
             raise self.fail(f"{key}.columns", "a file without header needs columns", "name them")
         encoding = parse_encoding(self.fail, key, self.opt_str(raw, "encoding", f"{key}.encoding"))
         rows = row_range(self.fail, key, raw.get("rows"))
-        return SplitSource(path, fmt, header, columns, encoding, dict(rename), rows=rows)
+        quotes = raw.get("quotes")
+        if quotes is not None and (not isinstance(quotes, bool) or fmt not in ("tsv", "csv")):
+            problem = f"expected true or false for a tsv/csv file, got {quotes!r} ({fmt})"
+            raise self.fail(f"{key}.quotes", problem, "remove it, or set it for a tsv/csv file")
+        return SplitSource(path, fmt, header, columns, encoding, dict(rename), None, rows, quotes)
 
     def path(self, value: str) -> Path:
         path = Path(value).expanduser()

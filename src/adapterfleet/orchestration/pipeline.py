@@ -306,8 +306,9 @@ def _validate_and_start(
     """Validate the whole config (a local Ray's node included, before it starts), start (or
     join) Ray and check that its nodes can hold a trial; only then create the experiment, so a
     refusal writes nothing. The experiment id."""
-    shown = safe_uri(uri)
-    relay.say(f"pipeline {config.name}: validating ({len(config.tasks)} tasks, tracking {shown})")
+    shown, count = safe_uri(uri), len(config.tasks)
+    tasks = f"{count} task" + "s" * (count != 1)
+    relay.say(f"pipeline {config.name}: validating ({tasks}, tracking {shown})")
     address = ray_address or os.environ.get("RAY_ADDRESS")
     local = address in (None, "local") and not ray_initialized()
     validate_pipeline(

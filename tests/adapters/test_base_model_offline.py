@@ -75,7 +75,8 @@ def test_what_the_cache_lacks_is_refused_at_once_in_one_line(
     lines = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
     expected = {
         "base": "error: base_model: cannot load 'tiny-org/absent' (hub.invalid does not resolve "
-        "(no network?), and it is not in the Hugging Face cache); give ",
+        "(no network?), and it is not in the Hugging Face cache); there is no folder "
+        f"tiny-org/absent in {tmp_path} either; give ",
         "data": "error: task 'a', hub: cannot load nyu-mll/glue (rte): hub.invalid does not "
         "resolve (no network?), and it is not in the datasets cache; check hub/hub_config",
     }[config]

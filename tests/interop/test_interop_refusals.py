@@ -20,6 +20,7 @@ from adapterfleet.adapters import (
     adapter_configs,
     add_adapter,
     load_encoder,
+    save_adapter,
 )
 from adapterfleet.fusion import FUSION_WEIGHTS, FusionConfig, read_fusion_config
 from adapterfleet.interop import InteropError, export_adapterhub, import_adapterhub
@@ -227,6 +228,23 @@ def test_export_refuses_what_the_reference_cannot_express(ours, tmp_path):
         with pytest.raises(InteropError, match=words):
             export_adapterhub(folder, tmp_path / f"{field}-out", model)
         assert adapter_configs(model) == {}, "the caller's model was left with stand-ins"
+
+
+def test_a_family_adapterhub_lacks_is_named_as_adapterhubs_gap(tmp_path):
+    """Qwen2 is one of adapterfleet's families but not one of AdapterHub 1.3's; the line said
+    adapterfleet did not support it, listing the families both have as adapterfleet's."""
+    model = AdapterModel(tiny_encoder("qwen2"))
+    add_adapter(model, "a", AdapterConfig("pfeiffer", 4))
+    save_adapter(model, "a", tmp_path / "a")
+    with pytest.raises(InteropError) as caught:
+        export_adapterhub(tmp_path / "a", tmp_path / "out", model)
+    assert str(caught.value) == (
+        "the base model: AdapterHub adapters 1.3.0 has no model type 'qwen2' (of adapterfleet's "
+        "families it has albert, bert, deberta, deberta-v2, distilbert, electra, gpt2, llama, "
+        "mistral, roberta, xlm-roberta); adapters on this base are used in adapterfleet's own "
+        "format, not converted"
+    )
+    assert not (tmp_path / "out").exists()
 
 
 def test_export_then_import_gives_back_our_files(ours, exported, tmp_path):

@@ -75,8 +75,31 @@ def test_a_run_trained_on_another_named_base_is_refused_before_loading(config, s
         evaluate_run(on_hub, "fruit", run)
     assert str(caught.value) == (
         f"--run {run} was trained on base_model 'roberta-base', the config's is "
-        "'bert-base-uncased'; evaluate it on its own base: -o base_model=roberta-base"
+        "'bert-base-uncased'; use the base it was trained on: -o base_model=roberta-base"
     )
+
+
+def test_a_run_trained_on_another_base_folder_is_refused_before_loading(
+    config, st_a, tiny_model, tmp_path
+):
+    """The run's weights loaded from the folder run.json records, its task tokenised with the
+    config's base: a Llama's tokens in a BERT run scored 0.5 where the run had scored higher
+    (and a BERT's tokens in a Llama run were an IndexError)."""
+    from tuning_support import make_tiny_decoder
+
+    other = make_tiny_decoder(tmp_path / "llama")
+    for base in (str(other), "minilm-l6"):
+        with pytest.raises(UserError) as caught:
+            evaluate_run(dataclasses.replace(config, base_model=base), "fruit", st_a.out_dir)
+        assert str(caught.value) == (
+            f"--run {st_a.out_dir} was trained on base_model '{tiny_model.resolve()}', the "
+            f"config's is '{base}'; use the base it was trained on: -o "
+            f"base_model={tiny_model.resolve()}"
+        )
+    with pytest.MonkeyPatch.context() as patch:  # the same folder, named from elsewhere
+        patch.chdir(tiny_model.parent)
+        relative = dataclasses.replace(config, base_model=tiny_model.name)
+        assert evaluate_run(relative, "fruit", st_a.out_dir) == pytest.approx(st_a.dev_metrics)
 
 
 def test_a_run_that_is_not_a_run_folder_says_so(config, st_a, tmp_path) -> None:

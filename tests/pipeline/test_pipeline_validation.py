@@ -201,6 +201,70 @@ def _cuda_without_gpu(doc: dict[str, Any]) -> None:
     doc["adapters"]["training"]["device"] = "cuda"
 
 
+def _base_copy(doc: dict[str, Any], name: str) -> Path:
+    """A copy of the config's base model folder, made the config's base."""
+    folder = Path(doc["storage"]).parent / name
+    shutil.copytree(doc["base_model"], folder)
+    doc["base_model"] = str(folder)
+    return folder
+
+
+def _vocabulary_beyond_the_embedding(doc: dict[str, Any]) -> None:
+    """The MiniLM tokenizer (30522 ids) beside weights of 100 rows: an IndexError in the first
+    step (in `run`, each trial's, retried by Ray)."""
+    from transformers import BertConfig, BertModel
+
+    folder = _base_copy(doc, "vocab-100")
+    config = BertConfig.from_pretrained(folder)
+    config.vocab_size = 100
+    BertModel(config).save_pretrained(folder)
+
+
+def _pickle_holding_more_than_tensors(doc: dict[str, Any]) -> None:
+    import pathlib
+
+    import torch
+    from safetensors.torch import load_file
+
+    folder = _base_copy(doc, "pickled")
+    tensors = load_file(folder / "model.safetensors")
+    (folder / "model.safetensors").unlink()
+    torch.save({**tensors, "origin": pathlib.PurePosixPath("x")}, folder / "pytorch_model.bin")
+
+
+def _weights_cut_short(doc: dict[str, Any]) -> None:
+    weights = _base_copy(doc, "cut") / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:20000])
+
+
+def _config_of_another_depth(doc: dict[str, Any]) -> None:
+    """config.json says 3 layers, the weights hold 2: the third was random, and trained on."""
+    config = _base_copy(doc, "deeper") / "config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "num_hidden_layers": 3}))
+
+
+def _encoder_decoder_with_a_layout(doc: dict[str, Any]) -> None:
+    """A T5 with a declared layout of its encoder: it passed, then failed in the first step."""
+    from transformers import T5Config, T5Model
+
+    tokenizer = Path(doc["base_model"])
+    folder = Path(doc["storage"]).parent / "t5"
+    config = T5Config(d_model=32, d_ff=64, num_layers=2, num_heads=2, d_kv=16, vocab_size=30522)
+    T5Model(config).save_pretrained(folder)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(tokenizer / name, folder / name)
+    doc["base_model"] = str(folder)
+    doc["base_model_layout"] = {
+        "layers": "encoder.block",
+        "attention_output": "layer.0.SelfAttention.o",
+        "attention_norm": "layer.0.layer_norm",
+        "ffn_output": "layer.1.DenseReluDense",
+        "ffn_norm": "layer.1.layer_norm",
+        "norm": "pre",
+        "pooling": "mean",
+    }
+
+
 CASES = {
     "a regression label that is not a number": (
         _regression_labels_are_words,
@@ -371,6 +435,12 @@ CASES = {
         r"base_model: cannot load 'mymodle' \(.*\); there is no folder mymodle in /.* either; "
         r"give a local folder",
     ),
+    "a local folder's name mistyped, with a slash": (
+        lambda doc: doc.update(base_model="models/berrt"),
+        (),
+        r"base_model: cannot load 'models/berrt' \(.*\); there is no folder models/berrt in /.* "
+        r"either; give a local folder",
+    ),
     "a name close to the packaged encoder": (
         lambda doc: doc.update(base_model="minilm-l12"),
         (),
@@ -385,6 +455,39 @@ CASES = {
         _no_vocabulary,
         (),
         r"base_model: the tokenizer of .*no-vocab' has \d+ tokens .*vocabulary is missing",
+    ),
+    "a tokenizer whose ids the model's embedding lacks": (
+        _vocabulary_beyond_the_embedding,
+        (),
+        r"base_model: the tokenizer of '.*vocab-100' produces ids up to 30521, but the model's "
+        r"input embedding has 100 rows \(ids 0 to 99\); use the tokenizer saved with this model, "
+        r"or resize the embedding to the tokenizer \(model.resize_token_embeddings",
+    ),
+    "a pytorch_model.bin that holds more than tensors": (
+        _pickle_holding_more_than_tensors,
+        (),
+        r"base_model: .*pickled/pytorch_model.bin holds more than tensors \(a pathlib.\w+\), "
+        r"so it is not loaded \(never load it with weights_only=False: .*\); save the model as "
+        r"safetensors \(save_pretrained\) from a source you trust",
+    ),
+    "a model.safetensors cut short": (
+        _weights_cut_short,
+        (),
+        r"base_model: .*cut/model.safetensors is incomplete or corrupt \(.*\); save the model "
+        r"again \(save_pretrained\) or download it again",
+    ),
+    "a config.json that does not match the weights": (
+        _config_of_another_depth,
+        (),
+        r"base_model: .*deeper: 16 weights of the model its config.json describes are not in "
+        r"its checkpoint \(encoder.layer.2.attention.output.LayerNorm.bias, .* and 13 more\), "
+        r"and would stay random in the frozen base; give it the config.json that matches",
+    ),
+    "an encoder-decoder model with a declared layout": (
+        _encoder_decoder_with_a_layout,
+        (),
+        r"base_model: .*t5 is an encoder-decoder model \(t5\), and adapterfleet trains on "
+        r"encoder-only or decoder-only bases",
     ),
     "a name longer than file systems allow": (
         lambda doc: doc.update(name="n" * 300),

@@ -83,23 +83,25 @@ def names_other_base(recorded: str, ours: str) -> bool:
 
 def load_encoder(base: str | BaseModelSpec, **kwargs: Any) -> Any:
     """The bare encoder (`AutoModel`) for `base`; local paths and the packaged model are offline.
+    An encoder-decoder model, a checkpoint file that cannot be read and weights the checkpoint
+    lacks are refused in one line (`base_checks.load_checked`).
 
     A `BaseModelSpec` also gives the weights' dtype (`bfloat16`: a frozen base at half the
     memory; adapters, fusions and heads added later still train in float32), a declared layout
     attached to the model, and gradient checkpointing (non-reentrant, so the frozen layers'
     inputs need no gradient)."""
     import torch
-    from transformers import AutoModel
     from transformers.utils import logging as hf_logging
 
     from adapterfleet.adapters.architectures import SlotMap, attach_slot_map
+    from adapterfleet.adapters.base_checks import load_checked
 
     hf_logging.disable_progress_bar()  # a bar per load of a small encoder is noise in our logs
     spec = base if isinstance(base, BaseModelSpec) else BaseModelSpec(str(base))
     path = resolve_base_model(spec.name)
     if spec.dtype != "auto":
         kwargs.setdefault("dtype", getattr(torch, spec.dtype))
-    model = AutoModel.from_pretrained(path, local_files_only=local_files_only(path), **kwargs)
+    model = load_checked(path, spec.name, local_files_only=local_files_only(path), **kwargs)
     if spec.layout:
         attach_slot_map(model, SlotMap.from_mapping(spec.layout_mapping))
     if spec.gradient_checkpointing:

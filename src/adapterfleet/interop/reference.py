@@ -91,10 +91,13 @@ LAYOUTS: dict[str, Layout] = {
 
 
 def layout_for(model_type: object, where: str) -> Layout:
+    """The reference's layout of `model_type`: adapterfleet's families that AdapterHub has too
+    (adapterfleet trains more: ModernBERT, Qwen, Gemma, which AdapterHub 1.3 lacks)."""
     if model_type not in LAYOUTS:
         raise InteropError(
-            f"{where}: model_type {model_type!r} is not supported; adapterfleet supports "
-            f"{', '.join(sorted(LAYOUTS))}"
+            f"{where}: AdapterHub adapters {REFERENCE_VERSION} has no model type "
+            f"{model_type!r} (of adapterfleet's families it has {', '.join(sorted(LAYOUTS))}); "
+            "adapters on this base are used in adapterfleet's own format, not converted"
         )
     return LAYOUTS[str(model_type)]
 

@@ -71,7 +71,30 @@ def check_tokenizer(config: PipelineConfig, model_config: Any) -> Any:
             f"(the model embeds {embedded}): its vocabulary is missing; put the tokenizer "
             "files (tokenizer.json, or vocab.txt / vocab.json + merges.txt) in the folder"
         )
+    check_token_ids(config.base_model, tokenizer, embedded)
     return tokenizer
+
+
+def check_token_ids(name: str, tokenizer: Any, rows: object) -> None:
+    """Every id the tokenizer can produce has a row in the model's input embedding (its
+    `vocab_size`): a larger one fails in the first step (an IndexError in the embedding)."""
+    largest = max(tokenizer.get_vocab().values(), default=-1)  # added tokens included
+    if isinstance(rows, int) and not isinstance(rows, bool) and largest >= rows:
+        raise ConfigError(
+            f"base_model: the tokenizer of {name!r} produces ids up to {largest}, but the "
+            f"model's input embedding has {rows} rows (ids 0 to {rows - 1}); use the tokenizer "
+            "saved with this model, or resize the embedding to the tokenizer "
+            "(model.resize_token_embeddings(len(tokenizer)), then save_pretrained)"
+        )
+
+
+def other_base_error(what: str, recorded: str, ours: str) -> ConfigError:
+    """`what` (a run folder, a registered version) was trained on base_model `recorded`, another
+    than the config's `ours`: its adapters would be scored on tokens and weights they never saw."""
+    return ConfigError(
+        f"{what} was trained on base_model {recorded!r}, the config's is {ours!r}; use the base "
+        f"it was trained on: -o base_model={recorded}"
+    )
 
 
 def trainings(config: PipelineConfig) -> dict[str, TrainConfig]:

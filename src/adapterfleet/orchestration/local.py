@@ -21,13 +21,13 @@ from adapterfleet.adapters import (
     set_active_adapter,
     sha256_file,
 )
-from adapterfleet.adapters.base_model import names_other_base
+from adapterfleet.adapters.base_model import names_other_base, packaged_minilm_path
 from adapterfleet.adapters.files import read_config
 from adapterfleet.config import BaseModelSpec, ConfigError, PipelineConfig, training_with
 from adapterfleet.data import TokenizedTask, load_task, tokenize_task
 from adapterfleet.data.tasks import TaskSpec
 from adapterfleet.fusion import FusionConfig, load_fusion, set_active_fusion
-from adapterfleet.orchestration.limits import check_single_run
+from adapterfleet.orchestration.limits import check_single_run, other_base_error
 from adapterfleet.orchestration.run_folder import check_fusion_adapters, fresh_run_dir
 from adapterfleet.training import Callback, TrainConfig, evaluate
 from adapterfleet.training.modes import (
@@ -241,21 +241,45 @@ def load_run(
 def run_base(config: PipelineConfig, run_dir: Path, info: dict[str, Any]) -> BaseModelSpec:
     """The base a run trained on, with the config's dtype, layout and checkpointing: its own
     `model/` (full, MT-A), else the local folder run.json records (a fusion trained with
-    `fuse --base-model`), else the config's base. A run trained on another named base (a hub
-    id, minilm-l6) is refused: the config's would load its adapters without a word."""
+    `fuse --base-model`), else the config's base. A run trained on another base than the
+    config's is refused (`check_run_base`): the tasks are tokenised with the config's."""
     recorded = str(info.get("base_model") or "")
+    if recorded:
+        check_run_base(run_dir, recorded, config.base_model)
     if (run_dir / "model").is_dir():
         name = str(run_dir / "model")
-    elif recorded != MINILM and os.path.isdir(recorded):
+    elif _is_folder(recorded):
         name = recorded
-    elif recorded and names_other_base(recorded, config.base_model):
-        raise ConfigError(
-            f"--run {run_dir} was trained on base_model {recorded!r}, the config's is "
-            f"{config.base_model!r}; evaluate it on its own base: -o base_model={recorded}"
-        )
     else:
         name = config.base_model
     return dataclasses.replace(config.base or BaseModelSpec(name), name=name)
+
+
+def check_run_base(run_dir: Path, recorded: str, ours: str) -> None:
+    """The run's base and the config's are one, compared as `predict` compares them (two names,
+    two folders), and where the run's base is a folder here, the one whose weights evaluate
+    loads, the config's has to be that folder. A run's fine-tuned `model/` (`fuse --base-model`
+    on an MT-A run) stands for the base that run trained from too: the config's is that one."""
+    bases = [recorded]
+    while len(bases) < 4 and _is_folder(bases[-1]) and Path(bases[-1]).name == "model":
+        parent = Path(bases[-1]).parent
+        base = read_run_info(parent).get("base_model") if (parent / RUN_FILE).is_file() else ""
+        if not base:
+            break
+        bases.append(str(base))
+    if all(_other_base(base, ours) for base in bases):
+        raise other_base_error(f"--run {run_dir}", bases[-1], ours)
+
+
+def _other_base(recorded: str, ours: str) -> bool:
+    if not _is_folder(recorded):
+        return names_other_base(recorded, ours)
+    folder = packaged_minilm_path(verify=False) if ours == MINILM else Path(ours).expanduser()
+    return not folder.is_dir() or folder.resolve() != Path(recorded).resolve()
+
+
+def _is_folder(name: str) -> bool:
+    return name != MINILM and os.path.isdir(name)
 
 
 def check_mt_a_task(run_dir: Path, task: str) -> None:

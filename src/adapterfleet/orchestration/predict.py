@@ -32,6 +32,7 @@ from adapterfleet.config import BaseModelSpec, ConfigError, PipelineConfig
 from adapterfleet.console import Say
 from adapterfleet.data.prediction_input import PredictionInput, encode_input, read_input
 from adapterfleet.data.tasks import TaskSpec
+from adapterfleet.orchestration.limits import other_base_error
 from adapterfleet.orchestration.predict_output import (
     check_output,
     prediction_rows,
@@ -107,10 +108,7 @@ def find_version(
         raise RegistryError(f"no registered {kind} {name} with {wanted} in {safe_uri(uri)}; {fix}")
     base = info.tags.get(TAG_BASE_MODEL)
     if base is not None and names_other_base(base, config.base_model):
-        raise ConfigError(
-            f"{name} v{info.version} was trained on base_model {base!r}, the config's is "
-            f"{config.base_model!r}; use the base it was trained on: -o base_model={base}"
-        )
+        raise other_base_error(f"{name} v{info.version}", base, config.base_model)
     return info
 
 

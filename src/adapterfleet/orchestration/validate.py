@@ -10,32 +10,39 @@ from typing import Any
 
 from adapterfleet._hub import hub_unreachable
 from adapterfleet.adapters import MINILM, AdapterConfig, resolve_base_model
+from adapterfleet.adapters.base_checks import (
+    WEIGHT_FILES,
+    check_checkpoint,
+    refuse_encoder_decoder,
+)
 from adapterfleet.adapters.base_model import BASE_MODEL_TAKES, local_files_only
 from adapterfleet.config import ConfigError, PipelineConfig
 from adapterfleet.data import TaskData, load_task
-
-WEIGHT_FILES = (
-    "model.safetensors",
-    "model.safetensors.index.json",
-    "pytorch_model.bin",
-    "pytorch_model.bin.index.json",
-)
 
 
 def base_model_config(name: str) -> Any:
     """The base model's HF config (read from its folder or the hub, no weights loaded); a path
     that is not a folder here, a folder without weights, or a name that cannot be loaded is
-    refused with what `base_model` takes."""
-    from transformers import AutoConfig
-
+    refused with what `base_model` takes; so are an encoder-decoder model and, in a local
+    folder, a checkpoint that cannot be read or lacks weights of the model (`base_checks`)."""
     path = resolve_base_model(name)
     local = os.path.isdir(path)
-    takes = BASE_MODEL_TAKES
     if local and not any(os.path.isfile(os.path.join(path, f)) for f in WEIGHT_FILES):
         raise ConfigError(
             f"base_model: {name} holds no weights ({', '.join(WEIGHT_FILES)}); save the model "
             "there with save_pretrained, or give another base_model"
         )
+    model_config = _read_config(name, path, local)
+    refuse_encoder_decoder(name, model_config)
+    if local:
+        check_checkpoint(name, Path(path), model_config)
+    return model_config
+
+
+def _read_config(name: str, path: str, local: bool) -> Any:
+    from transformers import AutoConfig
+
+    takes = BASE_MODEL_TAKES
     try:
         return AutoConfig.from_pretrained(path, local_files_only=local_files_only(path))
     except (OSError, ValueError) as error:
@@ -44,10 +51,9 @@ def base_model_config(name: str) -> Any:
             first = f"{why}, and it is not in the Hugging Face cache"
         near = difflib.get_close_matches(name, [MINILM], n=1, cutoff=0.7)
         fix = f"did you mean {MINILM}, the packaged encoder?" if near else f"give {takes}"
-        if not local and not near:
-            fix += " (a hub id loads from the network or the Hugging Face cache, HF_HOME)"
-        if not local and "/" not in name and not near:  # a folder's name mistyped reads as an id
-            fix = f"there is no folder {name} in {os.getcwd()} either; {fix}"
+        if not local and not near:  # a folder's name mistyped (berrt, models/berrt) reads as an id
+            fix = f"there is no folder {name} in {os.getcwd()} either; {fix} (a hub id loads "
+            fix += "from the network or the Hugging Face cache, HF_HOME)"
         raise ConfigError(f"base_model: cannot load {name!r} ({first}); {fix}") from None
 
 

@@ -47,6 +47,20 @@ def test_help_gives_each_command_its_summary_as_one_unbroken_paragraph() -> None
     assert sum("\n" in inspect.getdoc(i.callback).split("\n\n")[0] for i in commands) >= 3
 
 
+def test_a_commands_help_shows_each_paragraph_unbroken() -> None:
+    """A command's own --help kept its docstring's line breaks past the first paragraph
+    (`fuse --help` broke "over the registered" from "`best` adapters" at any width)."""
+    result = runner.invoke(app, ["fuse", "--help"], env={"COLUMNS": "1000"})
+    assert result.exit_code == 0
+    paragraph = (
+        "With --adapters: over those saved folders, written to --out. With --wait: over the "
+        "registered `best` adapters of the config's fusion target"
+    )
+    assert paragraph in result.output
+    shown = runner.invoke(app, ["train", "--help"], env={"COLUMNS": "1000"}).output
+    assert "Options left out train as the pipeline does: st-a with the first reduction" in shown
+
+
 @pytest.mark.parametrize(
     "command", [["run"], ["sweep", "resume"], ["submit"], ["tasks"], ["adapters"]]
 )

@@ -104,6 +104,33 @@ def test_mt_a_is_refused_before_any_task_is_read(config, tmp_path, task, adapter
     assert not (tmp_path / "mta").exists()
 
 
+def test_options_left_out_train_as_the_pipeline_trains_the_mode(config, root, tmp_path) -> None:
+    """`train` without --lr trained ST-A at `adapters.training.learning_rate`, which no trial
+    uses (a trial takes its grid's), and Houlsby / MT-A at the adapters' reduction factor: a
+    plain `train` did not reproduce the pipeline's run of the same mode."""
+    from adapterfleet.config import load_config
+
+    changes = [
+        "adapters.learning_rates=[0.003, 0.01]",
+        "adapters.training.learning_rate=0.0001",
+        "adapters.task_grid={water: {learning_rates: [0.02]}}",
+        "baselines={systems: [head, st-a-houlsby], reduction_factor: 2, training: "
+        "{learning_rate: 0.005, max_epochs: 1, device: cpu}, system_training: {head: "
+        "{learning_rate: 0.007, max_epochs: 1, device: cpu}}}",
+    ]
+    changed = load_config(root / "pipeline.yaml", changes)
+    assert adapter_training(changed, "fruit").learning_rate == 0.003
+    assert adapter_training(changed, "water").learning_rate == 0.02
+    assert adapter_training(changed, "fruit", learning_rate=0.5).learning_rate == 0.5
+    assert adapter_training(changed, "fruit", "head").learning_rate == 0.007
+    assert adapter_training(changed, "fruit", "st-a-houlsby").learning_rate == 0.005
+    assert adapter_training(config, "fruit", "head").learning_rate == 0.01  # no baselines
+    training = adapter_training(changed, "fruit", "st-a-houlsby", batch_size=16)
+    run = train_task(changed, "fruit", "st-a-houlsby", tmp_path / "h", train_config=training)
+    saved = json.loads((run.out_dir / "adapter" / "adapter_config.json").read_text())
+    assert saved["config"]["reduction_factor"] == 2
+
+
 def test_a_reduction_factor_for_a_mode_without_adapter_is_refused(config, tmp_path) -> None:
     with pytest.raises(ConfigError, match="--reduction-factor: mode head trains no adapter"):
         _train(config, "head", tmp_path / "head", reduction_factor=8)

@@ -81,13 +81,17 @@ def train(
     budget: BudgetOpt = None,
     set_: SetOpt = None,
 ) -> None:
-    """Train one task in one mode (a row of the paper's Table 1) on this machine."""
+    """Train one task in one mode (a row of the paper's Table 1) on this machine.
+
+    Options left out train as the pipeline does: st-a with the first reduction factor and
+    learning rate of the task's grid, a mode among baselines.systems with the baselines'."""
     cfg = load(config, set_, budget)
     from adapterfleet.orchestration.local import adapter_training, train_task
 
     training = adapter_training(
         cfg,
         task,
+        mode,
         learning_rate=lr,
         max_epochs=epochs,
         batch_size=batch_size,
@@ -319,11 +323,11 @@ def _command_name(info: typer.models.CommandInfo | typer.models.TyperInfo) -> st
     return callback.__name__.replace("_", "-") if callback else ""
 
 
-def _summary(info: typer.models.CommandInfo) -> str | None:
-    """The first paragraph of a command's docstring on one line: `--help`'s entry for it (rich
-    keeps a docstring's line breaks there, which cut its sentences at the source's width)."""
+def _reflowed(info: typer.models.CommandInfo) -> str | None:
+    """A command's docstring with each paragraph on one line (rich keeps a docstring's line
+    breaks, which cut its sentences at the source's width); the first is `--help`'s entry."""
     doc = inspect.getdoc(info.callback) if info.callback else None
-    return " ".join(doc.split("\n\n")[0].split()) if doc else None
+    return "\n\n".join(" ".join(part.split()) for part in doc.split("\n\n")) if doc else None
 
 
 def _group_commands() -> None:
@@ -333,7 +337,9 @@ def _group_commands() -> None:
         info.rich_help_panel = panel_of[_command_name(info)]
     groups = [group.typer_instance for group in app.registered_groups if group.typer_instance]
     for command in [*app.registered_commands, *(c for g in groups for c in g.registered_commands)]:
-        command.short_help = command.short_help or _summary(command)
+        text = _reflowed(command)
+        command.help = command.help or text
+        command.short_help = command.short_help or (text.split("\n\n")[0] if text else None)
     order = {name: i for i, name in enumerate(n for names in PANELS.values() for n in names)}
     app.registered_commands.sort(key=lambda info: order[_command_name(info)])
 

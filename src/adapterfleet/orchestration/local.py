@@ -51,11 +51,28 @@ def prepare_task(config: PipelineConfig, task: str, tokenizer: Any = None) -> To
     return tokenize_task(data, tokenizer, config.max_length, config.tokens_dir)
 
 
-def adapter_training(config: PipelineConfig, task: str, **changes: Any) -> TrainConfig:
-    """The training settings of `task` (with its `task_training`), then the given changes
-    (None values are ignored, as for CLI options left out; a value out of range is refused
-    naming the option)."""
-    return training_with(config.adapters.training_for(task), **changes)
+def adapter_training(
+    config: PipelineConfig, task: str, mode: str = "st-a", **changes: Any
+) -> TrainConfig:
+    """The settings the pipeline trains `task` in `mode` with, then the given changes (None
+    values are ignored, as for CLI options left out; a value out of range is refused naming
+    the option). ST-A: the task's `task_training` and its grid's first learning rate (as its
+    first reduction factor, `train_task`); a mode `baselines.systems` trains: the baselines'
+    settings of that system; any other, the adapters'."""
+    training = config.adapters.training_for(task)
+    if mode in config.baselines.systems:
+        training = config.baselines.training_for(mode, task)
+    grid = mode == "st-a" and config.adapters.learning_rate_range is None  # optuna: no first
+    if grid and changes.get("learning_rate") is None:
+        changes["learning_rate"] = config.adapters.grid_for(task).learning_rates[0]
+    return training_with(training, **changes)
+
+
+def _reduction_factor(config: PipelineConfig, task: str, mode: str) -> int:
+    """The task's grid's first; Houlsby and MT-A where the baselines train them: theirs."""
+    if mode in config.baselines.systems:
+        return config.baselines.reduction_factor
+    return config.adapters.grid_for(task).reduction_factors[0]
 
 
 def train_task(
@@ -82,12 +99,12 @@ def train_task(
                 config.base,
                 train_config,
                 folder,
-                reduction_factor=reduction_factor or config.adapters.reduction_factors[0],
+                reduction_factor=reduction_factor or _reduction_factor(config, task, mode),
                 metrics={name: config.tasks[name].metrics for name in tasks},
                 callbacks=callbacks,
             )
         else:
-            rf = reduction_factor or config.adapters.grid_for(task).reduction_factors[0]
+            rf = reduction_factor or _reduction_factor(config, task, mode)
             run = train_single(
                 mode,
                 tokenized,

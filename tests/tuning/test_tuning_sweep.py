@@ -190,6 +190,16 @@ def test_a_task_whose_data_files_changed_is_trained_again(swept: Swept) -> None:
     assert again["water"].tags["data_sha256"] != swept.registered["water"].tags["data_sha256"]
     plan = plan_sweep(swept.config, swept.uri, "0")  # what a third run would do: nothing
     assert plan.pending == () and not plan.changed
+    # the file as it was: v1 was trained on it (it was trained a third time, as a v3)
+    water.write_text("\n".join(rows) + "\n")
+    lines.clear()
+    back = run_adapter_stage(swept.config, progress=lines.append)
+    restored = f"task water: already registered as {name} v1, skipped; it was trained for "
+    restored += "these settings and data: @best is v1"
+    assert restored in lines, lines
+    assert not any(line.startswith("trial ") for line in lines), lines
+    assert back["water"].version == 1 and back["water"].aliases == ("best",)
+    assert version_numbers(swept.uri, name) == [1, 2]
 
 
 def test_a_trial_that_diverges_fails_the_sweep_naming_its_cause(

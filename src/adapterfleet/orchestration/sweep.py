@@ -24,12 +24,15 @@ from adapterfleet.registry import (
     MlflowRunLogger,
     ModelVersionInfo,
     ensure_experiment,
+    get_version,
     open_sweep_run,
+    set_alias,
 )
 from adapterfleet.registry.descriptions import TAG_NOTE
 from adapterfleet.registry.heartbeat import heartbeat
 from adapterfleet.registry.interrupted import clear_interrupted, mark_interrupted
 from adapterfleet.registry.store import check_store, login_env, missing_store
+from adapterfleet.registry.tags import BEST_ALIAS
 from adapterfleet.training import end_quietly
 from adapterfleet.tuning.plan import check_resumable, plan_sweep
 from adapterfleet.tuning.spec import sweep_description, task_config_hash
@@ -192,7 +195,12 @@ def run_adapter_stage(
         alive.enter_context(heartbeat(uri, experiment_id))  # for `status` after a `kill -9`
         plan = plan_sweep(config, uri, experiment_id, resume=resume)
         for task, info in plan.registered.items():
-            progress(f"task {task}: already registered as {info.name} v{info.version}, skipped")
+            said = f"task {task}: already registered as {info.name} v{info.version}, skipped"
+            if BEST_ALIAS not in info.aliases:  # settings or data changed back to its own
+                set_alias(uri, info.name, BEST_ALIAS, info.version)
+                plan.registered[task] = get_version(uri, info.name, alias=BEST_ALIAS) or info
+                said += f"; it was trained for these settings and data: @best is v{info.version}"
+            progress(said)
         for task, info in plan.changed.items():
             progress(
                 f"task {task}: its data files changed since {info.name} v{info.version} was "

@@ -69,6 +69,25 @@ def registered_adapter(
     return info if info is not None and info.tags.get(TAG_CONFIG_HASH) == config_hash else None
 
 
+def earlier_adapter(
+    uri: str, config: PipelineConfig, task: str, keys: tuple[str, str | None]
+) -> ModelVersionInfo | None:
+    """The newest version of the task's adapter registered for `keys` (`current_keys`), when
+    `@best` has moved on to another: a config changed and then changed back, a data file
+    edited and restored. Its weights are what a sweep would train again."""
+    from adapterfleet.registry.models import get_client, search_versions
+    from adapterfleet.registry.tags import quote
+
+    name = adapter_model_name(config.registry_prefix, task)
+    wanted = f"name = {quote(name)} AND tags.`{TAG_CONFIG_HASH}` = {quote(keys[0])}"
+    found = search_versions(get_client(uri), wanted)
+    for version in sorted(found, key=lambda mv: -int(mv.version)):
+        info = get_version(uri, name, version=version.version)
+        if info is not None and is_current(info, keys):
+            return info
+    return None
+
+
 def current_keys(config: PipelineConfig, task: str) -> tuple[str, str | None]:
     """What a version of the task's adapter must have been registered for now: its settings'
     config hash and its data files' sha256 (None for hub data)."""
@@ -157,10 +176,14 @@ class _Survey:
         registered, changed = {}, {}
         if missing_store(tracking_uri) is None:
             for task, config_hash in hashes.items():
+                keys = (config_hash, data[task])
                 info = registered_adapter(tracking_uri, config, task, config_hash)
-                if info is not None:  # its settings match: only the data can differ
-                    found = registered if is_current(info, (config_hash, data[task])) else changed
-                    found[task] = info
+                if info is not None and is_current(info, keys):
+                    registered[task] = info
+                elif earlier := earlier_adapter(tracking_uri, config, task, keys):
+                    registered[task] = earlier  # not under @best: the sweep moves it back
+                elif info is not None:  # its settings match: only the data differs
+                    changed[task] = info
         pending = tuple(t for t in config.adapter_tasks if t not in registered)
         path = experiment_path(config)
         meta = read_meta(path) if pending and _restorable(path) else None

@@ -203,6 +203,10 @@ def test_status_not_started_and_missing_store(tmp_path: Path) -> None:
     failed = store.client.create_run(store.experiment, tags={TAG_KIND: "fusion", TAG_TASK: "a"})
     store.client.set_terminated(failed.info.run_id, "FAILED")
     assert pipeline_status(config, config.tracking_uri).fusions[0].state.startswith("failed (run ")
+    # Ctrl-C during the fusion ends its run KILLED (`ended_by`): it said "failed" too
+    stopped = store.client.create_run(store.experiment, tags={TAG_KIND: "fusion", TAG_TASK: "a"})
+    store.client.set_terminated(stopped.info.run_id, "KILLED")
+    assert pipeline_status(config, config.tracking_uri).fusions[0].state == "interrupted"
 
 
 def test_status_by_name_matches_the_config_view(

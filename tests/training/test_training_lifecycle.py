@@ -18,6 +18,7 @@ from adapterfleet.training import (
     TrainConfig,
     checkpoint_history,
     end_quietly,
+    ended_by,
     fit,
     resume_job,
 )
@@ -216,3 +217,10 @@ def test_workdir_resumes_from_its_newest_complete_checkpoint(tmp_path: Path) -> 
     assert _on_disk(work) == ["epoch-0004"]
     work.clear_checkpoints()
     assert work.latest_checkpoint() is None
+
+
+def test_a_run_a_stop_ended_is_killed_one_an_error_ended_failed() -> None:
+    """The fusion and baseline jobs ended FAILED on Ctrl-C (a trial ended KILLED), so `status`
+    said the fusion failed where it had been interrupted."""
+    assert ended_by(KeyboardInterrupt()) == "KILLED" and ended_by(SystemExit(143)) == "KILLED"
+    assert ended_by(RuntimeError("nan")) == "FAILED"

@@ -47,6 +47,7 @@ from adapterfleet.training import (
     JobWorkdir,
     TrainConfig,
     end_quietly,
+    ended_by,
 )
 from adapterfleet.training.modes import (
     RUN_FILE,
@@ -180,8 +181,8 @@ def run_baseline_job(
             else:
                 logger.log_metrics(result)
         _log_run_folder(logger, work.run_dir)
-    except BaseException:
-        end_quietly(logger, "FAILED")
+    except BaseException as error:
+        end_quietly(logger, ended_by(error))
         raise
     logger.end("FINISHED")
     work.clear_checkpoints()

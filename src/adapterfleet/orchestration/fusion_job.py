@@ -54,6 +54,7 @@ from adapterfleet.registry.tags import BEST_ALIAS, TAG_LINEAGE, TAG_LINEAGE_KEY
 from adapterfleet.training import (
     JobWorkdir,
     end_quietly,
+    ended_by,
 )
 from adapterfleet.training.metrics import metric_direction, signed
 from adapterfleet.training.modes import RunResult
@@ -249,8 +250,8 @@ def _train_and_register(
         logger.log_metrics({f"best_dev_{k}": v for k, v in run.dev_metrics.items()})
         logger.log_artifacts(workdir.run_dir, "")
         version = _register(config, plan, uri, logger.run_id, run, alias, tags)
-    except BaseException:
-        end_quietly(logger, "FAILED")
+    except BaseException as error:
+        end_quietly(logger, ended_by(error))
         raise
     logger.end("FINISHED")
     workdir.clear_checkpoints()  # registered: a rerun finds the version, never resumes this

@@ -34,7 +34,7 @@ from adapterfleet.registry.interrupted import clear_interrupted, mark_interrupte
 from adapterfleet.registry.store import check_store, login_env, missing_store
 from adapterfleet.registry.tags import BEST_ALIAS
 from adapterfleet.training import end_quietly
-from adapterfleet.tuning.plan import check_resumable, plan_sweep
+from adapterfleet.tuning.plan import SweepPlan, check_resumable, plan_sweep
 from adapterfleet.tuning.spec import sweep_description, task_config_hash
 
 # an address `ensure_ray` was given (a host name, "auto") -> the GCS address of what it joined
@@ -194,18 +194,7 @@ def run_adapter_stage(
         clear_interrupted(uri, experiment_id)  # its runs are running again
         alive.enter_context(heartbeat(uri, experiment_id))  # for `status` after a `kill -9`
         plan = plan_sweep(config, uri, experiment_id, resume=resume)
-        for task, info in plan.registered.items():
-            said = f"task {task}: already registered as {info.name} v{info.version}, skipped"
-            if BEST_ALIAS not in info.aliases:  # settings or data changed back to its own
-                set_alias(uri, info.name, BEST_ALIAS, info.version)
-                plan.registered[task] = get_version(uri, info.name, alias=BEST_ALIAS) or info
-                said += f"; it was trained for these settings and data: @best is v{info.version}"
-            progress(said)
-        for task, info in plan.changed.items():
-            progress(
-                f"task {task}: its data files changed since {info.name} v{info.version} was "
-                "registered for these settings; training it again"
-            )
+        _say_planned(plan, uri, progress)
         if not plan.pending:
             return dict(plan.registered)
         ensure_ray(ray_address, num_cpus, ray_log_level(level))
@@ -227,6 +216,23 @@ def run_adapter_stage(
                 if task not in done:
                     end_quietly(run, status, progress)
             raise
+
+
+def _say_planned(plan: SweepPlan, uri: str, progress: Say) -> None:
+    """What the plan skips and what it trains again; a version found for the current settings
+    and data but not under @best (a config changed back) gets @best again."""
+    for task, info in plan.registered.items():
+        said = f"task {task}: already registered as {info.name} v{info.version}, skipped"
+        if BEST_ALIAS not in info.aliases:  # settings or data changed back to its own
+            set_alias(uri, info.name, BEST_ALIAS, info.version)
+            plan.registered[task] = get_version(uri, info.name, alias=BEST_ALIAS) or info
+            said += f"; it was trained for these settings and data: @best is v{info.version}"
+        progress(said)
+    for task, info in plan.changed.items():
+        progress(
+            f"task {task}: its data files changed since {info.name} v{info.version} was "
+            "registered for these settings; training it again"
+        )
 
 
 def _open_sweep_runs(

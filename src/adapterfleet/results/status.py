@@ -371,7 +371,7 @@ def _fusion_status(
     latest = max(runs, key=lambda r: r.start_time, default=None)
     if latest is not None and latest.status in RUNNING:
         return FusionStatus(target, sources, "training")
-    if latest is not None and latest.status == INTERRUPTED:
+    if latest is not None and latest.status in (INTERRUPTED, "KILLED"):  # KILLED: by Ctrl-C
         return FusionStatus(target, sources, "interrupted")
     if latest is not None and latest.status in FAILED:
         return FusionStatus(target, sources, f"failed (run {latest.run_id})")

@@ -120,6 +120,13 @@ def relog_missing_epochs(sink: EpochSink, folder: Path) -> None:
             sink.log_metrics(history_metrics(entry), step=int(entry["epoch"]))
 
 
+def ended_by(error: BaseException) -> str:
+    """The status of a run that `error` ended: KILLED when it was stopped (Ctrl-C, SIGTERM, a
+    Ray task cancelled with the driver), FAILED otherwise; `status` shows the first as
+    interrupted."""
+    return "KILLED" if isinstance(error, SystemExit | KeyboardInterrupt) else "FAILED"
+
+
 def end_quietly(sink: EpochSink, status: str, say: Say = print) -> None:
     """End the run without hiding the error that got us here: a failure to end it is said,
     not raised."""

@@ -28,6 +28,7 @@ from adapterfleet.training import (
     JobWorkdir,
     TrainConfig,
     end_quietly,
+    ended_by,
     resume_job,
 )
 from adapterfleet.training.metrics import signed
@@ -180,7 +181,7 @@ def run_trial(config: dict[str, Any], ctx: SweepContext) -> None:
 
 def end_failed(logger: MlflowRunLogger, error: BaseException) -> None:
     """End the run of a trial that raised: KILLED when it was stopped, FAILED otherwise."""
-    end_quietly(logger, "KILLED" if isinstance(error, SystemExit | KeyboardInterrupt) else "FAILED")
+    end_quietly(logger, ended_by(error))
 
 
 def report_final(logger: MlflowRunLogger, final: dict[str, Any], objective: float) -> None:

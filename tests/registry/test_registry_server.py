@@ -31,6 +31,27 @@ from adapterfleet.registry import (
 pytestmark = pytest.mark.integration
 
 
+def test_ending_runs_on_a_server_prints_no_links_between_our_lines(
+    mlflow_server: str,
+    new_name: Callable[[str], str],
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """MLflow writes `🏃 View run ... at:` and `🧪 View experiment at:` to stdout as a run ends
+    against a server: a pair per trial and task in the pipeline's console (SQLite runs had none)."""
+    monkeypatch.delenv("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", raising=False)
+    experiment = ensure_experiment(mlflow_server, new_name("links"))
+    sweep = open_sweep_run(mlflow_server, experiment, "sweep-links", "rte")
+    trial = open_trial_run(mlflow_server, experiment, sweep.run_id, "t_1", "rf16", {"lr": 0.1})
+    trial.end()
+    sweep.end()
+    assert "View run" not in capfd.readouterr().out
+    monkeypatch.setenv("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "false")  # the user's choice
+    asked = open_trial_run(mlflow_server, experiment, sweep.run_id, "t_2", "rf16", {"lr": 0.1})
+    asked.end()
+    assert "View run" in capfd.readouterr().out
+
+
 def test_runs_register_pull_and_idempotency_over_http(
     mlflow_server: str,
     tmp_path: Path,

@@ -327,8 +327,13 @@ _READY: set[str] = set()
 
 
 def get_client(uri: str) -> MlflowClient:
-    """An `MlflowClient` bound to `uri` for both tracking and registry (no global state)."""
+    """An `MlflowClient` bound to `uri` for both tracking and registry (no global state).
+    Against a server MLflow prints `View run ... at` / `View experiment at` to stdout as each
+    run ends, between the pipeline's own lines: not unless the user asks for it (the variable
+    set to false; `ui` prints the experiment's link)."""
     from mlflow import MlflowClient
+
+    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")  # read per call
 
     if not uri.startswith("sqlite:///") or uri in _READY:
         return MlflowClient(tracking_uri=uri, registry_uri=uri)

@@ -101,6 +101,41 @@ def test_off_a_terminal_lines_are_plain_and_quiet_says_nothing() -> None:
     assert log.getvalue() == "a line"
 
 
+def test_tunes_traceback_of_a_failed_trial_stays_out_of_the_console(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A trial that raised (the tracking server down for minutes) printed Tune's ERROR with a
+    70-line traceback after the trial's own `failed (<cause>)` line; other Tune errors pass."""
+    import logging
+
+    from adapterfleet.orchestration.relay import TUNE_CONTROLLER, library_output
+
+    tune = logging.getLogger(TUNE_CONTROLLER)
+    with library_output(Level.DEFAULT):
+        tune.error("Trial task failed for trial adapter_trial_1", exc_info=ValueError("down"))
+        tune.error("the controller itself broke")
+    assert [r.getMessage() for r in caplog.records] == ["the controller itself broke"]
+    caplog.clear()
+    with library_output(Level.VERBOSE):
+        tune.error("Trial task failed for trial adapter_trial_2")
+    assert [r.getMessage() for r in caplog.records] == [
+        "Trial task failed for trial adapter_trial_2"
+    ]
+
+
+def test_a_registry_call_that_gave_up_says_how_long_it_really_tried() -> None:
+    """One attempt may take longer than the deadline (MLflow retries a request itself): the
+    error said "after 1 attempts over 120s" after eight minutes."""
+    from adapterfleet.registry.errors import RegistryError, call_with_retry
+
+    def down() -> None:
+        time.sleep(1.2)
+        raise ConnectionError("refused")
+
+    with pytest.raises(RegistryError, match=r"^log metrics failed after 1 attempt over 1s: "):
+        call_with_retry(down, what="log metrics", timeout_s=0.1)
+
+
 def test_a_failed_ray_task_is_said_by_its_cause_not_rays_traceback(ray_local, tmp_path) -> None:
     """A baseline's error was cut to 300 characters of Ray's traceback, which ended before the
     cause (`reduction_factor 7 does not divide ...`)."""

@@ -193,16 +193,28 @@ def library_output(level: Level) -> Iterator[None]:
     ray_logger = logging.getLogger("ray")
     before = ray_logger.level
     quiet = ray_log_level(level)
+    controller = logging.getLogger(TUNE_CONTROLLER)
     try:
         if quiet is None:
             yield
             return
         if "ray" in sys.modules:
             ray_logger.setLevel(quiet)
+        controller.addFilter(_said_by_us)
         with tracking_log_level(quiet):
             yield
     finally:
+        controller.removeFilter(_said_by_us)
         ray_logger.setLevel(before or logging.INFO)  # Ray's own default
+
+
+TUNE_CONTROLLER = "ray.tune.execution.tune_controller"
+
+
+def _said_by_us(record: logging.LogRecord) -> bool:
+    """Tune's ERROR with the traceback of a trial that raised: the trial's own line says it
+    (`trial ...: failed (<cause>)`), and the traceback stays in the trial's log."""
+    return not str(record.msg).startswith("Trial task failed")
 
 
 @contextmanager

@@ -70,7 +70,8 @@ def call_with_retry(
     `fn` is only called again after it raised, so a call that failed is never doubled by
     this loop. Non-transient errors propagate unchanged at once.
     """
-    deadline = time.monotonic() + timeout_s
+    started = time.monotonic()
+    deadline = started + timeout_s
     delay = first_delay_s
     attempts = 0
     while True:
@@ -83,8 +84,10 @@ def call_with_retry(
                 raise
             if remaining <= 0:
                 first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                took = time.monotonic() - started  # one attempt may outlast the timeout
+                tries = f"{attempts} attempt" + "s" * (attempts != 1)
                 raise RegistryError(
-                    f"{what} failed after {attempts} attempts over {timeout_s:g}s: {first}; "
+                    f"{what} failed after {tries} over {took:.0f}s: {first}; "
                     "check that the MLflow tracking server is up and reachable"
                 ) from exc
             time.sleep(min(delay, remaining))

@@ -36,6 +36,12 @@ def duration_text(seconds: float) -> str:
     return f"{whole // 3600} h {whole % 3600 // 60} min"
 
 
+def plural(count: int, noun: str, *, bare: bool = False) -> str:
+    """`1 row`, `2 rows`; with `bare`, the noun alone (`row`, `rows`)."""
+    word = noun if count == 1 else f"{noun}s"
+    return word if bare else f"{count} {word}"
+
+
 class LiveFooter:
     """A `Say` for a terminal: each line printed above a footer that stays on the last row and is
     redrawn every second: the elapsed time and the latest trial counts (`[trials 2 done, ...]`,

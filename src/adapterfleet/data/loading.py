@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from adapterfleet._hub import cache_only_while_unreachable, hub_unreachable
+from adapterfleet.console import plural
 from adapterfleet.data.choices import choice_rows
 from adapterfleet.data.demo import ensure_demo_files
 from adapterfleet.data.errors import TaskError
@@ -22,7 +23,6 @@ from adapterfleet.data.quality import (
     check_once,
     check_skipped,
     is_blank,
-    plural,
     skip_places,
 )
 from adapterfleet.data.readers import RawSplit, read_file

@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from adapterfleet.console import plural
 from adapterfleet.data.choices import check_columns, record_texts
 from adapterfleet.data.encodings import DEFAULT_ENCODING
 from adapterfleet.data.errors import TaskError
-from adapterfleet.data.quality import RowRef, cell_text, check_once, plural, skip_places
+from adapterfleet.data.quality import RowRef, cell_text, check_once, skip_places
 from adapterfleet.data.readers import RawSplit, read_file
 from adapterfleet.data.sources import EXTENSIONS, FORMATS, SplitSource
 from adapterfleet.data.tasks import TaskSpec

@@ -30,6 +30,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from adapterfleet.console import plural
 from adapterfleet.data.errors import TaskError
 from adapterfleet.data.numbers import parse_fraction
 
@@ -146,12 +147,6 @@ def skip_places(raw: RawSplit, missing: Sequence[int]) -> str:
             f"a value missing or empty in {plural(len(missing), 'record', bare=True)} {shown}"
         )
     return "; ".join(places)
-
-
-def plural(count: int, noun: str, *, bare: bool = False) -> str:
-    """`1 row`, `2 rows`; with `bare`, the noun alone (`row`, `rows`)."""
-    word = noun if count == 1 else f"{noun}s"
-    return word if bare else f"{count} {word}"
 
 
 def _first(numbers: Sequence[int], count: int) -> str:

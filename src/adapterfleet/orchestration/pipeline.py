@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from adapterfleet.config import PipelineConfig
-from adapterfleet.console import Level, Say
+from adapterfleet.console import Level, Say, plural
 from adapterfleet.errors import cause_text
 from adapterfleet.masking import masked_settings
 from adapterfleet.orchestration.baselines import (
@@ -306,8 +306,7 @@ def _validate_and_start(
     """Validate the whole config (a local Ray's node included, before it starts), start (or
     join) Ray and check that its nodes can hold a trial; only then create the experiment, so a
     refusal writes nothing. The experiment id."""
-    shown, count = safe_uri(uri), len(config.tasks)
-    tasks = f"{count} task" + "s" * (count != 1)
+    shown, tasks = safe_uri(uri), plural(len(config.tasks), "task")
     relay.say(f"pipeline {config.name}: validating ({tasks}, tracking {shown})")
     address = ray_address or os.environ.get("RAY_ADDRESS")
     local = address in (None, "local") and not ray_initialized()

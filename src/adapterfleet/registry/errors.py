@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
+from adapterfleet.console import plural
 from adapterfleet.errors import UserError
 from adapterfleet.masking import mask
 
@@ -85,9 +86,8 @@ def call_with_retry(
             if remaining <= 0:
                 first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                 took = time.monotonic() - started  # one attempt may outlast the timeout
-                tries = f"{attempts} attempt" + "s" * (attempts != 1)
                 raise RegistryError(
-                    f"{what} failed after {tries} over {took:.0f}s: {first}; "
+                    f"{what} failed after {plural(attempts, 'attempt')} over {took:.0f}s: {first}; "
                     "check that the MLflow tracking server is up and reachable"
                 ) from exc
             time.sleep(min(delay, remaining))

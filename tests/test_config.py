@@ -491,3 +491,15 @@ def test_set_changes_the_tasks_of_a_tasks_file_and_of_the_demo(tmp_path):
     with pytest.raises(ConfigError, match=r"no task 'aa' in tasks \(tasks: a, b\); check the name"):
         load_config(_write(tmp_path, BASE), ["tasks.aa.max_train_examples=1"])
     assert not (tmp_path / "runs").exists()
+
+
+def test_the_demo_config_is_found_by_name_from_any_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no configs/ here: a user who installed the package
+    shipped = load_config("demo", ["budget=tiny"])
+    assert (shipped.name, shipped.max_length) == ("demo", 64)
+    assert set(shipped.tasks) == {"demo_sentiment", "demo_aspect", "demo_negation", "demo_delivery"}
+    assert shipped == load_config(ROOT / "configs" / "demo.yaml", ["budget=tiny"])
+    (tmp_path / "demo").write_text("name: mine\ndemo_tasks: true\n")  # a file of that name wins
+    assert load_config("demo").name == "mine"
+    with pytest.raises(ConfigError, match=r"dmeo not found; .*ships with adapterfleet: demo\)$"):
+        load_config("dmeo")

@@ -97,6 +97,24 @@ def test_submit_pipeline_entrypoint(with_token: Any, tmp_path: Path) -> None:
     )
 
 
+def test_the_packaged_demo_is_submitted_by_its_name(
+    with_token: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`submit -c demo` from a folder of one's own: the config ships with adapterfleet, so it
+    is not refused as outside the upload; the job names it as the user did."""
+    monkeypatch.chdir(tmp_path)
+    job_id = submit_pipeline("demo", with_token.address, ["budget=tiny"], working_dir=tmp_path)
+    assert job_id.startswith("adapterfleet-demo-")
+    stop_job(with_token.address, job_id)
+    info = next(j for j in list_jobs(with_token.address) if j.job_id == job_id)
+    assert info.entrypoint == "adapterfleet run demo --set budget=tiny"
+    assert wait_for_job(with_token.address, job_id, timeout_s=60, poll_s=0.5) in (
+        "STOPPED",
+        "FAILED",
+        "SUCCEEDED",
+    )
+
+
 def test_wrong_token_is_refused(with_token: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RAY_AUTH_TOKEN", "0" * 64)
     with pytest.raises(JobError, match=r"rejected the auth token from RAY_AUTH_TOKEN") as info:

@@ -1,17 +1,18 @@
 """`adapterfleet demo` itself, from the console script, on the demo's tiny budget: the packaged
-MiniLM, the generated task suite, local Ray, SQLite MLflow. What a new user sees first."""
+MiniLM, the generated task suite, local Ray, SQLite MLflow. What a new user sees first, in a
+folder of their own (the demo's config ships with the package)."""
 
 from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
 TASKS = ("demo_sentiment", "demo_aspect", "demo_negation", "demo_delivery")
 
 
@@ -24,7 +25,7 @@ def test_the_demo_runs_end_to_end_and_ends_with_its_summary(tmp_path: Path) -> N
     storage = tmp_path / "runs"
     result = subprocess.run(
         [str(command), "demo", "-o", "budget=tiny", "-o", f"storage={storage}"],
-        cwd=ROOT,
+        cwd=tmp_path,  # not the repository: a user who installed the package
         env={**os.environ, "PATH": path},
         capture_output=True,
         text=True,
@@ -52,5 +53,15 @@ def test_the_demo_runs_end_to_end_and_ends_with_its_summary(tmp_path: Path) -> N
     scores = {(row[0], row[1]): float(row[5]) for row in rows}
     assert scores[("demo_aspect", "adapter")] > 0.5  # four balanced classes: chance is 0.25
     assert scores[("demo_negation", "adapter")] > 0.7  # two balanced classes
-    assert re.search(r"^wall time (\d+ min )?\d+ s\. See the runs: adapterfleet ui ", output, re.M)
+    ui = re.search(
+        r"^wall time (\d+ min )?\d+ s\. See the runs: (adapterfleet ui .*)$", output, re.M
+    )
+    assert ui is not None, output[-2000:]
+    assert ui[2] == f"adapterfleet ui -c demo -o budget=tiny -o storage={storage}"
     assert (storage / "mlflow.db").is_file()
+    # the line's config and options find the pipeline again, from the same folder
+    status = [str(command), "status", *shlex.split(ui[2])[2:]]
+    shown = subprocess.run(status, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    fusion = r"^FUSION .*\n^demo_delivery +demo_sentiment,\S+ +v1 @best "
+    assert re.search(fusion, shown.stdout, re.M), shown.stdout

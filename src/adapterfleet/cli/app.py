@@ -47,7 +47,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-DEMO_CONFIG = Path("configs/demo.yaml")
+DEMO_CONFIG = Path("demo")  # shipped with adapterfleet: config.document.config_file
 BaseModelOpt = Annotated[
     str | None, typer.Option(help="Base model to fuse on (e.g. an MT-A run's model/).")
 ]

@@ -31,7 +31,7 @@ from adapterfleet.config.adapter_stage import (
     AdapterStage,
     TaskGrid,
 )
-from adapterfleet.config.document import apply_budget, apply_overrides, load_config
+from adapterfleet.config.document import apply_budget, apply_overrides, config_file, load_config
 from adapterfleet.config.fields import ConfigError, flat_changes, training_with
 from adapterfleet.config.schema import (
     DEFAULT_STORAGE,
@@ -72,6 +72,7 @@ __all__ = [
     "absolute_storage",
     "apply_budget",
     "apply_overrides",
+    "config_file",
     "flat_changes",
     "load_config",
     "parse_config",

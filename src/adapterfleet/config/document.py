@@ -19,10 +19,22 @@ from adapterfleet.config.schema import PipelineConfig, parse_config
 from adapterfleet.data import load_yaml
 from adapterfleet.errors import nul_at
 
+PACKAGED = ("demo",)  # configs that ship with adapterfleet: `-c demo` from any folder
+
+
+def config_file(path: str | Path) -> Path:
+    """`path`, or the config shipped with adapterfleet when `path` is one of their names
+    (`demo`) and no such file is here: a file of that name in the working folder wins."""
+    path = Path(path)
+    if str(path) in PACKAGED and not path.is_file():
+        return Path(__file__).resolve().parents[1] / "configs" / f"{path}.yaml"
+    return path
+
 
 def load_config(path: str | Path, overrides: Sequence[str] = ()) -> PipelineConfig:
-    """Read, override and validate a pipeline YAML file; every error is one line."""
-    path = Path(path)
+    """Read, override and validate a pipeline YAML file (or a packaged config's name, see
+    `config_file`); every error is one line."""
+    path = config_file(path)
     document = apply_overrides(read_document(path), overrides)
     document = apply_budget(document, overrides)
     document.setdefault("name", re.sub(r"[^A-Za-z0-9_-]", "-", path.stem))
@@ -42,7 +54,11 @@ def refuse_nul(document: Any) -> None:
 def read_document(path: Path) -> dict[str, Any]:
     """The settings mapping of a pipeline YAML file; a syntax error names its line."""
     if not path.is_file():
-        raise ConfigError(f"config file {path} not found; pass the path of a pipeline YAML file")
+        named = f" (or the name of one that ships with adapterfleet: {', '.join(PACKAGED)})"
+        raise ConfigError(
+            f"config file {path} not found; pass the path of a pipeline YAML file"
+            + ("" if path.suffix else named)  # a bare word may have meant one of those
+        )
     try:
         document = load_yaml(path.read_text(encoding="utf-8-sig"))  # a byte-order mark is skipped
     except UnicodeDecodeError as error:

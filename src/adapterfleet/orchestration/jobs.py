@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from adapterfleet.config import ConfigError, apply_overrides
+from adapterfleet.config import ConfigError, apply_overrides, config_file
 from adapterfleet.errors import UserError
 from adapterfleet.orchestration.job_env import PASS_ENV as PASS_ENV  # re-exported
 from adapterfleet.orchestration.job_env import job_env as job_env
@@ -221,6 +221,20 @@ def submit_job(
         raise _fail("submitting the job", client.get_address(), exc) from None
 
 
+def _uploaded_config(given: Path, folder: Path) -> tuple[Path, str]:
+    """The config file and the path the job gives it: inside `folder`, or a packaged config's
+    name (`demo`), which ships with adapterfleet on the cluster as here."""
+    config = config_file(given).resolve()
+    if config.is_relative_to(folder):
+        return config, config.relative_to(folder).as_posix()
+    if config != given.resolve():
+        return config, str(given)
+    raise JobError(
+        f"config {config} is outside working_dir {folder}, the folder uploaded for the job; "
+        "put the config inside it, or pass the folder that holds it as --working-dir"
+    )
+
+
 def _config_document(config_path: Path, overrides: Sequence[str]) -> dict[str, Any]:
     """The YAML with overrides applied; the full validation runs on the cluster (its data
     paths need not exist here)."""
@@ -264,14 +278,7 @@ def submit_pipeline(
     unless it SUCCEEDED. Returns the submission id.
     """
     folder = Path(working_dir).expanduser().resolve()
-    config = Path(config_path).expanduser().resolve()
-    try:
-        config_rel = config.relative_to(folder).as_posix()
-    except ValueError:
-        raise JobError(
-            f"config {config} is outside working_dir {folder}, the folder uploaded for the job; "
-            "put the config inside it, or pass the folder that holds it as --working-dir"
-        ) from None
+    config, config_rel = _uploaded_config(Path(config_path).expanduser(), folder)
     document = _config_document(config, overrides)
     excludes = []
     storage = Path(str(document.get("storage") or "adapterfleet-runs"))

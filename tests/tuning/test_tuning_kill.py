@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -118,9 +119,15 @@ class Interrupted:
     output: str
 
 
-def _interrupt_mid_sweep(tiny_model: Path, tmp_path: Path, sig: signal.Signals) -> Interrupted:
-    """`adapterfleet run` of two tasks, sent `sig` once a trial has finished an epoch: SIGINT
-    to its process group (Ctrl-C in a terminal), SIGTERM to the driver alone (`kill PID`)."""
+def _interrupt_mid_sweep(
+    tiny_model: Path,
+    tmp_path: Path,
+    sig: signal.Signals,
+    ready: Callable[[Path], bool] = lambda root: _first_checkpoint(root / "runs") is not None,
+) -> Interrupted:
+    """`adapterfleet run` of two tasks, sent `sig` once `ready` (by default: once a trial has
+    finished an epoch): SIGINT to its process group (Ctrl-C in a terminal), SIGTERM to the
+    driver alone (`kill PID`)."""
     document = config_document(tmp_path, tiny_model)
     document["adapters"]["training"]["max_epochs"] = EPOCHS
     config_path = write_config(tmp_path, document)
@@ -143,9 +150,9 @@ def _interrupt_mid_sweep(tiny_model: Path, tmp_path: Path, sig: signal.Signals) 
         )  # fmt: skip
         deadline = time.monotonic() + START_DEADLINE_S
         try:
-            while _first_checkpoint(tmp_path / "runs") is None:
+            while not ready(tmp_path):
                 assert driver.poll() is None, (tmp_path / "driver1.log").read_text()[-3000:]
-                assert time.monotonic() < deadline, "no trial finished an epoch in time"
+                assert time.monotonic() < deadline, "the moment to interrupt never came"
                 time.sleep(0.05)
             if sig == signal.SIGINT:
                 os.killpg(driver.pid, sig)
@@ -196,6 +203,35 @@ def test_ctrl_c_mid_sweep_is_one_line_and_the_same_command_continues(
     for task in ("fruit", "water"):
         assert version_numbers(uri, f"tinysweep.adapter.{task}") == [1]
     assert "interrupted" not in _status(stop)  # the run took it off
+
+
+def test_a_task_registered_before_ctrl_c_keeps_its_sweep_run_finished(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    """Ctrl-C once one task is registered and the other's trials run: the registered task's
+    parent run was set KILLED with the rest, and stayed so, since the next run skips the task.
+    Now it stays FINISHED; the other's is KILLED until the next run finishes it."""
+
+    def one_registered(root: Path) -> bool:
+        log = (root / "driver1.log").read_text()
+        return len(re.findall(r"^task \w+: registered ", log, re.M)) == 1
+
+    stop = _interrupt_mid_sweep(tiny_model, tmp_path, signal.SIGINT, one_registered)
+    assert stop.returncode == 130, stop.output[-3000:]
+    (first,) = re.findall(r"^task (\w+): registered ", stop.output, re.M)
+    uri = default_tracking_uri(tmp_path / "runs")
+    parents = {run.data.tags["adapterfleet.task"]: run.info.status for run in runs_of(uri, "sweep")}
+    other = ({"fruit", "water"} - {first}).pop()
+    assert parents == {first: "FINISHED", other: "KILLED"}, stop.output[-3000:]
+
+    again = subprocess.run(
+        stop.command, capture_output=True, text=True, env=stop.env, timeout=RESUME_DEADLINE_S
+    )
+    end_all(stop.marker, grace_s=10)
+    assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
+    assert f"task {first}: already registered as" in again.stdout, again.stdout[-3000:]
+    parents = {run.data.tags["adapterfleet.task"]: run.info.status for run in runs_of(uri, "sweep")}
+    assert parents == {first: "FINISHED", other: "FINISHED"}
 
 
 def test_sigterm_mid_sweep_stops_as_ctrl_c_does(tiny_model: Path, tmp_path: Path) -> None:

@@ -210,10 +210,9 @@ def run_adapter_stage(
                 note=note,
             )
         except BaseException as error:
-            done = getattr(error, "registered", {})
             status = "KILLED" if isinstance(error, KeyboardInterrupt) else "FAILED"
-            for task, run in sweep_runs.items():
-                if task not in done:
+            for run in sweep_runs.values():
+                if run.ended is None:  # a task registered (or given up) before it ended its run
                     end_quietly(run, status, progress)
             raise
 

@@ -60,6 +60,7 @@ class MlflowRunLogger:
         self._run_id = run_id
         self._uri = uri if uri is not None else client.tracking_uri
         self.retry_timeout_s = retry_timeout_s
+        self.ended: str | None = None  # the status this logger ended the run with
 
     @classmethod
     def attach(
@@ -188,6 +189,7 @@ class MlflowRunLogger:
         if status not in END_STATUSES:
             raise ValueError(f"status must be one of {END_STATUSES}, got {status!r}")
         self._retry("end run", lambda: self._client.set_terminated(self._run_id, status))
+        self.ended = status
 
     def __enter__(self) -> MlflowRunLogger:
         return self

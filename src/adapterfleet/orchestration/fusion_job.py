@@ -68,7 +68,7 @@ class FusionOutcome:
     dev_metrics: dict[str, float]
     trained: bool  # False: it was registered already for these adapters
     wait_seconds: float  # from the job's start until all its adapters were found
-    start_delay: float  # from the last adapter's registration until training began
+    start_delay: float  # from the last adapter's registration until training began (or 0.0)
     best_kept: ModelVersionInfo | None = None  # `best` stayed on this version: better on dev
 
 
@@ -83,12 +83,16 @@ def run_fusion_job(
     warm: bool = False,
     say: Say = print,
     current_only: bool = False,
+    since: float | None = None,
 ) -> FusionOutcome:
     """Wait for the target's adapters, then train and register its fusion (or find it
     registered). With `warm`, first tokenise the target and load the base model, then poll
     every second: a job started before its last adapter is registered takes its first step
     seconds after it. `current_only` (the pipeline's): an adapter's `best` version counts only
-    once registered for the config's settings and data, not an older one its sweep replaces."""
+    once registered for the config's settings and data, not an older one its sweep replaces.
+    `since`: when the pipeline began (default: this job); the delays from the last adapter's
+    registration to training are logged only when it was registered after that, not by an
+    earlier run (they would measure the pause between the runs)."""
     torch.set_num_threads(max(1, int(config.resources.cpu)))
     config = replace(config, fusion=config.fusion.for_target(target))  # the target's metric
     if warm:
@@ -98,6 +102,7 @@ def run_fusion_job(
     sources = config.fusion.targets[target]
     names = {adapter_model_name(config.registry_prefix, t): t for t in sources}
     started = time.time()
+    since = started if since is None else since
 
     shown: list[set[str]] = [set()]
 
@@ -116,12 +121,12 @@ def run_fusion_job(
         _say_not_current(config, target, versions, say)
     seeds = seed_configs(config)
     if len(seeds) == 1:
-        outcome = _fusion_for_seed(config, target, uri, experiment_id, versions, waited, say)
+        outcome = _fusion_for_seed(config, target, uri, experiment_id, versions, waited, since, say)
         return point_best(uri, outcome, config.fusion.training.metric)
     metric = config.fusion.training.metric
     outcomes = []
     for seeded in seeds:
-        outcome = _fusion_for_seed(seeded, target, uri, experiment_id, versions, waited, say)
+        outcome = _fusion_for_seed(seeded, target, uri, experiment_id, versions, waited, since, say)
         seed = seeded.fusion.training.seed
         say(f"fusion {target}: seed {seed} {registered_text(outcome, metric)}")
         outcomes.append(outcome)
@@ -177,10 +182,11 @@ def _fusion_for_seed(
     experiment_id: str,
     versions: dict[str, ModelVersionInfo],
     waited: float,
+    since: float,
     say: Say,
 ) -> FusionOutcome:
     """The fusion over `versions` with `config`'s seed: found registered, or trained now (its
-    version without an alias: the caller points `best`)."""
+    version without an alias: the caller points `best`; `since`: `run_fusion_job`'s)."""
     key = lineage_key(config, target, versions)
     work = Path(config.storage).resolve() / "fusion" / target / key[:12]
     with training_claim(work, lambda: say(f"fusion {target}: another job trains it; waiting")):
@@ -191,7 +197,9 @@ def _fusion_for_seed(
             tags = existing.tags
             metrics = {k[4:]: float(v) for k, v in tags.items() if k.startswith("dev_")}
             return FusionOutcome(target, existing, metrics, False, waited, 0.0)
-        return _train_and_register(config, plan, uri, experiment_id, work, waited, say, alias=None)
+        return _train_and_register(
+            config, plan, uri, experiment_id, work, waited, say, alias=None, since=since
+        )
 
 
 def _warm_up(config: PipelineConfig, target: str) -> None:
@@ -221,13 +229,13 @@ def _train_and_register(
     *,
     alias: str | None = BEST_ALIAS,
     tags: dict[str, str] | None = None,
-    gated: bool = True,
+    since: float | None = None,
 ) -> FusionOutcome:
     """Pull the plan's adapters, train (resuming from the newest checkpoint in `work`), log the
     weights heatmap and register the fusion under `alias` (None: no alias) with lineage tags
     and `tags`.
-    `gated`: the job waited for the adapters, so the delays since their registration are
-    logged."""
+    `since`: the job waited for the adapters from then, so the delays since the last one's
+    registration are logged when it came after (None: it did not wait, as `prune`)."""
     target = plan.target
     logger = open_plan_run(config, plan, uri, experiment_id)
     if tags:
@@ -237,6 +245,7 @@ def _train_and_register(
         dirs = _pull_adapters(config, plan, uri, work / "adapters")
         registered_at = max(v.created_ms for v in plan.versions.values()) / 1000.0
         start_delay = time.time() - registered_at
+        gated = since is not None and registered_at >= since
         if gated:
             after = f"{start_delay:.1f}s after the last adapter"
             say(f"fusion {target}: training over {plan.lineage} ({after})")
@@ -255,7 +264,8 @@ def _train_and_register(
         raise
     logger.end("FINISHED")
     workdir.clear_checkpoints()  # registered: a rerun finds the version, never resumes this
-    return FusionOutcome(target, version, run.dev_metrics, True, waited, start_delay)
+    delay = start_delay if gated else 0.0
+    return FusionOutcome(target, version, run.dev_metrics, True, waited, delay)
 
 
 def registered_text(outcome: FusionOutcome, metric: str) -> str:

@@ -148,6 +148,7 @@ class FusionGate(threading.Thread):
         self.error: BaseException | None = None
         self.ref: Any = None  # the fusion job's ObjectRef once submitted
         self.start_now = start_now  # submit warm at once, reserving nothing (see the module)
+        self.since = time.time()  # an adapter registered before is not waited for
         self.stop = threading.Event()
 
     def run(self) -> None:
@@ -184,7 +185,7 @@ class FusionGate(threading.Thread):
         args = (self.config, self.target, self.uri, self.experiment_id)
         return remote.remote(
             run_fusion_job, WorkerSay(self.job), *args, timeout_s=timeout_s, warm=warm,
-            current_only=True,
+            current_only=True, since=self.since,
         )  # fmt: skip
 
     def _open_run(self, found: dict[str, ModelVersionInfo]) -> None:

@@ -340,6 +340,6 @@ def _pruned_fusion(
         plan = FusionPlan(target, chosen, key, lineage, None)
         tags = {TAG_PRUNED_FROM: f"v{source.version}", TAG_KEPT: ",".join(kept)}
         outcome = _train_and_register(
-            pruned, plan, uri, experiment_id, work, 0.0, say, alias=alias, tags=tags, gated=False
+            pruned, plan, uri, experiment_id, work, 0.0, say, alias=alias, tags=tags
         )
     return outcome.version, True

@@ -83,6 +83,8 @@ def test_a_30s_tracking_outage_loses_and_doubles_no_metric(
     assert outage.down_ms[0] > 0, "the outage never happened"
     assert all(e < EPOCHS for e in outage.epochs_at_stop.values()), "stopped after training"
     assert not any("retrying" in line for line in lines), lines  # no trial failed over it
+    # the console said it (the heartbeat asks every 15 s; the outage lasts 30)
+    assert any(f"no answer from {server.uri}/health" in line for line in lines), lines
     assert sorted(registered) == ["fruit"]
 
     uri = server.uri

@@ -48,7 +48,7 @@ def fuse_registered(
     config = with_fusion_training(config, fusion_training(config, target, **changes), seeds=seeds)
     uri = config.tracking_uri
     experiment_id = ensure_experiment(uri, config.name)
-    with heartbeat(uri, experiment_id):
+    with heartbeat(uri, experiment_id, say):
         outcome = run_fusion_job(config, target, uri, experiment_id, timeout_s=timeout_s, say=say)
     say(f"fusion {target}: {registered_text(outcome, config.fusion.training.metric)}")
     return outcome
@@ -63,7 +63,7 @@ def prune_registered(
     config = with_fusion_training(config, fusion_training(config, target, progress=progress))
     uri = config.tracking_uri
     experiment_id = ensure_experiment(uri, config.name)
-    with heartbeat(uri, experiment_id):
+    with heartbeat(uri, experiment_id, say):
         return prune_fusion(config, target, uri, experiment_id, say=say, **options)
 
 

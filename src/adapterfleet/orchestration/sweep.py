@@ -192,7 +192,7 @@ def run_adapter_stage(
             check_resumable(config, uri)
         experiment_id = ensure_experiment(uri, config.name)
         clear_interrupted(uri, experiment_id)  # its runs are running again
-        alive.enter_context(heartbeat(uri, experiment_id))  # for `status` after a `kill -9`
+        alive.enter_context(heartbeat(uri, experiment_id, progress))  # `status` after `kill -9`
         plan = plan_sweep(config, uri, experiment_id, resume=resume)
         _say_planned(plan, uri, progress)
         if not plan.pending:

@@ -3,28 +3,39 @@ daemon thread stamps the experiment with the time every `interval_s` seconds. A 
 dies at once (SIGKILL, the kernel's out-of-memory killer, a lost head node) leaves no
 interruption mark (`interrupted.py`) and its runs RUNNING; `status` reads a stamp older than
 `STALE_BEATS` intervals as that driver's end and counts those runs pending, as after Ctrl-C.
-The stamp is the driver's clock: `status` on a machine whose clock is minutes off misjudges it."""
+The stamp is the driver's clock: `status` on a machine whose clock is minutes off misjudges it.
+
+On a tracking server (http, https) the same thread asks `/health` every `PROBE_S` seconds and
+says when the server stops answering and when it answers again: trials and registrations wait
+through MLflow's retries for minutes, and the console would say nothing meanwhile."""
 
 from __future__ import annotations
 
 import os
 import threading
 import time
+import urllib.parse
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 
-from adapterfleet.registry.errors import RegistryError
-from adapterfleet.registry.store import get_client
+from adapterfleet.console import Say
+from adapterfleet.registry.errors import RegistryError, safe_uri
+from adapterfleet.registry.store import check_tracking_uri, get_client
 from adapterfleet.registry.tags import TAG_HEARTBEAT
 
 HEARTBEAT_ENV = "ADAPTERFLEET_HEARTBEAT_S"
 DEFAULT_INTERVAL_S = 60.0
 STALE_BEATS = 3  # a driver is taken for gone after this many intervals without a beat
+PROBE_S = 15.0  # at most this long between two questions to a tracking server
+PROBE_TIMEOUT_S = 5.0
 
 
 class _Beat:
-    def __init__(self, uri: str, experiment_id: str, interval_s: float) -> None:
+    def __init__(self, uri: str, experiment_id: str, interval_s: float, say: Say | None) -> None:
         self.uri, self.experiment_id, self.interval_s = uri, experiment_id, interval_s
+        self.say = say  # hears the server go silent and come back (None: nobody listens)
+        self.server = urllib.parse.urlsplit(uri).scheme.lower() in ("http", "https")
+        self.down_since: float | None = None
         self.users = 0
         self.stop = threading.Event()
         self.thread = threading.Thread(
@@ -38,9 +49,35 @@ class _Beat:
         with suppress(Exception):
             get_client(self.uri).set_experiment_tag(self.experiment_id, TAG_HEARTBEAT, stamp)
 
+    def answers(self) -> bool:
+        """Whether the store answers; for a server, a change is said (a SQLite or file store
+        has nobody to wait for, and its hiccups are retried at the next beat)."""
+        if not self.server or self.say is None:
+            return True
+        try:
+            check_tracking_uri(self.uri, PROBE_TIMEOUT_S, create=False)
+        except RegistryError as error:
+            if self.down_since is None:
+                self.down_since = time.monotonic()
+                self.say(
+                    f"{error} (the trials and registrations wait for it: MLflow retries each "
+                    "request for minutes; finished epochs are kept on disk)"
+                )
+            return False
+        if self.down_since is not None:
+            silent = time.monotonic() - self.down_since
+            self.say(
+                f"tracking URI {safe_uri(self.uri)}: the server answers again after {silent:.0f} s"
+            )
+            self.down_since = None
+        return True
+
     def _loop(self) -> None:
-        while not self.stop.wait(self.interval_s):
-            self.write()
+        last = time.monotonic()
+        while not self.stop.wait(min(self.interval_s, PROBE_S) if self.server else self.interval_s):
+            if self.answers() and time.monotonic() - last >= self.interval_s * 0.99:
+                self.write()
+                last = time.monotonic()
 
 
 _BEATS: dict[tuple[str, str], _Beat] = {}
@@ -65,17 +102,19 @@ def heartbeat_interval() -> float:
 
 
 @contextmanager
-def heartbeat(uri: str, experiment_id: str) -> Iterator[None]:
+def heartbeat(uri: str, experiment_id: str, say: Say | None = None) -> Iterator[None]:
     """Beat for experiment `experiment_id` while the block runs: the first stamp at once, then
-    one per interval. Nested blocks of one experiment share one thread."""
+    one per interval; `say` hears a tracking server go silent and answer again. Nested blocks
+    of one experiment share one thread (and the first `say` given)."""
     key = (uri, experiment_id)
     with _LOCK:
         beat = _BEATS.get(key)
         if beat is None:
-            beat = _Beat(uri, experiment_id, heartbeat_interval())
+            beat = _Beat(uri, experiment_id, heartbeat_interval(), say)
             beat.write()
             beat.thread.start()
             _BEATS[key] = beat
+        beat.say = beat.say or say
         beat.users += 1
     try:
         yield

@@ -503,3 +503,71 @@ def test_the_demo_config_is_found_by_name_from_any_folder(tmp_path, monkeypatch)
     assert load_config("demo").name == "mine"
     with pytest.raises(ConfigError, match=r"dmeo not found; .*ships with adapterfleet: demo\)$"):
         load_config("dmeo")
+
+
+def test_a_training_learning_rate_or_seed_is_the_sweeps_list_where_that_is_left_out(tmp_path):
+    """A trial takes its learning rate and seed from the sweep's lists: a value under
+    `adapters.training` (or a task's `task_training`) was accepted and never used, and the
+    sweep trained at 1e-4. It now is the list where the list is left out."""
+    path = _write(tmp_path, BASE)
+    given = [
+        "adapters.training.learning_rate=0.01",
+        "adapters.training.seed=5",
+        "adapters.task_training.b.learning_rate=3e-3",
+    ]
+    stage = load_config(path, given).adapters
+    assert (stage.learning_rates, stage.seeds) == ((0.01,), (5,))
+    assert stage.grid_for("a").learning_rates == (0.01,)
+    assert stage.grid_for("b").learning_rates == (3e-3,)  # the task's own rate, alone
+    listed = load_config(
+        path, [*given, "adapters.learning_rates=[0.01, 0.1]", "adapters.seeds=[5]"]
+    )
+    assert listed.adapters.grid_for("a").learning_rates == (0.01, 0.1)
+    assert listed.adapters.grid_for("b").learning_rates == (3e-3,)  # no task_grid: its own
+    within = ["adapters.task_grid.b.learning_rates=[1e-3, 3e-3]"]
+    assert load_config(path, [*given, *within]).adapters.grid_for("b").learning_rates == (
+        1e-3,
+        3e-3,
+    )
+    assert load_config(path).adapters.learning_rates == (1e-4,)  # neither given: the default
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            ["adapters.learning_rates=[1e-4]", "adapters.training.learning_rate=0.01"],
+            r"adapters\.training\.learning_rate: 0\.01 is not one of adapters\.learning_rates "
+            r"\[0\.0001\], the values the sweep's trials take; list it there, or remove "
+            r"adapters\.training\.learning_rate$",
+        ),
+        (
+            ["adapters.seeds=[0, 1]", "adapters.training.seed=5"],
+            r"adapters\.training\.seed: 5 is not one of adapters\.seeds \[0, 1\]",
+        ),
+        (
+            ["adapters.task_training.a.seed=3"],
+            r"adapters\.task_training\.a\.seed: 3 is not one of adapters\.seeds \[0\]",
+        ),
+        (
+            [
+                "adapters.task_grid.a.learning_rates=[1e-3]",
+                "adapters.task_training.a.learning_rate=1",
+            ],
+            r"adapters\.task_training\.a\.learning_rate: 1 is not one of "
+            r"adapters\.task_grid\.a\.learning_rates \[0\.001\]",
+        ),
+        (
+            [
+                "adapters.search=optuna",
+                "adapters.learning_rate_range=[1e-4, 1e-2]",
+                "adapters.training.learning_rate=0.5",
+            ],
+            r"adapters\.training\.learning_rate: 0\.5 is outside adapters\.learning_rate_range "
+            r"\[0\.0001, 0\.01\], from which the sweep draws",
+        ),
+    ],
+)
+def test_a_training_value_the_sweep_would_not_take_is_refused(tmp_path, overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(_write(tmp_path, BASE), overrides)

@@ -146,7 +146,9 @@ class AdapterStage:
         metrics = _task_metrics(tasks, names, training_raw, per_task)
         training = training_at(base, {}, "adapters.training")
         task_training = trainings_at(per_task, base, "adapters.task_training")
-        task_grid = TaskGrid.per_task(raw.get("task_grid") or {}, tasks, TaskGrid(rfs, lrs))
+        lrs, seeds, task_grid = _sweep_lists(
+            raw, training_raw, per_task, training, task_training, tasks, rfs, lrs, seeds
+        )
         stage = cls(architecture, rfs, lrs, names, seeds, training, task_training, task_grid)
         return replace(stage, task_metrics=metrics)._with_search(raw)
 
@@ -193,6 +195,77 @@ class AdapterStage:
                     f"adapters.asha_grace_period: {grace} is more than the {epochs} max_epochs "
                     f"of task {task!r}; lower it"
                 )
+
+
+def _sweep_lists(
+    raw: Mapping[str, Any],
+    training_raw: Mapping[str, Any],
+    per_task: Mapping[str, Any],
+    training: TrainConfig,
+    task_training: Mapping[str, TrainConfig],
+    tasks: Mapping[str, TaskSpec],
+    rfs: tuple[int, ...],
+    lrs: tuple[float, ...],
+    seeds: tuple[int, ...],
+) -> tuple[tuple[float, ...], tuple[int, ...], dict[str, TaskGrid]]:
+    """The learning rates, seeds and task grids of the sweep. A trial takes its learning rate
+    and seed from them, never from a training mapping: what `training` or `task_training`
+    gives is the list where it was left out, and is checked against it otherwise (`_taken`)."""
+    lr_range = _lr_range(raw["learning_rate_range"]) if "learning_rate_range" in raw else None
+    listed = "adapters.learning_rates" if "learning_rates" in raw else None
+    where = "adapters.training"
+    lr = training.learning_rate
+    lrs = _taken(where, training_raw, "learning_rate", lr, lrs, listed, lr_range)
+    listed = "adapters.seeds" if "seeds" in raw else None
+    seeds = _taken(where, training_raw, "seed", training.seed, seeds, listed)
+    task_grid = TaskGrid.per_task(raw.get("task_grid") or {}, tasks, TaskGrid(rfs, lrs))
+    for task, changes in per_task.items():
+        where, own = f"adapters.task_training.{task}", task_training[task]
+        _taken(where, changes, "seed", own.seed, seeds, "adapters.seeds")
+        grid = task_grid.get(task, TaskGrid(rfs, lrs))
+        if raw.get("search", "grid") == "grid":
+            given = "learning_rates" in ((raw.get("task_grid") or {}).get(task) or {})
+            listed = f"adapters.task_grid.{task}.learning_rates" if given else None
+        else:  # no grid per task: the stage's list or range
+            listed = "adapters.learning_rates"
+        lr = own.learning_rate
+        taken = _taken(where, changes, "learning_rate", lr, grid.learning_rates, listed, lr_range)
+        if taken != grid.learning_rates:
+            task_grid = {**task_grid, task: replace(grid, learning_rates=taken)}
+    return lrs, seeds, task_grid
+
+
+def _taken(
+    where: str,
+    given: Mapping[str, Any],
+    key: str,
+    value: Any,
+    points: tuple[Any, ...],
+    listed: str | None,
+    lr_range: tuple[float, float] | None = None,
+) -> tuple[Any, ...]:
+    """The values a sweep tries for `key` (learning_rate, seed): `points`, its list (named
+    `listed`; None: left out) or the learning rates' range. A trial never takes `key` from a
+    training mapping (`given`, at `where`): a value given there is the list when the list is
+    left out, and must be one of its values otherwise (it was taken and silently not used)."""
+    if key not in given:
+        return points
+    if lr_range is not None and key == "learning_rate":
+        if lr_range[0] <= value <= lr_range[1]:
+            return points
+        raise ConfigError(
+            f"{where}.{key}: {value:g} is outside adapters.learning_rate_range "
+            f"{list(lr_range)}, from which the sweep draws each trial's learning rate; move the "
+            f"range, or remove {where}.{key}"
+        )
+    if listed is None:
+        return (value,)
+    if value in points:
+        return points
+    raise ConfigError(
+        f"{where}.{key}: {value:g} is not one of {listed} {list(points)}, the values the "
+        f"sweep's trials take; list it there, or remove {where}.{key}"
+    )
 
 
 def _task_metrics(

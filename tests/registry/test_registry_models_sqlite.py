@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -282,3 +283,13 @@ def test_a_fusion_takes_best_only_from_a_version_that_did_not_score_better(
     higher_loss = point_best(sqlite_uri, outcome(6, "mse", 1.2, None), "mse")
     assert higher_loss.best_kept is not None and higher_loss.best_kept.version == 5
     assert point_best(sqlite_uri, lower_loss, "mse").best_kept is None  # its own version
+    # a fusion found registered (a config changed back) that takes `best` back says so
+    found = replace(first, trained=False)
+    back = point_best(sqlite_uri, found, "accuracy")
+    assert get_version(sqlite_uri, name, alias="best").version == 1
+    assert registered_text(back, "accuracy") == (
+        f"kept {name} v1 (accuracy 0.7867, registered before); best is v1 again (it was on v5)"
+    )
+    assert registered_text(point_best(sqlite_uri, found, "accuracy"), "accuracy") == (
+        f"kept {name} v1 (accuracy 0.7867, registered before)"  # it was there: nothing moved
+    )

@@ -70,6 +70,7 @@ class FusionOutcome:
     wait_seconds: float  # from the job's start until all its adapters were found
     start_delay: float  # from the last adapter's registration until training began (or 0.0)
     best_kept: ModelVersionInfo | None = None  # `best` stayed on this version: better on dev
+    best_was: str | None = None  # the version `best` left for this one (None: it was here)
 
 
 def run_fusion_job(
@@ -172,7 +173,8 @@ def point_best(uri: str, outcome: FusionOutcome, metric: str) -> FusionOutcome:
         if theirs is not None and signed(metric, float(theirs)) > signed(metric, mine):
             return replace(outcome, best_kept=current)
     set_alias(uri, name, BEST_ALIAS, number)
-    return outcome
+    moved = current is not None and int(current.version) != int(number)
+    return replace(outcome, best_was=str(current.version)) if moved else outcome
 
 
 def _fusion_for_seed(
@@ -193,7 +195,10 @@ def _fusion_for_seed(
         plan = plan_fusion(config, target, uri, versions)  # again: the other job may be done
         if plan.existing is not None:
             existing = plan.existing
-            say(f"fusion {target}: already registered as v{existing.version} for these adapters")
+            say(
+                f"fusion {target}: already registered as v{existing.version} for these adapters "
+                "and settings"
+            )
             tags = existing.tags
             metrics = {k[4:]: float(v) for k, v in tags.items() if k.startswith("dev_")}
             return FusionOutcome(target, existing, metrics, False, waited, 0.0)
@@ -281,6 +286,8 @@ def registered_text(outcome: FusionOutcome, metric: str) -> str:
     if kept is not None:
         theirs = kept.tags.get(f"dev_{metric}")
         text += f"; best stays on v{kept.version} ({metric} {float(theirs):.4f}), better on dev"
+    elif outcome.best_was is not None and not outcome.trained:  # a config changed back
+        text += f"; best is v{outcome.version.version} again (it was on v{outcome.best_was})"
     return text
 
 

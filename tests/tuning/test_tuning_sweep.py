@@ -202,6 +202,42 @@ def test_a_task_whose_data_files_changed_is_trained_again(swept: Swept) -> None:
     assert version_numbers(swept.uri, name) == [1, 2]
 
 
+def test_a_task_whose_settings_changed_is_planned_again_saying_which(swept: Swept) -> None:
+    """A rerun with other settings for a task trained it again without a word of why (the data
+    files' change is said). Each registered version now records its settings, and the plan
+    names what differs, in the config's keys."""
+    from dataclasses import replace
+
+    from adapterfleet.orchestration.sweep import _say_planned
+    from adapterfleet.tuning.plan import plan_sweep
+    from adapterfleet.tuning.settings import changed_settings
+
+    config = swept.config
+    fruit = replace(config.tasks["fruit"], max_train_examples=40)
+    training = replace(config.adapters.training, max_epochs=3)
+    changed = replace(
+        config,
+        tasks={**config.tasks, "fruit": fruit},
+        adapters=replace(config.adapters, training=training),
+    )
+    plan = plan_sweep(changed, swept.uri, "0")
+    assert plan.pending == ("fruit", "water")
+    lines: list[str] = []
+    _say_planned(plan, swept.uri, lines.append)
+    name = swept.registered["fruit"].name
+    assert (
+        f"task fruit: its settings changed since {name} v1 was registered "
+        "(tasks.fruit.max_train_examples: none → 40, adapters.training.max_epochs: 2 → 3); "
+        "training it again"
+    ) in lines, lines
+    assert any(
+        line.startswith("task water: its settings changed since")
+        and "(adapters.training.max_epochs: 2 → 3)" in line
+        for line in lines
+    ), lines
+    assert changed_settings(changed, "fruit", None) == []  # a version from before the tag
+
+
 def test_a_trial_that_diverges_fails_the_sweep_naming_its_cause(
     ray_local: None, tiny_model: Path, tmp_path: Path
 ) -> None:

@@ -91,17 +91,16 @@ def run_fusion_job(
     every second: a job started before its last adapter is registered takes its first step
     seconds after it. `current_only` (the pipeline's): an adapter's `best` version counts only
     once registered for the config's settings and data, not an older one its sweep replaces.
-    `since`: when the pipeline began (default: this job); the delays from the last adapter's
-    registration to training are logged only when it was registered after that, not by an
-    earlier run (they would measure the pause between the runs)."""
+    `since`: when the pipeline began (default: now); the delays from the last adapter's
+    registration to training are logged only for one registered after it, not by a run before."""
     torch.set_num_threads(max(1, int(config.resources.cpu)))
     config = replace(config, fusion=config.fusion.for_target(target))  # the target's metric
     if warm:
         _warm_up(config, target)
     poll_s, max_poll_s = (0.5, 1.0) if warm else (poll_s, 5.0)
-
-    sources = config.fusion.targets[target]
-    names = {adapter_model_name(config.registry_prefix, t): t for t in sources}
+    names = {
+        adapter_model_name(config.registry_prefix, t): t for t in config.fusion.targets[target]
+    }
     started = time.time()
     since = started if since is None else since
 
@@ -120,23 +119,27 @@ def run_fusion_job(
     versions = {names[n]: info for n, info in found.items()}
     if not current_only:
         _say_not_current(config, target, versions, say)
-    seeds = seed_configs(config)
-    if len(seeds) == 1:
-        outcome = _fusion_for_seed(config, target, uri, experiment_id, versions, waited, since, say)
-        return point_best(uri, outcome, config.fusion.training.metric)
-    metric = config.fusion.training.metric
+    seeds, metric = seed_configs(config), config.fusion.training.metric
     outcomes = []
-    for seeded in seeds:
+    for seeded in seeds:  # a line per seed as it ends, when there are several
         outcome = _fusion_for_seed(seeded, target, uri, experiment_id, versions, waited, since, say)
-        seed = seeded.fusion.training.seed
-        say(f"fusion {target}: seed {seed} {registered_text(outcome, metric)}")
         outcomes.append(outcome)
+        if len(seeds) > 1:
+            seed = seeded.fusion.training.seed
+            say(f"fusion {target}: seed {seed} {registered_text(outcome, metric)}")
+    return point_best(uri, _best_seed(outcomes, metric, say), metric)
+
+
+def _best_seed(outcomes: list[FusionOutcome], metric: str, say: Say) -> FusionOutcome:
+    """The outcome of the best seed on the dev `metric` (said when there are several)."""
     best = max(outcomes, key=lambda o: signed(metric, o.dev_metrics.get(metric, float("nan"))))
-    say(
-        f"fusion {target}: best of {len(outcomes)} seeds is v{best.version.version} "
-        f"(seed {best.version.tags.get(TAG_SEED)}, {metric} {best.dev_metrics.get(metric, 0):.4f})"
-    )
-    return point_best(uri, best, metric)
+    if len(outcomes) > 1:
+        say(
+            f"fusion {best.target}: best of {len(outcomes)} seeds is v{best.version.version} "
+            f"(seed {best.version.tags.get(TAG_SEED)}, {metric} "
+            f"{best.dev_metrics.get(metric, 0):.4f})"
+        )
+    return best
 
 
 def _current(config: PipelineConfig, names: dict[str, str]) -> Callable[[ModelVersionInfo], bool]:
@@ -251,12 +254,13 @@ def _train_and_register(
         registered_at = max(v.created_ms for v in plan.versions.values()) / 1000.0
         start_delay = time.time() - registered_at
         gated = since is not None and registered_at >= since
+        why = _unlike_best(uri, config, plan)
         if gated:
             after = f"{start_delay:.1f}s after the last adapter"
-            say(f"fusion {target}: training over {plan.lineage} ({after})")
+            say(f"fusion {target}: training over {plan.lineage} ({after}){why}")
             logger.log_metrics({"training_start_delay_s": start_delay})
         else:
-            say(f"fusion {target}: training over {plan.lineage}")
+            say(f"fusion {target}: training over {plan.lineage}{why}")
         fusion = FusionTraining(
             config, plan, dirs, work, logger, say, registered_at if gated else None
         )
@@ -271,6 +275,18 @@ def _train_and_register(
     workdir.clear_checkpoints()  # registered: a rerun finds the version, never resumes this
     delay = start_delay if gated else 0.0
     return FusionOutcome(target, version, run.dev_metrics, True, waited, delay)
+
+
+def _unlike_best(uri: str, config: PipelineConfig, plan: FusionPlan) -> str:
+    """Why a fusion is trained where `best` holds one: it fused other adapter versions, or the
+    same ones with other settings (nothing when there is none yet)."""
+    best = get_version(uri, fusion_model_name(config.registry_prefix, plan.target), BEST_ALIAS)
+    if best is None:
+        return ""
+    fused = best.tags.get(TAG_LINEAGE)
+    if fused and fused != plan.lineage:
+        return f"; v{best.version} (@best) fused {fused}"
+    return f"; v{best.version} (@best) fused these with other settings"
 
 
 def registered_text(outcome: FusionOutcome, metric: str) -> str:

@@ -35,6 +35,7 @@ from adapterfleet.registry.store import check_store, login_env, missing_store
 from adapterfleet.registry.tags import BEST_ALIAS
 from adapterfleet.training import end_quietly
 from adapterfleet.tuning.plan import SweepPlan, check_resumable, plan_sweep
+from adapterfleet.tuning.settings import changed_text
 from adapterfleet.tuning.spec import sweep_description, task_config_hash
 
 # an address `ensure_ray` was given (a host name, "auto") -> the GCS address of what it joined
@@ -232,6 +233,12 @@ def _say_planned(plan: SweepPlan, uri: str, progress: Say) -> None:
             f"task {task}: its data files changed since {info.name} v{info.version} was "
             "registered for these settings; training it again"
         )
+    for task, (info, changes) in plan.resettled.items():
+        if task in plan.pending:
+            progress(
+                f"task {task}: its settings changed since {info.name} v{info.version} was "
+                f"registered{changed_text(changes)}; training it again"
+            )
 
 
 def _open_sweep_runs(

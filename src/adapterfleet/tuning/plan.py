@@ -20,6 +20,7 @@ from adapterfleet.config import PipelineConfig
 from adapterfleet.registry import ModelVersionInfo, adapter_model_name, get_version
 from adapterfleet.registry.store import missing_store
 from adapterfleet.registry.tags import BEST_ALIAS
+from adapterfleet.tuning.settings import TAG_SETTINGS, changed_settings
 from adapterfleet.tuning.spec import (
     RAY_DIR,
     TAG_CONFIG_HASH,
@@ -48,6 +49,8 @@ class SweepPlan:
     data_hashes: dict[str, str | None] = field(default_factory=dict)  # by task: data_sha256
     # registered for the same settings, but on data files whose content changed since
     changed: dict[str, ModelVersionInfo] = field(default_factory=dict)
+    # `@best` registered for other settings: the version, and what changed (`key: old → new`)
+    resettled: dict[str, tuple[ModelVersionInfo, list[str]]] = field(default_factory=dict)
 
     @property
     def experiment_path(self) -> Path:
@@ -59,14 +62,6 @@ class SweepPlan:
 
 def experiment_path(config: PipelineConfig) -> Path:
     return config.storage / RAY_DIR / config.name
-
-
-def registered_adapter(
-    uri: str, config: PipelineConfig, task: str, config_hash: str
-) -> ModelVersionInfo | None:
-    """The `@best` version of the task's adapter when it was registered for `config_hash`."""
-    info = get_version(uri, adapter_model_name(config.registry_prefix, task), alias=BEST_ALIAS)
-    return info if info is not None and info.tags.get(TAG_CONFIG_HASH) == config_hash else None
 
 
 def earlier_adapter(
@@ -146,6 +141,7 @@ def plan_sweep(
         survey.registered,
         survey.data_hashes,
         survey.changed,
+        survey.resettled,
     )
 
 
@@ -168,26 +164,33 @@ class _Survey:
     meta: dict[str, Any] | None
     data_hashes: dict[str, str | None]
     changed: dict[str, ModelVersionInfo]
+    resettled: dict[str, tuple[ModelVersionInfo, list[str]]]
 
     @classmethod
     def of(cls, config: PipelineConfig, tracking_uri: str) -> _Survey:
         hashes = {t: task_config_hash(config, t) for t in config.adapter_tasks}
         data = {t: data_sha256(config, t) for t in config.adapter_tasks}
-        registered, changed = {}, {}
+        registered, changed, resettled = {}, {}, {}
         if missing_store(tracking_uri) is None:
             for task, config_hash in hashes.items():
                 keys = (config_hash, data[task])
-                info = registered_adapter(tracking_uri, config, task, config_hash)
+                name = adapter_model_name(config.registry_prefix, task)
+                best = get_version(tracking_uri, name, alias=BEST_ALIAS)
+                info = best if best and best.tags.get(TAG_CONFIG_HASH) == config_hash else None
                 if info is not None and is_current(info, keys):
                     registered[task] = info
                 elif earlier := earlier_adapter(tracking_uri, config, task, keys):
                     registered[task] = earlier  # not under @best: the sweep moves it back
                 elif info is not None:  # its settings match: only the data differs
                     changed[task] = info
+                elif best is not None:  # trained for other settings: say which
+                    why = changed_settings(config, task, best.tags.get(TAG_SETTINGS))
+                    resettled[task] = (best, why)
         pending = tuple(t for t in config.adapter_tasks if t not in registered)
         path = experiment_path(config)
         meta = read_meta(path) if pending and _restorable(path) else None
-        return cls(path, sweep_hash(hashes), hashes, registered, pending, meta, data, changed)
+        digest = sweep_hash(hashes)
+        return cls(path, digest, hashes, registered, pending, meta, data, changed, resettled)
 
     @property
     def matches(self) -> bool:

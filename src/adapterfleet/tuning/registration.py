@@ -38,6 +38,7 @@ from adapterfleet.registry.descriptions import (
 from adapterfleet.training.metrics import metric_direction, signed
 from adapterfleet.training.workdir import JobWorkdir
 from adapterfleet.tuning.progress import Note, trial_counts, trial_epoch_line, with_note
+from adapterfleet.tuning.settings import TAG_SETTINGS, settings_tag
 from adapterfleet.tuning.spec import (
     TAG_BASE_MODEL,
     TAG_CONFIG_HASH,
@@ -265,6 +266,9 @@ class Registrar:
         }
         if plan.data_sha256 is not None:
             tags[TAG_DATA_SHA256] = plan.data_sha256
+        settings = settings_tag(self.config, task)  # the next run says what changed
+        if settings is not None:
+            tags[TAG_SETTINGS] = settings
         run_id = str(best.result["mlflow_run_id"])
         head = weights.parent.parent / "head" / HEAD_WEIGHTS  # logged beside the adapter
         info = register_version(

@@ -115,24 +115,27 @@ def _digest(payload: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def task_config_hash(config: PipelineConfig, task: str) -> str:
-    """sha256 of what decides a task's adapter: the task's settings, the base model, max_length
-    and the adapter stage (architecture, grid, training settings, search and scheduler)."""
+def task_settings(config: PipelineConfig, task: str) -> dict[str, Any]:
+    """What decides a task's adapter: the task's settings, the base model, max_length and the
+    adapter stage (architecture, grid, training settings, search and scheduler)."""
     stage = config.adapters
     points = stage.grid_for(task)
-    return _digest(
-        {
-            "task": config.tasks[task].to_mapping(),
-            "base_model": config.base_model,
-            "max_length": config.max_length,
-            "architecture": stage.architecture,
-            "reduction_factors": list(points.reduction_factors),
-            "learning_rates": list(points.learning_rates),
-            "seeds": list(stage.seeds),
-            "training": stage.training_for(task).hash_dict(),
-            **search_settings(config),
-        }
-    )
+    return {
+        "task": config.tasks[task].to_mapping(),
+        "base_model": config.base_model,
+        "max_length": config.max_length,
+        "architecture": stage.architecture,
+        "reduction_factors": list(points.reduction_factors),
+        "learning_rates": list(points.learning_rates),
+        "seeds": list(stage.seeds),
+        "training": stage.training_for(task).hash_dict(),
+        **search_settings(config),
+    }
+
+
+def task_config_hash(config: PipelineConfig, task: str) -> str:
+    """sha256 of `task_settings`."""
+    return _digest(task_settings(config, task))
 
 
 def data_sha256(config: PipelineConfig, task: str) -> str | None:

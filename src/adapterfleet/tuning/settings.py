@@ -1,0 +1,80 @@
+"""What changed since a task's adapter was registered, in the config's own key names.
+
+A registered adapter version carries its config hash (`spec.task_config_hash`), which says
+whether the settings changed, not which. It also carries the settings themselves as JSON (tag
+`settings`), so the next run can say why it trains the task again:
+`task banana: its settings changed since toy.adapter.banana v1 (tasks.banana.max_train_examples:
+none → 200); training it again`. Versions from before the tag get the reason without the keys.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from adapterfleet.config import PipelineConfig
+from adapterfleet.tuning.spec import task_settings
+
+TAG_SETTINGS = "settings"
+MAX_TAG_CHARS = 5000  # a model version tag's column in MLflow's SQL stores
+SHOWN = 3  # changes named in the line; the rest are counted
+
+
+def settings_tag(config: PipelineConfig, task: str) -> str | None:
+    """The task's settings as the tag stores them (None: too long for a tag; not recorded)."""
+    text = json.dumps(task_settings(config, task), sort_keys=True, default=str)
+    return text if len(text) <= MAX_TAG_CHARS else None
+
+
+def changed_settings(config: PipelineConfig, task: str, recorded: str | None) -> list[str]:
+    """`key: old → new` for each setting of `task` that differs from the `recorded` tag, in
+    the config's key names (empty: nothing recorded to compare)."""
+    try:
+        before = json.loads(recorded) if recorded else None
+    except ValueError:
+        before = None
+    if not isinstance(before, dict):
+        return []
+    now = json.loads(json.dumps(task_settings(config, task), default=str))
+    old, new = _flat(before, ""), _flat(now, "")
+    keys = sorted(set(old) | set(new), key=lambda k: (k.split(".")[0] != "task", k))
+    return [
+        f"{_config_key(config, task, key)}: {_shown(old.get(key))} → {_shown(new.get(key))}"
+        for key in keys
+        if old.get(key) != new.get(key)
+    ]
+
+
+def changed_text(changes: list[str]) -> str:
+    """` (a: 1 → 2, b: x → y and 3 more)`, or nothing when no change is known."""
+    if not changes:
+        return ""
+    more = len(changes) - SHOWN
+    shown = ", ".join(changes[:SHOWN]) + (f" and {more} more" if more > 0 else "")
+    return f" ({shown})"
+
+
+def _flat(value: Any, prefix: str) -> dict[str, Any]:
+    if isinstance(value, dict):
+        flat: dict[str, Any] = {}
+        for key, inner in value.items():
+            flat.update(_flat(inner, f"{prefix}.{key}" if prefix else str(key)))
+        return flat
+    return {prefix: value}
+
+
+def _config_key(config: PipelineConfig, task: str, key: str) -> str:
+    """The payload's key as the config spells it."""
+    head, _, rest = key.partition(".")
+    if head == "task":
+        return f"tasks.{task}.{rest}"
+    if head == "training":
+        own = task in config.adapters.task_training
+        return f"adapters.{f'task_training.{task}' if own else 'training'}.{rest}"
+    return key if head in ("base_model", "max_length") else f"adapters.{key}"
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "none"
+    return json.dumps(value) if isinstance(value, list | str) else str(value)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 import random
 import subprocess
 import sys
@@ -348,3 +349,29 @@ def test_cli_predict_in_a_subprocess(world, tmp_path):
     assert failed.returncode == 2
     assert failed.stderr.strip().startswith("error: --out: unknown suffix '.parquet'")
     assert "Traceback" not in failed.stderr
+
+
+def test_cli_predict_on_ray_prints_our_lines_not_rays(world, tmp_path):
+    """`predict --ray` printed some fifty lines of Ray and Ray Data (INFO lines, a progress
+    report every ten seconds, the token-authentication WARNING) around its own two. What Ray
+    says below a warning now stays in its log files, as in `run`. (One line of Ray Data's own
+    actor pool, `core_worker.cc: Actor ... has constructor arguments in the object store`, is
+    printed by Ray's C++ core on every Ray Data actor pool: ray-project/ray#57733.)"""
+    tsv = _write_tsv(tmp_path / "in.tsv", _texts(5, seed=6))
+    command = [sys.executable, "-m", "adapterfleet.cli.app", "predict", "fruit", "--ray"]
+    command += ["-c", str(world.config_path), "--input", str(tsv), "--workers", "1"]
+    done = subprocess.run(
+        [*command, "--out", str(tmp_path / "out.csv")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"},  # a Ray of its own
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert len(_read(tmp_path / "out.csv")) == 5
+    lines = (done.stdout + done.stderr).splitlines()
+    ours = [line for line in lines if line.startswith("predict fruit: ")]
+    assert len(ours) == 2, lines
+    theirs = [line for line in lines if line not in ours and "core_worker.cc" not in line]
+    assert theirs == [], theirs

@@ -21,15 +21,17 @@ pulls and loads the model once, then the result is sorted by row and written the
 
 from __future__ import annotations
 
+import logging
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from adapterfleet.adapters.base_model import names_other_base
 from adapterfleet.config import BaseModelSpec, ConfigError, PipelineConfig
-from adapterfleet.console import Say
+from adapterfleet.console import Level, Say
 from adapterfleet.data.prediction_input import PredictionInput, encode_input, read_input
 from adapterfleet.data.tasks import TaskSpec
 from adapterfleet.orchestration.limits import other_base_error
@@ -38,6 +40,7 @@ from adapterfleet.orchestration.predict_output import (
     prediction_rows,
     write_predictions,
 )
+from adapterfleet.orchestration.relay import library_output, ray_log_level
 from adapterfleet.orchestration.sweep import ensure_ray
 from adapterfleet.registry import (
     ModelVersionInfo,
@@ -325,11 +328,33 @@ class _RayPredictor:
 
 
 def _predict_ray(setup: _Setup, data: PredictionInput, workers: int | None) -> torch.Tensor:
+    """The probabilities of every row through Ray Data; what Ray and Ray Data say below a
+    warning (their INFO lines, a log-based progress report every ten seconds) stays in Ray's
+    log files, as in `run`."""
+    with library_output(Level.DEFAULT), _quiet("ray.data"):
+        ensure_ray(None, None, ray_log_level(Level.DEFAULT))
+        return _ray_probabilities(setup, data, workers)
+
+
+@contextmanager
+def _quiet(name: str) -> Iterator[None]:
+    """Logger `name` (which Ray Data sets to INFO when imported) at WARNING for the block."""
+    logger = logging.getLogger(name)
+    import ray.data  # noqa: F401 - configures its logger first
+
+    before = logger.level
+    logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        logger.setLevel(before)
+
+
+def _ray_probabilities(setup: _Setup, data: PredictionInput, workers: int | None) -> torch.Tensor:
     import numpy as np
     import ray
     import torch
 
-    ensure_ray(None, None)
     resources = setup.config.resources
     if workers is None:
         cpus = float(ray.cluster_resources().get("CPU", 1.0))

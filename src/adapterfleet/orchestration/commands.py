@@ -12,6 +12,7 @@ from adapterfleet.data import TaskSpec, load_task
 from adapterfleet.orchestration.fusion_job import FusionOutcome, registered_text, run_fusion_job
 from adapterfleet.orchestration.limits import check_single_run
 from adapterfleet.orchestration.prune import PruneReport, prune_fusion
+from adapterfleet.orchestration.validate import validate_settings
 from adapterfleet.registry import ensure_experiment
 from adapterfleet.registry.heartbeat import heartbeat
 from adapterfleet.training import TrainConfig
@@ -69,7 +70,9 @@ def prune_registered(
 
 def task_summaries(config: PipelineConfig) -> list[dict[str, Any]]:
     """Every task of the config loaded (files, columns, labels checked): its type, splits,
-    labels and the metric its adapter is selected on."""
+    labels and the metric its adapter is selected on; first, what `run` checks of the base
+    model and the settings before Ray starts (`validate_settings`)."""
+    validate_settings(config)
     rows = []
     for name, spec in config.tasks.items():
         data = load_task(spec)

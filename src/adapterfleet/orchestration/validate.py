@@ -111,17 +111,23 @@ def validate_pipeline(
     tracking store and the resources, then load every task (files, columns, labels, empty
     splits). Returns the loaded tasks. The tasks come last: a demo config's first load writes
     its generated data, which a refusal of anything else must not leave behind."""
-    check_storage(config)
-    model_config = base_model_config(config.base_model)
-    check_base_layout(config, model_config)
-    hidden = int(model_config.hidden_size)
-    check_reduction_factors(config, hidden)
-    check_model_limits(config, model_config)
+    validate_settings(config)
     if check_tracking is not None and tracking_uri is not None:
         check_tracking(tracking_uri)
     if nodes is not None:
         check_resources(config, nodes)
     return {task: load_task(config.tasks[task]) for task in used_tasks(config)}
+
+
+def validate_settings(config: PipelineConfig) -> None:
+    """What a config asks of this machine's files and its base model, without its data, store
+    or Ray: the storage folder, the base model (family, layout, tokenizer), the reduction
+    factors, max_length and the devices asked for."""
+    check_storage(config)
+    model_config = base_model_config(config.base_model)
+    check_base_layout(config, model_config)
+    check_reduction_factors(config, int(model_config.hidden_size))
+    check_model_limits(config, model_config)
 
 
 def check_storage(config: PipelineConfig) -> None:

@@ -39,6 +39,10 @@ def test_missing_file_gives_the_path(tmp_path: Path, write_config) -> None:
     message = _load_error(tmp_path, write_config, {**SPEC, "dev": "nowhere/dev.tsv"})
     assert "dev.path: file not found" in message
     assert str(tmp_path / "nowhere" / "dev.tsv") in message
+    # a path typed relative to the working folder was read from the YAML's: the rule is said
+    assert "relative ones are read from the folder of the YAML file that declares the task" in (
+        message
+    )
 
 
 def test_missing_column_lists_the_columns(tmp_path: Path, write_config) -> None:

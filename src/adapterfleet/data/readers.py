@@ -142,7 +142,13 @@ def _check_readable(task: str, split: str, path: Path) -> None:
         problem = f"cannot read {path} ({exc.strerror or type(exc).__name__})"
         raise TaskError(task, f"{split}.path", problem, "fix the path") from None
     if not is_file:
-        raise TaskError(task, f"{split}.path", f"file not found: {path}", "check data_root/path")
+        raise TaskError(
+            task,
+            f"{split}.path",
+            f"file not found: {path}",
+            "check data_root/path (relative ones are read from the folder of the YAML file "
+            "that declares the task, -o data_root=... too, not from the working folder)",
+        )
     if path.stat().st_size == 0 and _reads_nothing(path):  # /proc files say 0 and hold text
         raise TaskError(task, f"{split}.path", f"{path} is empty (0 bytes)", "give it its rows")
 

@@ -180,7 +180,7 @@ def test_a_task_grid_replaces_the_stage_grid_for_its_task_only(tmp_path):
         (
             "",
             ["fusion.training.min_epoch=4"],
-            r"fusion.training: unknown field\(s\) \['min_epoch'\]",
+            r"fusion.training: unknown key\(s\) \['min_epoch'\] \(did you mean 'min_epochs'\?\)",
         ),
         ("", ["budget=cpu"], "budget: 'cpu' is not declared in budgets; declared: none"),
         (
@@ -331,6 +331,55 @@ def test_a_number_key_beside_names_is_an_unknown_key_not_a_traceback(tmp_path):
     for override in ("adapters={1: 2, foo: 3}", "adapters.training={1: 2, foo: 3}"):
         with pytest.raises(ConfigError, match=r"unknown (key|field)\(s\) \[1, 'foo'\]"):
             load_config(_write(tmp_path, BASE), [override])
+
+
+@pytest.mark.parametrize(
+    ("override", "place", "meant"),
+    [
+        ("adapter.training={}", "config: unknown key(s) ['adapter']", "adapters"),
+        ("adapters.trainin={}", "adapters: unknown key(s) ['trainin']", "training"),
+        ("adapters.training.max_epoch=1", "adapters.training: unknown key(s)", "max_epochs"),
+        (
+            "adapters.task_training.b.patients=1",
+            "adapters.task_training.b: unknown key(s) ['patients']",
+            "patience",
+        ),
+        ("fusion.target={}", "fusion: unknown key(s) ['target']", "targets"),
+        ("baselines.system=[head]", "baselines: unknown key(s) ['system']", "systems"),
+        ("resources.gpus=1", "resources: unknown key(s) ['gpus']", "gpu"),
+        ("base_model_layout.layer=x", "base_model_layout: unknown key(s)", "layers"),
+        ("tasks.a.text_field=[x]", "task 'a', text_field: unknown key", "text_fields"),
+        ("tasks.a.dev={pth: t.tsv}", "task 'a', dev.pth: unknown dev key", "path"),
+    ],
+)
+def test_an_unknown_key_says_the_close_one_and_lists_the_allowed_keys_one_way(
+    tmp_path, override, place, meant
+):
+    """Every unknown key: where it was written, `(did you mean ...?)` when one is close, and
+    the allowed keys as `allowed: a, b` (the training mappings listed them as a Python list)."""
+    with pytest.raises(ConfigError) as caught:
+        load_config(_write(tmp_path, BASE), [override])
+    message = str(caught.value)
+    assert message.startswith(place)
+    head, _, allowed = message.partition(f" (did you mean {meant!r}?); allowed: ")
+    assert allowed and meant in allowed.split(", ")
+    assert not any(mark in allowed for mark in "[]'")
+
+
+def test_the_training_keys_shown_are_the_ones_a_config_may_set(tmp_path):
+    """`progress` (whether the fit loop draws a bar, which the commands set from the terminal)
+    was listed beside the settings and taken from a config: it is not a config key."""
+    with pytest.raises(ConfigError) as caught:
+        load_config(_write(tmp_path, BASE), ["adapters.training.max_epoch=1"])
+    assert "progress" not in str(caught.value)
+    assert "cuda_graphs" in str(caught.value)
+    with pytest.raises(ConfigError, match=r"^fusion.training: unknown key\(s\) \['progress'\]"):
+        load_config(_write(tmp_path, BASE), ["fusion.training.progress=true"])
+    with pytest.raises(ConfigError, match="unknown key"):  # nothing close: no guess
+        load_config(_write(tmp_path, BASE), ["adapters.training.zzz=1"])
+    with pytest.raises(ConfigError) as caught:
+        load_config(_write(tmp_path, BASE), ["adapters.training.zzz=1"])
+    assert "did you mean" not in str(caught.value)
 
 
 @pytest.mark.parametrize(

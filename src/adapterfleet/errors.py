@@ -7,13 +7,15 @@ prints `error: <line>` and exits 2; anything else is a bug and keeps its traceba
 
 `user_path` resolves a path a person gave, so that a symlink loop or an unreadable folder is
 such an error too (Python 3.11's `Path.resolve` raises RuntimeError on a loop). `nul_at` finds a
-NUL character in a YAML document, which no file system, URI or shell takes.
+NUL character in a YAML document, which no file system, URI or shell takes. `unknown_keys` is
+how every refusal of a key that is not one of a mapping's says so, the same way everywhere.
 """
 
 from __future__ import annotations
 
+import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -88,3 +90,32 @@ def nul_at(value: Any, where: str = "") -> tuple[str, str] | None:
     elif isinstance(value, list):
         items = [(item, f"{where}[{index}]") for index, item in enumerate(value)]
     return next((found for item, place in items if (found := nul_at(item, place))), None)
+
+
+def unknown_keys(unknown: Iterable[Any], allowed: Sequence[Any]) -> str:
+    """How an unknown key is said everywhere (config, tasks, files): `unknown key(s)
+    ['trainin'] (did you mean 'training'?); allowed: a, b, c`, the close match found by
+    difflib (none when nothing is close)."""
+    unknown = list(unknown)
+    return f"unknown key(s) {unknown}{did_you_mean(unknown, allowed)}; {allowed_keys(allowed)}"
+
+
+def did_you_mean(unknown: Sequence[Any], allowed: Sequence[Any]) -> str:
+    """` (did you mean 'training'?)` for the unknown keys that are close to an allowed one;
+    with several, each named: ` (did you mean 'training' for 'trainin', 'seeds' for 'sed'?)`."""
+    names = [str(key) for key in allowed]
+    close = {
+        str(key): match[0]
+        for key in unknown
+        if (match := difflib.get_close_matches(str(key), names, n=1, cutoff=0.6))
+    }
+    if not close:
+        return ""
+    if len(unknown) == 1:
+        return f" (did you mean {next(iter(close.values()))!r}?)"
+    return f" (did you mean {', '.join(f'{m!r} for {k!r}' for k, m in close.items())}?)"
+
+
+def allowed_keys(allowed: Sequence[Any]) -> str:
+    """`allowed: a, b, c`: the keys a mapping takes, in their own order."""
+    return f"allowed: {', '.join(str(key) for key in allowed)}"

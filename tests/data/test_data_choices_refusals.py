@@ -195,7 +195,7 @@ def _config_error(declaration: dict[str, Any]) -> str:
         ({"choices": {"context": "q", "fields": ["a", "b"], "labels": "l"}}, "only with choices"),
         ({"choices": {"context": "q", "fields": ["a", "b"], "blank": "_"}}, "choices.blank"),
         ({"choices": {"context": "q", "fields": ["a"]}}, "choices.fields: needs at least 2"),
-        ({"choices": {"context": "q", "field": ["a", "b"]}}, "choices.field: unknown key"),
+        ({"choices": {"context": "q", "field": ["a", "b"]}}, "choices.field: unknown key (did you"),
         ({"choices": {"context": "q", "fields": ["a", "b"]}, "question_field": "q"}, "given with"),
         ({"choices": {"context": "q", "fields": ["a", "b"]}, "label_names": [1]}, "2 or more"),
         ({"choices": {"context": "q", "fields": ["a", "b"]}, "label_names": [1, 2, 3]}, "one name"),

@@ -181,7 +181,8 @@ def test_tasks_file_errors(tmp_path: Path) -> None:
         load_tasks_config(tmp_path / "missing.yaml")
     bad = tmp_path / "bad.yaml"
     bad.write_text("data_root: .\ntask: {}\n")
-    with pytest.raises(TaskError, match=r"task: unknown key; allowed: data_root, tasks"):
+    match = r"task: unknown key \(did you mean 'tasks'\?\); allowed: data_root, tasks"
+    with pytest.raises(TaskError, match=match):
         load_tasks_config(bad)
 
 

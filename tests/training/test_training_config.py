@@ -49,5 +49,5 @@ def test_dict_round_trip_through_json():
 
 
 def test_from_dict_refuses_unknown_fields():
-    with pytest.raises(ValueError, match=r"unknown field\(s\) \['lr'\]"):
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['lr'\]; allowed: learning_rate, "):
         TrainConfig.from_dict({"lr": 0.1})

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from adapterfleet.errors import unknown_keys
+
 ARCHITECTURES = ("pfeiffer", "houlsby")
 NON_LINEARITIES = ("relu", "swish", "gelu", "tanh")
 DEFAULT_REDUCTION_FACTOR = 16  # the paper's ST-A setting (Table 1)
@@ -63,7 +65,7 @@ class AdapterConfig:
         allowed = {"architecture", "reduction_factor", "non_linearity", "init_std"}
         unknown = sorted(set(data) - allowed)
         if unknown:
-            raise ValueError(f"unknown adapter config keys {unknown}; allowed: {sorted(allowed)}")
+            raise ValueError(f"adapter config: {unknown_keys(unknown, sorted(allowed))}")
         return cls(**data)
 
 

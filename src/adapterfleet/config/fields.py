@@ -6,17 +6,22 @@ and returns the typed value or raises a one-line `ConfigError` that names the fi
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from adapterfleet.errors import UserError
+from adapterfleet.errors import UserError, unknown_keys
 from adapterfleet.training.config import MAX_SEED, TrainConfig
 
 # TrainConfig fields that YAML may hand over as text ("1e-4" is a string to PyYAML).
 _FLOAT_TRAINING_KEYS = ("learning_rate", "weight_decay", "warmup_ratio", "max_grad_norm")
+# The keys a `training:` mapping takes: every TrainConfig field but `progress`, which is not a
+# setting of the run but whether the fit loop draws a progress bar, and which the commands set
+# themselves (on when stderr is a terminal).
+TRAINING_KEYS = tuple(f.name for f in dataclasses.fields(TrainConfig) if f.name != "progress")
 # Names that become parts of folder, file, experiment and model names (a file name has at most
 # 255 bytes, and a trial's folder joins the pipeline name, a task name and its settings).
 NAME_MAX = 64
@@ -122,7 +127,7 @@ def choice(value: Any, allowed: Sequence[str], where: str) -> str:
 def refuse_unknown(raw: Mapping[str, Any], allowed: Sequence[str], where: str) -> None:
     unknown = sorted(set(raw) - set(allowed), key=str)  # a number key sorts among names
     if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {unknown}; allowed: {', '.join(allowed)}")
+        raise ConfigError(f"{where}: {unknown_keys(unknown, allowed)}")
 
 
 def seeds_at(raw: Mapping[str, Any], where: str) -> tuple[int, ...]:
@@ -149,6 +154,7 @@ def check_tasks(names: Sequence[str], tasks: Mapping[str, Any], where: str) -> N
 def training_at(raw: Any, defaults: Mapping[str, Any], where: str) -> TrainConfig:
     """A `training:` mapping over `defaults`, as a `TrainConfig`; its errors say `where`."""
     values = {**defaults, **as_mapping(raw or {}, where)}
+    refuse_unknown(values, TRAINING_KEYS, where)
     for key in _FLOAT_TRAINING_KEYS:
         if isinstance(values.get(key), str):
             values[key] = as_float(values[key], f"{where}.{key}")

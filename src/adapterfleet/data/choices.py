@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from adapterfleet.data.answers import answer_index, answer_text
 from adapterfleet.data.errors import TaskError
 from adapterfleet.data.quality import RowRef, cell_text, check_once, is_blank
+from adapterfleet.errors import allowed_keys, did_you_mean
 
 if TYPE_CHECKING:
     from adapterfleet.data.readers import RawSplit
@@ -105,7 +106,8 @@ def _parse(raw: Any, fail: Fail) -> ChoiceLayout:
         raise fail("choices", f"expected a mapping, got {type(raw).__name__}", _EXAMPLE)
     for key in raw:
         if key not in LAYOUT_KEYS:
-            raise fail(f"choices.{key}", "unknown key", f"allowed: {', '.join(LAYOUT_KEYS)}")
+            problem = f"unknown key{did_you_mean([key], LAYOUT_KEYS)}"
+            raise fail(f"choices.{key}", problem, allowed_keys(LAYOUT_KEYS))
     names = _names(raw, fail)
     if (names["list"] is None) == (not names["fields"]):
         raise fail("choices", "declare exactly one of list and fields", _EXAMPLE)

@@ -11,7 +11,7 @@ import yaml
 
 from adapterfleet.data.errors import TaskError
 from adapterfleet.data.tasks import TaskSpec
-from adapterfleet.errors import nul_at, user_path
+from adapterfleet.errors import allowed_keys, did_you_mean, nul_at, user_path
 
 TOP_KEYS = ("data_root", "tasks")
 
@@ -87,8 +87,8 @@ def tasks_from_mapping(
     """Validate ``{data_root, tasks}``; a relative ``data_root`` is taken from ``base_dir``."""
     for key in document:
         if key not in TOP_KEYS:
-            allowed = ", ".join(TOP_KEYS)
-            raise TaskError(None, f"{where}, {key}", "unknown key", f"allowed: {allowed}")
+            problem = f"unknown key{did_you_mean([key], TOP_KEYS)}"
+            raise TaskError(None, f"{where}, {key}", problem, allowed_keys(TOP_KEYS))
     tasks = document.get("tasks")
     if not isinstance(tasks, Mapping) or not tasks:
         raise TaskError(None, f"{where}, tasks", "expected a mapping of task name to task")

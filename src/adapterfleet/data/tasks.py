@@ -22,7 +22,7 @@ from adapterfleet.data.sources import (
     HUB_SPLIT_KEYS,
     SplitSource,
 )
-from adapterfleet.errors import user_path
+from adapterfleet.errors import allowed_keys, did_you_mean, user_path
 
 POOLINGS = ("cls", "mean", "last")
 KINDS = ("classification", "multiple_choice", "regression")
@@ -343,8 +343,8 @@ class _Parser:
     def unknown(self, raw: Mapping, allowed: tuple, what: str, prefix: str = "") -> None:
         for key in raw:
             if key not in allowed:
-                allowed_keys = ", ".join(allowed)
-                raise self.fail(f"{prefix}{key}", f"unknown {what}", f"allowed: {allowed_keys}")
+                problem = f"unknown {what}{did_you_mean([key], allowed)}"
+                raise self.fail(f"{prefix}{key}", problem, allowed_keys(allowed))
 
     def opt_str(self, raw: Mapping, key: str, label: str | None = None) -> str | None:
         value = raw.get(key)

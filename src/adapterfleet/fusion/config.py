@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from adapterfleet.errors import unknown_keys
+
 
 @dataclass(frozen=True)
 class FusionConfig:
@@ -59,7 +61,7 @@ class FusionConfig:
         allowed = set(cls.__dataclass_fields__)
         unknown = sorted(set(data) - allowed)
         if unknown:
-            raise ValueError(f"unknown fusion config keys {unknown}; allowed: {sorted(allowed)}")
+            raise ValueError(f"fusion config: {unknown_keys(unknown, sorted(allowed))}")
         return cls(**data)
 
 

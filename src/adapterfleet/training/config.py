@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from adapterfleet.errors import unknown_keys
 from adapterfleet.training.metrics import DEFAULT_METRIC, METRICS, METRICS_BY_KIND
 from adapterfleet.training.metrics import higher_is_better as higher_is_better  # for config/
 
@@ -107,10 +108,10 @@ class TrainConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
         """Build from a dict; unknown keys are refused (they are usually typos)."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known, key=str)
+        fields = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(data) - set(fields), key=str)
         if unknown:
-            raise ValueError(f"TrainConfig: unknown field(s) {unknown}; allowed: {sorted(known)}")
+            raise ValueError(f"TrainConfig: {unknown_keys(unknown, fields)}")
         return cls(**data)
 
 

@@ -253,6 +253,68 @@ def test_a_budget_merges_its_changes_and_the_command_line_still_wins(tmp_path):
     assert load_config(path, ["budget=big"]).name == "p"
 
 
+@pytest.mark.parametrize(
+    ("budgets", "message"),
+    [
+        (
+            "{quick: {adapters: {trainin: {max_epochs: 1}}}}",
+            "budgets.quick.adapters: unknown key(s) ['trainin'] (did you mean 'training'?); "
+            "allowed: architecture, ",
+        ),
+        (
+            "{quick2: {adapter: {training: {max_epochs: 1}}}}",
+            "budgets.quick2: unknown key(s) ['adapter'] (did you mean 'adapters'?); "
+            "allowed: name, ",
+        ),
+        (
+            "{cpu: {fusion: {training: {max_epoch: 1}}}}",
+            "budgets.cpu.fusion.training: unknown key(s) ['max_epoch'] "
+            "(did you mean 'max_epochs'?)",
+        ),
+        (
+            "{cpu: {adapters: {task_training: {a: {patients: 1}}}}}",
+            "budgets.cpu.adapters.task_training.a: unknown key(s) ['patients']",
+        ),
+        (
+            "{cpu: {tasks: {a: {max_train_example: 9, dev: {pth: t.tsv}}}}}",
+            "budgets.cpu.tasks.a: unknown key(s) ['max_train_example'] (did you mean",
+        ),
+        ("{cpu: {tasks: {a: {dev: {pth: t.tsv}}}}}", "budgets.cpu.tasks.a.dev: unknown key(s)"),
+        ("{cpu: {resources: {gpus: 1}}}", "budgets.cpu.resources: unknown key(s) ['gpus']"),
+        ("{cpu: {budgets: {}}}", "budgets.cpu: a budget cannot set budget or budgets"),
+        ("{cpu: 3}", "budgets.cpu: expected a mapping, got int 3"),
+    ],
+)
+def test_every_budget_is_checked_when_the_config_loads_used_or_not(tmp_path, budgets, message):
+    """A typo in a budget was found only when that budget was used, and said at the top level
+    (`adapters: unknown key(s) ...`, `config: unknown key(s) ['adapter']`): it is refused at
+    load, used or not, naming where it was written."""
+    path = _write(tmp_path, BASE + f"budgets: {budgets}\n")
+    name = budgets[1 : budgets.index(":")]
+    for overrides in ([], [f"budget={name}"]):
+        with pytest.raises(ConfigError) as caught:
+            load_config(path, overrides)
+        assert str(caught.value).startswith(message)
+
+
+def test_a_budgets_keys_are_checked_by_name_only(tmp_path):
+    """Every budget's keys are checked at load; a value only when its budget is used (the
+    tasks' files are not read for each budget); a budget may give a split a hub's or a file's
+    keys."""
+    budgets = (
+        "budgets:\n"
+        "  odd: {adapters: {reduction_factors: [0]}, tasks: {a: {train: {path: nowhere.tsv}}}}\n"
+        "  hub: {tasks: {a: {dev: {split: validation}}}}\n"
+    )
+    typo = "  typo: {adapters: {trainin: {}}}\n"
+    with pytest.raises(ConfigError, match=r"^budgets.typo.adapters: unknown key"):
+        load_config(_write(tmp_path, BASE + budgets + typo), ["budget=odd"])
+    path = _write(tmp_path, BASE + budgets)
+    assert load_config(path).name == "p"
+    with pytest.raises(ConfigError, match="^adapters.reduction_factors"):
+        load_config(path, ["budget=odd"])
+
+
 def test_baselines_default_to_the_fusion_targets_and_every_system(tmp_path):
     path = _write(tmp_path, BASE + "fusion: {targets: {b: all}, seeds: [3, 4]}\n")
     assert load_config(path).baselines.systems == ()  # no section: no baselines

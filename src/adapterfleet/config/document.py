@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from adapterfleet.config.fields import ConfigError, as_mapping
+from adapterfleet.config.keys import BUDGET_KEYS, refuse_unknown_keys
 from adapterfleet.config.schema import PipelineConfig, parse_config
 from adapterfleet.data import load_yaml
 from adapterfleet.errors import nul_at
@@ -83,19 +84,31 @@ def read_document(path: Path) -> dict[str, Any]:
 def apply_budget(document: dict[str, Any], overrides: Sequence[str] = ()) -> dict[str, Any]:
     """Merge the changes of the budget named by `budget` (from `budgets`) into the document;
     the command line's overrides are applied again after it, so they win."""
+    budgets = check_budgets(document)
     name = document.get("budget")
     if name is None:
         return document
     if not isinstance(name, str | int) or isinstance(name, bool):
         raise ConfigError(f"budget: {name!r} must be the name of a budget (e.g. budget: cpu)")
-    budgets = as_mapping(document.get("budgets") or {}, "budgets")
     if name not in budgets:
         known = ", ".join(map(str, budgets)) or "none (add a budgets: section)"
         raise ConfigError(f"budget: {name!r} is not declared in budgets; declared: {known}")
-    changes = as_mapping(budgets[name] or {}, f"budgets.{name}")
-    if "budget" in changes or "budgets" in changes:
-        raise ConfigError(f"budgets.{name}: a budget cannot set budget or budgets")
-    return apply_overrides(_merged(document, changes), overrides)
+    return apply_overrides(_merged(document, budgets[name]), overrides)
+
+
+def check_budgets(document: Mapping[str, Any]) -> dict[Any, dict[str, Any]]:
+    """Every declared budget, used or not, by name: a mapping of changes that sets neither
+    budget nor budgets and whose keys the schema knows (names only, `config/keys.py`), so a
+    typo in a budget is refused when the config loads, naming where it was written."""
+    budgets = as_mapping(document.get("budgets") or {}, "budgets")
+    checked = {}
+    for name, changes in budgets.items():
+        where = f"budgets.{name}"
+        checked[name] = as_mapping(changes or {}, where)
+        if "budget" in checked[name] or "budgets" in checked[name]:
+            raise ConfigError(f"{where}: a budget cannot set budget or budgets")
+        refuse_unknown_keys(checked[name], BUDGET_KEYS, where)
+    return checked
 
 
 def _merged(document: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:

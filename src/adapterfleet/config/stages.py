@@ -221,6 +221,7 @@ def _check_mt_a(
 
 
 BACKENDS = ("auto", "gloo", "nccl")  # torch.distributed's, for trials of several workers
+RESOURCE_KEYS = ("cpu", "gpu", "workers", "backend")
 
 
 @dataclass(frozen=True)
@@ -276,7 +277,7 @@ class Resources:
     def from_mapping(cls, raw: Any) -> Resources:
         """The `resources:` section (per trial, or per worker with `workers`)."""
         raw = as_mapping(raw, "resources")
-        refuse_unknown(raw, ("cpu", "gpu", "workers", "backend"), "resources")
+        refuse_unknown(raw, RESOURCE_KEYS, "resources")
         backend = raw.get("backend", "auto")
         if backend not in BACKENDS:
             raise ConfigError(

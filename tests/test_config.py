@@ -464,6 +464,16 @@ def test_yaml_syntax_error_names_the_line(tmp_path):
         load_config(path)
 
 
+def test_a_tab_in_the_indentation_says_to_indent_with_spaces(tmp_path):
+    path = _write(tmp_path, BASE.replace("  b: {", "\tb: {"))
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert str(caught.value) == (
+        f"{path}: YAML syntax error at line 5, column 1: found character '\\t' that cannot "
+        "start any token; indent with spaces, not tabs"
+    )
+
+
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 

@@ -184,6 +184,11 @@ def test_tasks_file_errors(tmp_path: Path) -> None:
     match = r"task: unknown key \(did you mean 'tasks'\?\); allowed: data_root, tasks"
     with pytest.raises(TaskError, match=match):
         load_tasks_config(bad)
+    bad.write_text("data_root: .\ntasks:\n\ta: {}\n")
+    with pytest.raises(
+        TaskError, match=r"invalid YAML \(.*'\\t'.*\); indent with spaces, not tabs$"
+    ):
+        load_tasks_config(bad)
 
 
 def _yaml_task(mapping: dict) -> str:

@@ -20,6 +20,7 @@ from adapterfleet.config.schema import PipelineConfig, parse_config
 from adapterfleet.data import load_yaml
 from adapterfleet.errors import nul_at
 
+TAB = "'\\t'"  # how PyYAML names a tab it cannot read: found character '\t' that cannot ...
 PACKAGED = ("demo",)  # configs that ship with adapterfleet: `-c demo` from any folder
 
 
@@ -73,6 +74,8 @@ def read_document(path: Path) -> dict[str, Any]:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        if TAB in problem:  # YAML takes no tab where it reads indentation
+            problem += "; indent with spaces, not tabs"
         if isinstance(error, yaml.constructor.ConstructorError):  # a duplicate or boolean key
             raise ConfigError(f"{path}{where.replace(' at', ',')}: {problem}") from None
         raise ConfigError(f"{path}: YAML syntax error{where}: {problem}") from None

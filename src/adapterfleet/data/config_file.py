@@ -65,7 +65,8 @@ def load_tasks_config(
     try:
         document = load_yaml(path.read_text(encoding="utf-8-sig"))
     except yaml.YAMLError as exc:
-        raise TaskError(None, where, f"invalid YAML ({' '.join(str(exc).split())})") from None
+        fix = "indent with spaces, not tabs" if "'\\t'" in str(exc) else ""  # PyYAML's words
+        raise TaskError(None, where, f"invalid YAML ({' '.join(str(exc).split())})", fix) from None
     except (UnicodeError, OSError) as exc:
         fix = "save it as UTF-8"
         raise TaskError(None, where, f"cannot read it as UTF-8 text ({exc})", fix) from None

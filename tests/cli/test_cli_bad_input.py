@@ -115,6 +115,16 @@ def test_a_set_value_that_is_not_yaml_says_so(pipeline: Path) -> None:
     assert "expected a number" not in line
 
 
+@pytest.mark.parametrize("override", ["adapters.training.max_epochs=", "name= "])
+def test_a_set_value_left_empty_says_so(pipeline: Path, override: str) -> None:
+    """It read as null: `adapters.training.max_epochs must be an integer >= 1, got None`, or the
+    key's default without a word."""
+    result = runner.invoke(app, ["run", "-c", str(pipeline), "-o", override])
+    line = refused(result, f"override {override!r}: the value after '=' is empty", "null for none")
+    assert "None" not in line
+    assert not (pipeline.parent / "runs").exists()
+
+
 def test_a_dotted_task_name_is_found_by_set(pipeline: Path) -> None:
     text = pipeline.read_text().replace("  b: {", "  glue.rte: {").replace("all}", "[a]}")
     pipeline.write_text(text)

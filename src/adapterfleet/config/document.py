@@ -178,9 +178,13 @@ def _next_key(node: Mapping[str, Any], parts: list[str]) -> tuple[str, list[str]
 
 
 def _scalar(item: str, raw: str) -> Any:
-    """An override value read as YAML (numbers, lists, mappings, text)."""
+    """An override value read as YAML (numbers, lists, mappings, text). An empty one is refused:
+    it read as null, which a field then called `got None`, or silently took as its default."""
     if not raw.strip():
-        return None
+        raise ConfigError(
+            f"override {item!r}: the value after '=' is empty; give the value (null for none, "
+            "'\"\"' for empty text)"
+        )
     try:
         return load_yaml(raw)
     except yaml.YAMLError as error:

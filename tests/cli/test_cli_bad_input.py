@@ -125,6 +125,17 @@ def test_a_set_value_left_empty_says_so(pipeline: Path, override: str) -> None:
     assert not (pipeline.parent / "runs").exists()
 
 
+def test_a_config_path_that_is_a_folder_says_so(pipeline: Path) -> None:
+    """It said `config file ... not found` of a folder that is there."""
+    folder = pipeline.parent
+    line = refused(runner.invoke(app, ["run", str(folder)]), f"config file {folder} is a folder")
+    assert line.endswith("pass the path of a pipeline YAML file, e.g. one there: pipe.yaml")
+    (folder / "empty").mkdir()
+    line = refused(runner.invoke(app, ["tasks", "-c", "empty"]), "config file empty is a folder")
+    assert line.endswith("; pass the path of a pipeline YAML file")
+    assert not (folder / "runs").exists()
+
+
 def test_a_dotted_task_name_is_found_by_set(pipeline: Path) -> None:
     text = pipeline.read_text().replace("  b: {", "  glue.rte: {").replace("all}", "[a]}")
     pipeline.write_text(text)

@@ -55,6 +55,12 @@ def refuse_nul(document: Any) -> None:
 
 def read_document(path: Path) -> dict[str, Any]:
     """The settings mapping of a pipeline YAML file; a syntax error names its line."""
+    if path.is_dir():
+        found = _yaml_files(path)
+        there = f", e.g. one there: {', '.join(found)}" if found else ""
+        raise ConfigError(
+            f"config file {path} is a folder; pass the path of a pipeline YAML file{there}"
+        )
     if not path.is_file():
         named = f" (or the name of one that ships with adapterfleet: {', '.join(PACKAGED)})"
         raise ConfigError(
@@ -82,6 +88,15 @@ def read_document(path: Path) -> dict[str, Any]:
     if not isinstance(document, Mapping):
         raise ConfigError(f"{path}: expected a mapping of settings at the top level")
     return dict(document)
+
+
+def _yaml_files(folder: Path, most: int = 5) -> list[str]:
+    """The names of the first `most` YAML files in `folder` (none where it cannot be read)."""
+    try:
+        names = sorted(p.name for p in folder.iterdir() if p.suffix in (".yaml", ".yml"))
+    except OSError:
+        return []
+    return names[:most]
 
 
 def apply_budget(document: dict[str, Any], overrides: Sequence[str] = ()) -> dict[str, Any]:

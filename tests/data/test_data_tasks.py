@@ -90,6 +90,19 @@ def test_the_label_column_is_never_an_input_of_the_model() -> None:
     assert ", label_field: 'a' is the label_field" in _error({**flat, **choice, "choices": layout})
 
 
+def test_a_multiple_choice_task_without_choices_is_pointed_at_choices() -> None:
+    """`text_fields` on a multiple-choice task said `use question_field` (the older flat form);
+    the README teaches `choices: {context: ...}`, and so do these messages now."""
+    flat = {k: v for k, v in BASE.items() if k != "label_names"}
+    mc = {**flat, "type": "multiple_choice", "label_names": ["a", "b"]}
+    layout = "declare the context and the choices under choices:, e.g. {context: [question], "
+    assert f", text_fields: not for multiple_choice; {layout}" in _error(mc)
+    bare = {k: v for k, v in mc.items() if k != "text_fields"}
+    assert f", choices: missing; {layout}" in _error(bare)
+    assert ", choice_fields: " in _error({**bare, "question_field": "q"})  # the flat form, half
+    assert ", question_field: missing" in _error({**bare, "choice_fields": ["a", "b"]})
+
+
 def test_first_hour_hints_say_what_to_write() -> None:
     assert _error({**BASE, "dev": None}).endswith(
         "dev: declare exactly one of dev and dev_fraction; give dev: <file or split>, or "

@@ -38,6 +38,10 @@ if TYPE_CHECKING:
     from adapterfleet.data.tasks import TaskSpec
 
 LAYOUT_KEYS = ("context", "list", "labels", "fields", "fill", "blank")
+LAYOUT_EXAMPLE = (
+    "e.g. {context: [question], list: choices.text, labels: choices.label} or "
+    "{context: [context, question], fields: [answerA, answerB, answerC]}"
+)
 DEFAULT_BLANK = "_"
 COUNT_FIX = (
     "rows with another number of choices are refused, not padded: each of the paper's tasks has "
@@ -103,14 +107,14 @@ class ChoiceLayout:
 
 def _parse(raw: Any, fail: Fail) -> ChoiceLayout:
     if not isinstance(raw, Mapping):
-        raise fail("choices", f"expected a mapping, got {type(raw).__name__}", _EXAMPLE)
+        raise fail("choices", f"expected a mapping, got {type(raw).__name__}", LAYOUT_EXAMPLE)
     for key in raw:
         if key not in LAYOUT_KEYS:
             problem = f"unknown key{did_you_mean([key], LAYOUT_KEYS)}"
             raise fail(f"choices.{key}", problem, allowed_keys(LAYOUT_KEYS))
     names = _names(raw, fail)
     if (names["list"] is None) == (not names["fields"]):
-        raise fail("choices", "declare exactly one of list and fields", _EXAMPLE)
+        raise fail("choices", "declare exactly one of list and fields", LAYOUT_EXAMPLE)
     if names["labels"] is not None and names["list"] is None:
         raise fail("choices.labels", "only with choices.list", "remove it or use choices.list")
     if names["fields"] and len(names["fields"]) < 2:
@@ -143,12 +147,6 @@ def _names(raw: Mapping[str, Any], fail: Fail) -> dict[str, Any]:
             raise fail(f"choices.{key}", f"names repeat in {value!r}")
         out[key] = tuple(value)
     return out
-
-
-_EXAMPLE = (
-    "e.g. {context: [question], list: choices.text, labels: choices.label} or "
-    "{context: [context, question], fields: [answerA, answerB, answerC]}"
-)
 
 
 # -- records ---------------------------------------------------------------------------------

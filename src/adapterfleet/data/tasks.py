@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from adapterfleet.data.choices import ChoiceLayout
+from adapterfleet.data.choices import LAYOUT_EXAMPLE, ChoiceLayout
 from adapterfleet.data.encodings import parse_encoding
 from adapterfleet.data.errors import TaskError
 from adapterfleet.data.numbers import parse_fraction
@@ -50,6 +50,9 @@ TASK_KEYS = (
     SKIP_KEY,
 )
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+# A multiple-choice task declares its context and choices under `choices:` (the README's form;
+# `question_field` + `choice_fields` is the older flat one, still read)
+_CHOICES_FIX = f"declare the context and the choices under choices:, {LAYOUT_EXAMPLE}"
 
 
 @dataclass(frozen=True)
@@ -233,10 +236,12 @@ class _Parser:
                 raise self.fail("text_fields", f"{len(fields)} fields given", "name 1 or 2 fields")
             return fields, None, ()
         if "text_fields" in raw:
-            raise self.fail("text_fields", "not for multiple_choice", "use question_field")
+            raise self.fail("text_fields", "not for multiple_choice", _CHOICES_FIX)
         if "choices" in raw:
             return (), None, ()  # the layout is read by choice_layout
         question = self.opt_str(raw, "question_field")
+        if question is None and "choice_fields" not in raw:
+            raise self.fail("choices", "missing", _CHOICES_FIX)
         if question is None:
             raise self.fail("question_field", "missing required key", "name the question field")
         choices = self.str_list(raw, "choice_fields")

@@ -88,3 +88,34 @@ def test_a_missing_text_column_gets_the_fix_of_where_the_names_came_from(spec, t
     (tmp_path / "in.jsonl").write_text('{"s1": "A cat."}\n')
     with pytest.raises(TaskError, match=r"columns there: s1; give a file with the task's fields"):
         read_input(spec, tmp_path / "in.jsonl")
+
+
+def test_an_input_of_no_known_format_names_the_formats_and_format(spec, tmp_path) -> None:
+    """A suffix with no format said `unknown format None for rev.txt`."""
+    fix = "pass --format with one of tsv, csv, jsonl, json, parquet"
+    for name, why in (("rev.txt", "its suffix '.txt'"), ("rev", "a name without a suffix")):
+        (tmp_path / name).write_text("s1\ts2\nA cat.\tAn animal.\n")
+        with pytest.raises(TaskError) as caught:
+            read_input(spec, tmp_path / name)
+        assert str(caught.value) == f"task 'rte', input: no format known for {name} ({why}); {fix}"
+    with pytest.raises(TaskError) as caught:
+        read_input(spec, tmp_path / "rev.txt", fmt="xml")
+    assert str(caught.value) == (
+        "task 'rte', --format: unknown format 'xml' for rev.txt; use one of tsv, csv, jsonl, "
+        "json, parquet"
+    )
+    assert read_input(spec, tmp_path / "rev.txt", fmt="tsv").texts == [("A cat.", "An animal.")]
+
+
+def test_an_id_field_not_in_the_input_lists_the_columns_there(spec, tmp_path) -> None:
+    """It said `name an existing one` without naming any, where the text columns' errors list
+    them."""
+    path = tmp_path / "in.tsv"
+    path.write_text("idx\ts1\ts2\n1\tA cat.\tAn animal.\n")
+    with pytest.raises(TaskError) as caught:
+        read_input(spec, path, id_field="nope")
+    assert str(caught.value) == (
+        f"task 'rte', --id-field: column 'nope' not found in {path}; columns there: idx, s1, s2; "
+        "give one of them"
+    )
+    assert read_input(spec, path).ids == ["1"]

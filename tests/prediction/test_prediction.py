@@ -209,7 +209,12 @@ def test_headerless_tsv_with_named_columns(world, tmp_path):
         ),
         ("missing file", TaskError, ["file not found", "--input"]),
         ("bad json", TaskError, ["not valid JSON"]),
-        ("bad format", TaskError, ["unknown format", "--format"]),
+        (
+            "bad format",
+            TaskError,
+            ["no format known for in.txt", "pass --format with one of tsv, csv, jsonl"],
+        ),
+        ("unknown id field", TaskError, ["--id-field: column 'nope'", "columns there: id, text"]),
         ("empty value", TaskError, ["input row 2", "no value for 'text'"]),
         ("blank text", TaskError, ["input row 2", "an empty value for 'text'"]),
         ("columns over a header", TaskError, ["--columns", "pass --no-header with --columns"]),
@@ -243,6 +248,8 @@ def test_errors_are_one_line_naming_the_field_and_the_fix(world, tmp_path, case,
     elif case == "blank text":
         path = tmp_path / "gap.jsonl"
         path.write_text('{"text": "apple"}\n{"text": "  "}\n')
+    elif case == "unknown id field":
+        options = {"id_field": "nope"}
     elif case == "columns over a header":  # the header line would be predicted as a row
         options = {"columns": ["id", "text"]}
     elif case == "a list as text":

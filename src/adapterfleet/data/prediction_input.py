@@ -120,12 +120,16 @@ def _read_rows(
 
 def _input_format(task: str, path: Path, fmt: str | None) -> str:
     """`fmt`, else the format of `path`'s suffix; one `data/` reads."""
+    if fmt is not None and fmt not in FORMATS:
+        problem = f"unknown format {fmt!r} for {path.name}"
+        raise TaskError(task, "--format", problem, f"use one of {', '.join(FORMATS)}")
     fmt = fmt or EXTENSIONS.get(path.suffix.lower())
-    if fmt not in FORMATS:
+    if fmt is None:
+        suffix = f"its suffix {path.suffix!r}" if path.suffix else "a name without a suffix"
         raise TaskError(
             task,
             "input",
-            f"unknown format {fmt!r} for {path.name}",
+            f"no format known for {path.name} ({suffix})",
             f"pass --format with one of {', '.join(FORMATS)}",
         )
     return fmt
@@ -180,8 +184,12 @@ def _id_field(task: str, path: Path, id_field: str | None, present: Sequence[str
     """The id column: the one asked for (which must exist), else the first of `ID_FIELDS`."""
     id_field = id_field or next((c for c in ID_FIELDS if c in present), None)
     if id_field is not None and id_field not in present:
+        there = f"columns there: {', '.join(present) or '(none)'}"
         raise TaskError(
-            task, "--id-field", f"column {id_field!r} not found in {path}", "name an existing one"
+            task,
+            "--id-field",
+            f"column {id_field!r} not found in {path}",
+            f"{there}; give one of them",
         )
     return id_field
 

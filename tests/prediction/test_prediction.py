@@ -382,3 +382,32 @@ def test_cli_predict_on_ray_prints_our_lines_not_rays(world, tmp_path):
     assert len(ours) == 2, lines
     theirs = [line for line in lines if line not in ours and "core_worker.cc" not in line]
     assert theirs == [], theirs
+
+
+def test_cli_predict_reads_standard_input_with_its_format(world, tmp_path):
+    """`--input -` (and a pipe such as /dev/stdin) was `file not found`: the rows are now read
+    from standard input, which has no suffix, so --format is asked for."""
+    tsv = _write_tsv(tmp_path / "in.tsv", _texts(4, seed=7))
+    command = [sys.executable, "-m", "adapterfleet.cli.app", "predict", "fruit"]
+    command += ["-c", str(world.config_path), "--input", "-"]
+    piped = subprocess.run(
+        [*command, "--format", "tsv", "--out", str(tmp_path / "out.csv")],
+        input=tsv.read_text(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert piped.returncode == 0, piped.stderr[-3000:]
+    assert "4 rows of standard input" in piped.stderr
+    from_file = predict_file(world.config, "fruit", tsv, tmp_path / "file.csv", say=print)
+    assert from_file.rows == 4
+    assert _read(tmp_path / "out.csv") == _read(tmp_path / "file.csv")
+    unsaid = subprocess.run(
+        [*command, "--out", str(tmp_path / "no.csv")],
+        input=tsv.read_text(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert unsaid.returncode == 2
+    assert "standard input has no suffix to tell its format; pass --format" in unsaid.stderr

@@ -196,7 +196,7 @@ def predict(
     target: Annotated[str, typer.Argument(help="Task whose registered model predicts.")],
     config: ConfigOpt,
     input_: Annotated[
-        Path, typer.Option("--input", help="Rows to predict: tsv, csv, jsonl, json or parquet.")
+        Path, typer.Option("--input", help="Rows: tsv, csv, jsonl, json, parquet; - for stdin.")
     ],
     out: Annotated[Path, typer.Option(help="Predictions to write: .jsonl or .csv.")],
     adapter: Annotated[

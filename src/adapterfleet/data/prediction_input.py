@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+import shutil
+import stat
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +30,7 @@ if TYPE_CHECKING:
     from adapterfleet.data.cache import TokenizedSplit
 
 ID_FIELDS = ("id", "idx", "index", "guid")
+_FORMAT_FIX = f"pass --format with one of {', '.join(FORMATS)}"
 
 
 @dataclass(frozen=True)
@@ -63,9 +68,16 @@ def read_input(
     task's splits declare; every row needs every text field; a label column is not needed.
 
     `header=False` takes column names from `columns`, else from the task's declaration.
-    `id_field` defaults to the first of id, idx, index, guid found in the file."""
+    `id_field` defaults to the first of id, idx, index, guid found in the file. `-` (or a
+    pipe, `/dev/stdin`) is standard input, read whole first; it needs `fmt`."""
     task = spec.name
     path = Path(path)
+    if _is_stream(path):
+        with _spooled(spec.name, path, fmt) as copy:
+            data = read_input(
+                spec, copy, fmt=fmt, header=header, columns=columns, id_field=id_field
+            )
+        return replace(data, source="standard input" if str(path) == "-" else str(path))
     raw = _read_rows(spec, path, fmt, header, columns)
     renames = {old: new for s in (spec.train, spec.dev) if s for old, new in s.rename.items()}
     rows = [{renames.get(k, k): v for k, v in row.items()} for row in raw.rows]
@@ -88,6 +100,35 @@ def read_input(
     id_field = _id_field(task, path, id_field, present)
     ids = [id_text(row.get(id_field)) for row in rows] if id_field else None
     return PredictionInput(str(path), fields, texts, id_field, ids)
+
+
+def _is_stream(path: Path) -> bool:
+    """`-`, or a pipe or terminal (`/dev/stdin`, a shell's `<(...)`): read once, not a file."""
+    if str(path) == "-":
+        return True
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
+
+
+@contextlib.contextmanager
+def _spooled(task: str, path: Path, fmt: str | None) -> Iterator[Path]:
+    """The stream's bytes in a file named `stdin.<fmt>` of a temporary folder (the readers
+    read a file, Parquet's seeking it), gone after the block."""
+    if fmt is None:
+        where = "standard input" if str(path) == "-" else str(path)
+        raise TaskError(task, "--input", f"{where} has no suffix to tell its format", _FORMAT_FIX)
+    with tempfile.TemporaryDirectory(prefix="adapterfleet-stdin-") as folder:
+        copy = Path(folder) / f"stdin.{fmt}"
+        with copy.open("wb") as out:
+            if str(path) == "-":
+                shutil.copyfileobj(sys.stdin.buffer, out)
+            else:
+                with path.open("rb") as stream:
+                    shutil.copyfileobj(stream, out)
+        yield copy
 
 
 def _read_rows(
@@ -130,7 +171,7 @@ def _input_format(task: str, path: Path, fmt: str | None) -> str:
             task,
             "input",
             f"no format known for {path.name} ({suffix})",
-            f"pass --format with one of {', '.join(FORMATS)}",
+            _FORMAT_FIX,
         )
     return fmt
 

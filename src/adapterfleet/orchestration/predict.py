@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from adapterfleet.adapters.base_model import names_other_base
 from adapterfleet.config import BaseModelSpec, ConfigError, PipelineConfig
-from adapterfleet.console import Level, Say
+from adapterfleet.console import Level, Say, plural
 from adapterfleet.data.prediction_input import PredictionInput, encode_input, read_input
 from adapterfleet.data.tasks import TaskSpec
 from adapterfleet.orchestration.limits import other_base_error
@@ -255,14 +255,15 @@ def predict_file(
     setup = _Setup(
         config, target, uri, info, rows_per_step, training.device, graphs, training.precision
     )
-    say(f"predict {target}: {info.name} v{info.version}, {len(data)} rows of {data.source}")
+    shown = plural(len(data), "row")
+    say(f"predict {target}: {info.name} v{info.version}, {shown} of {data.source}")
     if use_ray:
         probabilities = _predict_ray(setup, data, workers)
     else:
         probabilities = _predict_local(setup, data, show_progress)
     rows = prediction_rows(data, probabilities, label_names_of(spec), spec.is_regression)
     count = write_predictions(out, fmt, rows)
-    say(f"predict {target}: wrote {count} rows to {out}")
+    say(f"predict {target}: wrote {plural(count, 'row')} to {out}")
     return PredictionSummary(out, count, info)
 
 

@@ -15,11 +15,10 @@ from adapterfleet.registry.listing import list_models
 from adapterfleet.registry.models import (
     find_version_by_tag,
     get_version,
-    pull,
-    pull_companion,
     register_version,
     set_alias,
 )
+from adapterfleet.registry.pulling import pull, pull_companion
 from adapterfleet.registry.redact import REDACTED, redact, redact_values
 from adapterfleet.registry.results import (
     ExperimentData,

@@ -1,17 +1,14 @@
-"""Model registry: register adapter/fusion versions idempotently, look them up, pull them."""
+"""Model registry: register adapter/fusion versions idempotently, look them up (`pulling`
+downloads them)."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from adapterfleet._files import follow_umask
-from adapterfleet.registry.errors import RegistryError, call_with_retry, safe_uri
+from adapterfleet.registry.errors import RegistryError
 from adapterfleet.registry.info import (
     ModelVersionInfo,
     info_from_mlflow,
@@ -33,7 +30,6 @@ from adapterfleet.registry.tags import (
 if TYPE_CHECKING:
     from mlflow import MlflowClient
 
-DEFAULT_RETRY_TIMEOUT_S = 120.0
 _SEARCH_VERSIONS_PAGE = 10_000
 
 
@@ -247,63 +243,6 @@ def _check_inside(name: str, version: int, what: str, value: str, single: bool =
         )
 
 
-def pull(
-    uri: str,
-    name: str,
-    dest: str | Path,
-    alias: str | None = BEST_ALIAS,
-    version: int | str | None = None,
-    weights_filename: str | None = None,
-    *,
-    retry_timeout_s: float = DEFAULT_RETRY_TIMEOUT_S,
-) -> Path:
-    """Download the artifact folder of a version into `dest` (replaced as a whole) and verify
-    the sha256 of its weights file against the version's `sha256` tag. Returns `dest`.
-
-    Selects `version` when given, else `alias`. `weights_filename` defaults to the file
-    name recorded at registration. On a mismatch nothing is left at `dest`.
-    """
-    if version is not None:
-        alias = None
-    info = get_version(uri, name, alias=alias, version=version)
-    wanted = f"version {version}" if version is not None else f"alias '{alias}'"
-    if info is None:
-        raise RegistryError(
-            f"model {name} has no {wanted} in {safe_uri(uri)}; register it first or check the name"
-        )
-    expected = info.sha256
-    filename = weights_filename or info.weights_file
-    artifact_path = info.artifact_path
-    if not expected or not filename or not info.run_id or artifact_path is None:
-        raise RegistryError(
-            f"model {name} version {info.version} lacks the sha256/weights/run metadata "
-            "adapterfleet records; re-register it with register_version"
-        )
-    return _fetch_verified(
-        uri, info, artifact_path, filename, expected, Path(dest), retry_timeout_s
-    )
-
-
-def pull_companion(
-    uri: str,
-    info: ModelVersionInfo,
-    folder: str,
-    dest: str | Path,
-    *,
-    retry_timeout_s: float = DEFAULT_RETRY_TIMEOUT_S,
-) -> Path:
-    """Download the artifact folder `folder` registered with version `info` (see
-    `register_version(companions=...)`, e.g. its task head) into `dest`, verified like `pull`."""
-    recorded = info.tags.get(TAG_COMPANION + folder, "")
-    filename, _, expected = recorded.rpartition(":")
-    if not filename or not expected or not info.run_id:
-        raise RegistryError(
-            f"model {info.name} version {info.version} records no hash for its {folder}/ "
-            "folder; re-register it (register_version(..., companions=...)) to pull that folder"
-        )
-    return _fetch_verified(uri, info, folder, filename, expected, Path(dest), retry_timeout_s)
-
-
 def _companion_tags(name: str, companions: Mapping[str, str | Path]) -> dict[str, str]:
     tags = {}
     for folder, weights_file in companions.items():
@@ -315,83 +254,3 @@ def _companion_tags(name: str, companions: Mapping[str, str | Path]) -> dict[str
         _check_inside(name, 0, "companion folder", folder, single=True)
         tags[TAG_COMPANION + folder] = f"{weights.name}:{sha256_file(weights)}"
     return tags
-
-
-def _fetch_verified(
-    uri: str,
-    info: ModelVersionInfo,
-    artifact_path: str,
-    filename: str,
-    expected: str,
-    dest: Path,
-    retry_timeout_s: float,
-) -> Path:
-    """Download `artifact_path` of the version's run into `dest` (replaced as a whole) once the
-    sha256 of its `filename` equals `expected`; on a mismatch nothing is left at `dest`."""
-    name = info.name
-    assert info.run_id is not None
-    _check_inside(name, info.version, "artifact path", artifact_path)
-    _check_inside(name, info.version, "weights file", filename, single=True)
-    dest = dest.expanduser().resolve()
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.pull-", dir=dest.parent))
-    follow_umask(staging)  # it becomes the pulled folder: not mkdtemp's 0700
-    try:
-        local = Path(_download(uri, info.run_id, artifact_path, staging, retry_timeout_s))
-        if local.is_file():
-            folder = staging / "files"
-            folder.mkdir()
-            local = local.replace(folder / local.name).parent
-        weights = local / filename
-        if not weights.is_file():
-            raise RegistryError(
-                f"model {name} version {info.version}: {filename} not found in its artifact "
-                f"{artifact_path}; pass weights_filename or re-register"
-            )
-        actual = sha256_file(weights)
-        if actual != expected:
-            raise RegistryError(
-                f"model {name} version {info.version}: {filename} has sha256 {actual} but the "
-                f"registry recorded {expected}; the stored artifact was altered or corrupted, "
-                "re-register a good copy"
-            )
-        if dest.exists():
-            _check_replaceable(dest, local)
-            shutil.rmtree(dest)
-        local.replace(dest)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return dest
-
-
-def _check_replaceable(dest: Path, incoming: Path) -> None:
-    """A pull replaces `dest` whole: only a folder that holds nothing but names the pulled
-    folder has (an earlier pull of the same kind), and neither the current folder nor one
-    above it, whose loss the user would not expect."""
-    where = f"cannot pull into {dest}"
-    if not dest.is_dir():
-        raise RegistryError(f"{where}: it is a file, not a folder; give a folder to write into")
-    if dest == Path.cwd() or dest in Path.cwd().parents:
-        raise RegistryError(f"{where}: it is the current folder or holds it; give a new folder")
-    others = sorted(p.name for p in dest.iterdir() if not (incoming / p.name).exists())
-    if others:
-        shown = ", ".join(others[:5]) + (", ..." if len(others) > 5 else "")
-        raise RegistryError(
-            f"{where}: it holds files a pull would delete ({shown}); give a new or empty folder "
-            "(a folder an earlier pull wrote is replaced)"
-        )
-
-
-def _download(uri: str, run_id: str, artifact_path: str, dst: Path, timeout_s: float) -> str:
-    from mlflow.artifacts import download_artifacts
-
-    # a progress bar per small adapter folder is noise in job logs; respect an explicit choice
-    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
-
-    return call_with_retry(
-        lambda: download_artifacts(
-            run_id=run_id, artifact_path=artifact_path, dst_path=str(dst), tracking_uri=uri
-        ),
-        what=f"download runs:/{run_id}/{artifact_path}",
-        timeout_s=timeout_s,
-    )

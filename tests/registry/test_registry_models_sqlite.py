@@ -21,6 +21,7 @@ from adapterfleet.registry import (
     list_models,
     pull,
     register_version,
+    set_alias,
 )
 
 LoggedAdapter = Callable[..., tuple[str, Path]]
@@ -212,6 +213,28 @@ def test_pull_missing_alias_is_a_clear_error(
     name = adapter_model_name(new_name("p"), "cola")
     with pytest.raises(RegistryError, match=f"model {name} has no alias 'best'"):
         pull(sqlite_uri, name, tmp_path / "x")
+
+
+def test_pull_of_a_version_or_alias_that_is_not_there_names_those_that_are(
+    sqlite_uri: str,
+    sqlite_experiment: str,
+    logged_adapter: LoggedAdapter,
+    tmp_path: Path,
+    new_name: Callable[[str], str],
+) -> None:
+    """`pull --version 7` / `--alias nope` said only that there was none, so a user had to
+    look the versions up elsewhere."""
+    name = fusion_model_name(new_name("p"), "rte")
+    for seed, trial in ((5, "a"), (6, "b")):
+        run_id, weights = logged_adapter(sqlite_uri, sqlite_experiment, seed=seed)
+        register_version(sqlite_uri, name, run_id, "fusion", weights, {TAG_TRIAL_ID: trial})
+    set_alias(sqlite_uri, name, "pruned-1", 1)
+    listed = r"; its versions: v1 \(@pruned-1\), v2 \(@best\)$"
+    with pytest.raises(RegistryError, match=f"model {name} has no version 7 in .*{listed}"):
+        pull(sqlite_uri, name, tmp_path / "x", version=7)
+    with pytest.raises(RegistryError, match=f"model {name} has no alias 'nope' in .*{listed}"):
+        pull(sqlite_uri, name, tmp_path / "x", alias="nope")
+    assert not (tmp_path / "x").exists()
 
 
 def test_list_models_by_prefix_and_kind(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +46,11 @@ def parse_model_name(name: str) -> tuple[str, str, str] | None:
     return (match["prefix"], match["kind"], match["task"]) if match else None
 
 
+def version_with_aliases(version: int, aliases: Sequence[str] = ()) -> str:
+    """`v2 (@best @pruned-2)`, `v3` without aliases: a version as a command's line says it."""
+    return f"v{version}" + (f" ({' '.join('@' + a for a in aliases)})" if aliases else "")
+
+
 @dataclass(frozen=True)
 class ModelVersionInfo:
     """One registered model version, as plain data (no MLflow objects)."""
@@ -66,6 +72,11 @@ class ModelVersionInfo:
     def task(self) -> str | None:
         parsed = parse_model_name(self.name)
         return parsed[2] if parsed else None
+
+    @property
+    def label(self) -> str:
+        """`v2 (@pruned-2)`"""
+        return version_with_aliases(self.version, self.aliases)
 
     @property
     def sha256(self) -> str | None:

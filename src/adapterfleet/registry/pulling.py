@@ -10,9 +10,10 @@ from pathlib import Path
 
 from adapterfleet._files import follow_umask
 from adapterfleet.registry.errors import RegistryError, call_with_retry, safe_uri
-from adapterfleet.registry.info import ModelVersionInfo, sha256_file
-from adapterfleet.registry.models import _check_inside, get_version
-from adapterfleet.registry.tags import BEST_ALIAS, TAG_COMPANION
+from adapterfleet.registry.info import ModelVersionInfo, sha256_file, version_with_aliases
+from adapterfleet.registry.models import _check_inside, get_version, search_versions
+from adapterfleet.registry.store import get_client
+from adapterfleet.registry.tags import BEST_ALIAS, TAG_COMPANION, quote
 
 DEFAULT_RETRY_TIMEOUT_S = 120.0
 
@@ -33,14 +34,7 @@ def pull(
     Selects `version` when given, else `alias`. `weights_filename` defaults to the file
     name recorded at registration. On a mismatch nothing is left at `dest`.
     """
-    if version is not None:
-        alias = None
-    info = get_version(uri, name, alias=alias, version=version)
-    wanted = f"version {version}" if version is not None else f"alias '{alias}'"
-    if info is None:
-        raise RegistryError(
-            f"model {name} has no {wanted} in {safe_uri(uri)}; register it first or check the name"
-        )
+    info = version_to_pull(uri, name, alias=None if version is not None else alias, version=version)
     expected = info.sha256
     filename = weights_filename or info.weights_file
     artifact_path = info.artifact_path
@@ -52,6 +46,38 @@ def pull(
     return _fetch_verified(
         uri, info, artifact_path, filename, expected, Path(dest), retry_timeout_s
     )
+
+
+def version_to_pull(
+    uri: str, name: str, alias: str | None = BEST_ALIAS, version: int | str | None = None
+) -> ModelVersionInfo:
+    """The version of `name` numbered `version`, else under `alias`; refused naming the versions
+    and aliases that exist when there is no such version."""
+    info = get_version(uri, name, alias=alias, version=version)
+    if info is not None:
+        return info
+    wanted = f"version {version}" if version is not None else f"alias '{alias}'"
+    raise RegistryError(
+        f"model {name} has no {wanted} in {safe_uri(uri)}; {_registered(uri, name)}"
+    )
+
+
+def _registered(uri: str, name: str) -> str:
+    """What `name` has, for a refusal: `its versions: v1 (@best), v2 (@pruned-2)`."""
+    from mlflow.exceptions import MlflowException
+
+    client = get_client(uri)
+    numbers = sorted(int(mv.version) for mv in search_versions(client, f"name = {quote(name)}"))
+    if not numbers:
+        return "no version of it is registered there; register it first or check the name"
+    try:
+        aliases = client.get_registered_model(name).aliases or {}
+    except MlflowException:
+        aliases = {}
+    named: dict[int, list[str]] = {}
+    for alias, number in sorted(aliases.items()):
+        named.setdefault(int(number), []).append(alias)
+    return "its versions: " + ", ".join(version_with_aliases(n, named.get(n, ())) for n in numbers)
 
 
 def pull_companion(

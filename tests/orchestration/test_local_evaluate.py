@@ -115,8 +115,8 @@ def test_a_run_that_is_not_a_run_folder_says_so(config, st_a, tmp_path) -> None:
         with pytest.raises(UserError) as caught:
             evaluate_run(config, "fruit", run)
         assert str(caught.value) == (
-            f"--run {run} {problem}; give the --out folder of a train or fuse run (an adapter "
-            "folder alone is used with fuse --adapters)"
+            f"--run {run} {problem}; give the --out folder of a train or fuse run, or a folder "
+            "adapterfleet pull wrote (an adapter folder alone is used with fuse --adapters)"
         )
 
 

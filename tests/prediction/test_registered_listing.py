@@ -37,5 +37,108 @@ def test_pull_writes_the_verified_fusion(world, tmp_path: Path) -> None:
         app, ["pull", "fruit", "-c", str(world.config_path), "--to", str(dest), "--fusion"]
     )
     assert result.exit_code == 0, result.output
-    assert "(sha256 verified)" in result.output
+    assert "(sha256 verified, with its head in head/" in result.output
     assert (dest / "model_adapter_fusion.safetensors").is_file()
+
+
+def _pull(world, *args: str) -> str:
+    result = runner.invoke(app, ["pull", *args, "-c", str(world.config_path)])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_a_pulled_adapter_comes_with_its_head_and_a_record(world, tmp_path: Path) -> None:
+    """A pull wrote the adapter's two files alone, and its line did not say which version:
+    `export` left the head behind. The adapter files stay where they were, so `fuse
+    --adapters` takes the folder as before."""
+    from adapterfleet.orchestration.run_folder import check_fusion_adapters
+    from adapterfleet.registry import get_version, read_pulled
+
+    dest = tmp_path / "fruit"
+    output = _pull(world, "fruit", "--to", str(dest), "--version", "1")
+    prefix = world.config.registry_prefix
+    assert output.splitlines() == [
+        f"{prefix}.adapter.fruit v1 (@best) -> {dest} (sha256 verified, with its head in head/)"
+    ]
+    names = sorted(p.name for p in dest.iterdir())
+    assert names == ["adapter.safetensors", "adapter_config.json", "head", "pulled.json"]
+    info = get_version(world.uri, f"{prefix}.adapter.fruit", version=1)
+    record = read_pulled(dest)
+    assert info is not None and record is not None
+    assert (record["model"], record["version"], record["aliases"]) == (info.name, 1, ["best"])
+    assert (record["kind"], record["task"], record["sha256"]) == ("adapter", "fruit", info.sha256)
+    assert record["head_sha256"] == info.tags["adapterfleet.companion.head"].rpartition(":")[2]
+
+    exported = tmp_path / "exported"
+    result = runner.invoke(
+        app, ["export", str(dest), "--format", "adapterhub", "--out", str(exported)]
+    )
+    assert result.exit_code == 0, result.output
+    assert {"head_config.json", "model_head.safetensors"} <= {p.name for p in exported.iterdir()}
+    water = tmp_path / "water"
+    _pull(world, "water", "--to", str(water))
+    check_fusion_adapters([dest, water], tmp_path / "fused")  # what fuse --adapters checks first
+
+
+def test_a_pulled_fusion_comes_with_its_head_and_the_adapters_it_fuses(
+    world, tmp_path: Path
+) -> None:
+    from adapterfleet.registry import get_version
+
+    dest = tmp_path / "fusion"
+    output = _pull(world, "fruit", "--fusion", "--to", str(dest))
+    prefix = world.config.registry_prefix
+    info = get_version(world.uri, f"{prefix}.fusion.fruit", alias="best")
+    assert info is not None
+    fused = ", ".join(f"{task} v{number}" for task, number in info.fused.items())
+    assert output.splitlines() == [
+        f"{prefix}.fusion.fruit v{info.version} (@best) -> {dest} (sha256 verified, with its "
+        f"head in head/ and the adapters it fuses in adapters/: {fused})"
+    ]
+    assert (dest / "model_adapter_fusion.safetensors").is_file()
+    assert (dest / "head" / "model_head.safetensors").is_file()
+    for task in info.fused:
+        assert (dest / "adapters" / task / "adapter.safetensors").is_file()
+
+
+def _evaluate(world, task: str, folder: Path) -> dict[str, str]:
+    result = runner.invoke(
+        app, ["evaluate", "-c", str(world.config_path), "--task", task, "--run", str(folder)]
+    )
+    assert result.exit_code == 0, result.output
+    return _table(result.output)[0]
+
+
+def test_evaluate_scores_a_pulled_folder_as_its_version_scored(world, tmp_path: Path) -> None:
+    """`evaluate --run` refused a pulled folder: `has no run.json, head/ or heads/: it is not a
+    run folder`. Now an adapter scores as the run folder it was trained in, and a fusion as
+    the dev metric the registry recorded for it."""
+    from adapterfleet.registry import get_version
+
+    adapter, fusion = tmp_path / "adapter", tmp_path / "fusion"
+    _pull(world, "fruit", "--to", str(adapter))
+    _pull(world, "fruit", "--fusion", "--to", str(fusion))
+    trained = _evaluate(world, "fruit", world.adapter_runs["fruit"])
+    assert _evaluate(world, "fruit", adapter) == trained
+    info = get_version(world.uri, f"{world.config.registry_prefix}.fusion.fruit", alias="best")
+    assert info is not None
+    scored = _evaluate(world, "fruit", fusion)
+    assert float(scored["accuracy"]) == float(info.tags["dev_accuracy"])
+
+
+def test_export_of_a_pulled_fusion_names_where_its_adapters_are(world, tmp_path: Path) -> None:
+    """The reference loads a fusion only after its adapters; for a pulled fusion the export
+    named no folder to take them from, though the pull had put them under adapters/."""
+    from adapterfleet.registry import read_pulled
+
+    fusion = tmp_path / "fusion"
+    _pull(world, "fruit", "--fusion", "--to", str(fusion))
+    out = tmp_path / "exported"
+    result = runner.invoke(
+        app, ["export", str(fusion), "--format", "adapterhub", "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    tasks = list(read_pulled(fusion)["adapters"])  # type: ignore[index]
+    folders = ", ".join(str(fusion / "adapters" / task) for task in tasks)
+    said = f"their own folders too (pulled.json: {folders}), then load_adapter each"
+    assert said in " ".join(result.output.split())

@@ -81,11 +81,14 @@ def _report(converted: Converted) -> None:
 
 def _say_fused_adapters_stay(src: Path, missing: list[str]) -> None:
     """The reference loads a fusion only over the adapters it mixes; a fusion run holds none
-    of them (its run.json names their folders)."""
+    of them (its run.json names their folders; a pulled fusion's pulled.json, its adapters/)."""
     from adapterfleet.orchestration.local import read_run_info
+    from adapterfleet.registry.pulled import PULLED_FILE
+    from adapterfleet.training.modes import RUN_FILE
 
     dirs = read_run_info(src).get("lineage", {}).get("adapter_dirs", []) if src.is_dir() else []
-    where = f" (run.json: {', '.join(dirs)})" if dirs else ""
+    named_in = RUN_FILE if (src / RUN_FILE).is_file() else PULLED_FILE
+    where = f" ({named_in}: {', '.join(dirs)})" if dirs else ""
     folders = "their own folders" if len(missing) > 1 else "its own folder"
     typer.echo(
         f"the reference loads the fusion only after the adapters it mixes: export "

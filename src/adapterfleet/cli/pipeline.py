@@ -120,7 +120,14 @@ def sweep_resume(
 
 def pull(
     task: Annotated[str, typer.Argument(help="Task whose registered adapter to download.")],
-    to: Annotated[Path, typer.Option("--to", help="Folder to write the adapter into.")],
+    to: Annotated[
+        Path,
+        typer.Option(
+            "--to",
+            help="Folder to write into: the adapter's files, head/ and pulled.json (a folder an "
+            "earlier pull wrote is replaced).",
+        ),
+    ],
     config: ConfigOpt,
     alias: Annotated[str, typer.Option(help="Registry alias.")] = BEST_ALIAS,
     version: Annotated[
@@ -130,21 +137,23 @@ def pull(
         bool,
         typer.Option(
             "--fusion",
-            help="Pull the task's fusion layer: its weights alone (predict and prune fetch the "
-            "adapters and head a fusion needs themselves).",
+            help="Pull the task's fusion: its weights, with its head and, under adapters/, the "
+            "adapter versions it fuses.",
         ),
     ] = False,
     budget: BudgetOpt = None,
     set_: SetOpt = None,
 ) -> None:
-    """Download a registered adapter (or fusion) and verify its sha256."""
-    from adapterfleet.results.models import check_pull_task, pull_registered
+    """Download a registered adapter (or fusion) with its head, each sha256-verified; evaluate
+    --run, export and fuse --adapters take the folder."""
+    from adapterfleet.results.models import check_pull_task, pull_registered, pulled_lines
 
     cfg = load(config, set_, budget)
     check_pull_task(cfg, task)
     checked_store(cfg.tracking_uri, read_only=True)
-    name, dest = pull_registered(cfg, task, to, fusion=fusion, alias=alias, version=version)
-    typer.echo(f"{name} -> {dest} (sha256 verified)")
+    pulled = pull_registered(cfg, task, to, fusion=fusion, alias=alias, version=version)
+    for line in pulled_lines(pulled):
+        typer.echo(line)
 
 
 def adapters(

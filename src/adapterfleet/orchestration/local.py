@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from adapterfleet.adapters import (
+    ADAPTER_CONFIG,
     ADAPTER_WEIGHTS,
     MINILM,
     AdapterModel,
@@ -26,8 +27,9 @@ from adapterfleet.adapters.files import read_config
 from adapterfleet.config import BaseModelSpec, ConfigError, PipelineConfig, training_with
 from adapterfleet.data import TokenizedTask, load_task, tokenize_task
 from adapterfleet.data.tasks import TaskSpec
-from adapterfleet.fusion import FusionConfig, load_fusion, set_active_fusion
+from adapterfleet.fusion import FUSION_CONFIG, FusionConfig, load_fusion, set_active_fusion
 from adapterfleet.orchestration.limits import check_single_run, other_base_error
+from adapterfleet.orchestration.pulled_run import pulled_run_info
 from adapterfleet.orchestration.run_folder import check_fusion_adapters, fresh_run_dir
 from adapterfleet.training import Callback, TrainConfig, evaluate
 from adapterfleet.training.modes import (
@@ -173,7 +175,8 @@ def evaluate_run(config: PipelineConfig, task: str, run_dir: Path) -> dict[str, 
 
 
 def check_run_folder(run_dir: Path) -> None:
-    """`--run` is a folder that train or fuse wrote: its run.json, or a head/ (heads/: MT-A)."""
+    """`--run` is a folder that train, fuse or pull wrote: its run.json, or a head/ (heads/:
+    MT-A)."""
     if not run_dir.is_dir():
         problem = "is a file" if run_dir.exists() else "does not exist"
     elif not any((run_dir / name).exists() for name in (RUN_FILE, "head", "heads")):
@@ -181,15 +184,18 @@ def check_run_folder(run_dir: Path) -> None:
     else:
         return
     raise ConfigError(
-        f"--run {run_dir} {problem}; give the --out folder of a train or fuse run (an adapter "
-        "folder alone is used with fuse --adapters)"
+        f"--run {run_dir} {problem}; give the --out folder of a train or fuse run, or a folder "
+        "adapterfleet pull wrote (an adapter folder alone is used with fuse --adapters)"
     )
 
 
 def read_run_info(run_dir: Path) -> dict[str, Any]:
     """The run's run.json (a corrupt one, or one whose parts have the wrong shape, refused in
-    one line); empty when it has none."""
-    info = read_config(run_dir, RUN_FILE) if (run_dir / RUN_FILE).is_file() else {}
+    one line), or what a pulled folder's pulled.json says in its terms; empty without either."""
+    if (run_dir / RUN_FILE).is_file():
+        info = read_config(run_dir, RUN_FILE)
+    else:
+        info = pulled_run_info(run_dir)
     dirs = (info.get("lineage") or {}).get("adapter_dirs", []) if _mappings(info) else None
     if dirs is None or not isinstance(dirs, list) or not all(isinstance(d, str) for d in dirs):
         raise ConfigError(
@@ -236,7 +242,7 @@ def load_run(
         sha = hashes.get(task) if isinstance(hashes, dict) else None
         adapter = load_recorded(model, run_dir / "adapters" / task, sha, run_dir, name=task)
         set_active_adapter(model, adapter)
-    elif (run_dir / "fusion").is_dir():
+    elif (fusion_dir := _part(run_dir, "fusion", FUSION_CONFIG)) is not None:
         dirs = lineage.get("adapter_dirs", [])
         hashes = hashes if isinstance(hashes, list) and len(hashes) == len(dirs) else []
         for adapter_dir, sha in itertools.zip_longest(dirs, hashes):
@@ -247,12 +253,19 @@ def load_run(
                     "at its new place"
                 )
             load_recorded(model, Path(adapter_dir), sha, run_dir)
-        set_active_fusion(model, load_fusion(model, run_dir / "fusion", name=task))
-    elif (run_dir / "adapter").is_dir():
+        set_active_fusion(model, load_fusion(model, fusion_dir, name=task))
+    elif (adapter_dir := _part(run_dir, "adapter", ADAPTER_CONFIG)) is not None:
         sha = hashes if isinstance(hashes, str) else None
-        adapter = load_recorded(model, run_dir / "adapter", sha, run_dir, name=task)
+        adapter = load_recorded(model, adapter_dir, sha, run_dir, name=task)
         set_active_adapter(model, adapter)
     return model
+
+
+def _part(run_dir: Path, kind: str, config_file: str) -> Path | None:
+    """A run's `adapter/` or `fusion/`; the folder itself where a pull put that part's files."""
+    if (run_dir / kind).is_dir():
+        return run_dir / kind
+    return run_dir if (run_dir / config_file).is_file() else None
 
 
 def run_base(config: PipelineConfig, run_dir: Path, info: dict[str, Any]) -> BaseModelSpec:

@@ -130,11 +130,8 @@ def pull_version(config: PipelineConfig, uri: str, info: ModelVersionInfo, dest:
 
 
 def fusion_lineage(info: ModelVersionInfo) -> dict[str, int]:
-    """task -> adapter version, from the fusion's `adapter.<task>=vN` tags."""
-    out: dict[str, int] = {}
-    for key, value in info.tags.items():
-        if key.startswith("adapter.") and value.startswith("v") and value[1:].isdigit():
-            out[key.removeprefix("adapter.")] = int(value[1:])
+    """task -> adapter version, from the fusion's `adapter.<task>=vN` tags (refused without)."""
+    out = info.fused
     if not out:
         raise RegistryError(
             f"model {info.name} version {info.version} has no adapter.<task>=vN tags naming the "

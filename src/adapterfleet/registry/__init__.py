@@ -18,6 +18,7 @@ from adapterfleet.registry.models import (
     register_version,
     set_alias,
 )
+from adapterfleet.registry.pulled import PULLED_FILE, PulledFolder, pull_folder, read_pulled
 from adapterfleet.registry.pulling import pull, pull_companion
 from adapterfleet.registry.redact import REDACTED, redact, redact_values
 from adapterfleet.registry.results import (
@@ -58,6 +59,7 @@ from adapterfleet.registry.tags import (
 from adapterfleet.registry.wait import wait_for_models
 
 __all__ = [
+    "PULLED_FILE",
     "REDACTED",
     "TAG_KIND",
     "TAG_PARENT_RUN",
@@ -69,6 +71,7 @@ __all__ = [
     "TAG_TRIAL_ID",
     "MlflowRunLogger",
     "ModelVersionInfo",
+    "PulledFolder",
     "RegistryError",
     "RegistryTimeout",
     "ExperimentData",
@@ -98,6 +101,8 @@ __all__ = [
     "parse_model_name",
     "pull",
     "pull_companion",
+    "pull_folder",
+    "read_pulled",
     "redact",
     "redact_values",
     "register_version",

@@ -87,6 +87,16 @@ class ModelVersionInfo:
         return self.tags.get(TAG_WEIGHTS_FILE)
 
     @property
+    def fused(self) -> dict[str, int]:
+        """A fusion's adapters, task -> version, from its `adapter.<task>=vN` tags; empty for
+        an adapter (or a fusion registered without them)."""
+        out: dict[str, int] = {}
+        for key, value in self.tags.items():
+            if key.startswith("adapter.") and value.startswith("v") and value[1:].isdigit():
+                out[key.removeprefix("adapter.")] = int(value[1:])
+        return out
+
+    @property
     def artifact_path(self) -> str | None:
         if TAG_ARTIFACT_PATH in self.tags:
             return self.tags[TAG_ARTIFACT_PATH]

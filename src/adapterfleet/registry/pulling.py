@@ -34,13 +34,25 @@ def pull(
     Selects `version` when given, else `alias`. `weights_filename` defaults to the file
     name recorded at registration. On a mismatch nothing is left at `dest`.
     """
-    info = version_to_pull(uri, name, alias=None if version is not None else alias, version=version)
+    info = version_to_pull(uri, name, alias, version)
+    return fetch_version(uri, info, dest, weights_filename, retry_timeout_s=retry_timeout_s)
+
+
+def fetch_version(
+    uri: str,
+    info: ModelVersionInfo,
+    dest: str | Path,
+    weights_filename: str | None = None,
+    *,
+    retry_timeout_s: float = DEFAULT_RETRY_TIMEOUT_S,
+) -> Path:
+    """`pull` of the version `info` already found."""
     expected = info.sha256
     filename = weights_filename or info.weights_file
     artifact_path = info.artifact_path
     if not expected or not filename or not info.run_id or artifact_path is None:
         raise RegistryError(
-            f"model {name} version {info.version} lacks the sha256/weights/run metadata "
+            f"model {info.name} version {info.version} lacks the sha256/weights/run metadata "
             "adapterfleet records; re-register it with register_version"
         )
     return _fetch_verified(
@@ -53,6 +65,7 @@ def version_to_pull(
 ) -> ModelVersionInfo:
     """The version of `name` numbered `version`, else under `alias`; refused naming the versions
     and aliases that exist when there is no such version."""
+    alias = None if version is not None else alias
     info = get_version(uri, name, alias=alias, version=version)
     if info is not None:
         return info
@@ -139,7 +152,7 @@ def _fetch_verified(
                 "re-register a good copy"
             )
         if dest.exists():
-            _check_replaceable(dest, local)
+            check_replaceable(dest, local)
             shutil.rmtree(dest)
         local.replace(dest)
     finally:
@@ -147,7 +160,7 @@ def _fetch_verified(
     return dest
 
 
-def _check_replaceable(dest: Path, incoming: Path) -> None:
+def check_replaceable(dest: Path, incoming: Path) -> None:
     """A pull replaces `dest` whole: only a folder that holds nothing but names the pulled
     folder has (an earlier pull of the same kind), and neither the current folder nor one
     above it, whose loss the user would not expect."""

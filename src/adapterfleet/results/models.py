@@ -6,8 +6,15 @@ from pathlib import Path
 from typing import Any
 
 from adapterfleet.config import ConfigError, PipelineConfig
-from adapterfleet.registry import adapter_model_name, fusion_model_name, list_models, pull
+from adapterfleet.registry import (
+    PulledFolder,
+    adapter_model_name,
+    fusion_model_name,
+    list_models,
+    pull_folder,
+)
 from adapterfleet.registry.info import KINDS
+from adapterfleet.registry.pulled import ADAPTERS_FOLDER, HEAD_FOLDER
 from adapterfleet.registry.tags import BEST_ALIAS
 from adapterfleet.results.formats import number_from_tag, version_label
 
@@ -51,10 +58,22 @@ def pull_registered(
     fusion: bool = False,
     alias: str = BEST_ALIAS,
     version: int | None = None,
-) -> tuple[str, Path]:
-    """Download `task`'s registered adapter (or fusion) into `to`, sha256-verified: by
-    `version` when given, else by `alias`. (model name, folder)."""
+) -> PulledFolder:
+    """Download `task`'s registered adapter (or fusion) into `to` with its head (and a fusion's
+    adapters), each sha256-verified: by `version` when given, else by `alias`."""
     check_pull_task(config, task)
     name = (fusion_model_name if fusion else adapter_model_name)(config.registry_prefix, task)
-    dest = pull(config.tracking_uri, name, to, alias=None if version else alias, version=version)
-    return name, dest
+    return pull_folder(config.tracking_uri, name, to, alias=alias, version=version)
+
+
+def pulled_lines(pulled: PulledFolder) -> list[str]:
+    """What `pull` says: the version and where it went, what came with it."""
+    info = pulled.info
+    parts = [f"its head in {HEAD_FOLDER}/" if pulled.head else ""]
+    if pulled.adapters:
+        fused = ", ".join(f"{a.task} v{a.version}" for a in pulled.adapters)
+        parts.append(f"the adapters it fuses in {ADAPTERS_FOLDER}/: {fused}")
+    came = " and ".join(part for part in parts if part)
+    line = f"{info.name} {info.label} -> {pulled.folder} (sha256 verified"
+    line += f", with {came})" if came else f"; v{info.version} has no head registered with it)"
+    return [line]

@@ -101,6 +101,29 @@ def test_a_pulled_fusion_comes_with_its_head_and_the_adapters_it_fuses(
         assert (dest / "adapters" / task / "adapter.safetensors").is_file()
 
 
+def test_a_pull_into_another_models_folder_says_what_it_replaced(world, tmp_path: Path) -> None:
+    """Pulling an adapter where a fusion was pulled was refused, with a message saying a folder
+    an earlier pull wrote is replaced; one pull over another's folder said nothing of it."""
+    dest = tmp_path / "pulled"
+    prefix = world.config.registry_prefix
+    _pull(world, "fruit", "--fusion", "--to", str(dest))
+    output = _pull(world, "water", "--to", str(dest))
+    assert output.splitlines()[1] == f"replaced {prefix}.fusion.fruit v1 there"
+    assert not (dest / "adapters").exists() and not (dest / "adapter_fusion_config.json").exists()
+    output = _pull(world, "fruit", "--to", str(dest))
+    assert output.splitlines()[1] == f"replaced {prefix}.adapter.water v1 there"
+
+    (dest / "notes.txt").write_text("mine")
+    result = runner.invoke(app, ["pull", "water", "-c", str(world.config_path), "--to", str(dest)])
+    assert result.exit_code == 2
+    assert (
+        f"cannot pull into {dest}: it holds files this pull does not write (notes.txt), which "
+        "replacing the folder would delete; give a new or empty folder (one an earlier pull "
+        "wrote, as its pulled.json lists, is replaced)"
+    ) in " ".join(result.output.split())
+    assert (dest / "notes.txt").read_text() == "mine" and (dest / "head").is_dir()
+
+
 def _evaluate(world, task: str, folder: Path) -> dict[str, str]:
     result = runner.invoke(
         app, ["evaluate", "-c", str(world.config_path), "--task", task, "--run", str(folder)]

@@ -193,7 +193,9 @@ def test_pull_never_deletes_what_it_did_not_write(
     (work / "sub").mkdir(parents=True)
     (work / "notes.txt").write_text("precious")
     (tmp_path / "afile").write_text("hi")
-    with pytest.raises(RegistryError, match=r"holds files a pull would delete \(notes.txt, sub\)"):
+    with pytest.raises(
+        RegistryError, match=r"holds files this pull does not write \(notes.txt, sub\)"
+    ):
         pull(sqlite_uri, name, work)
     with pytest.raises(RegistryError, match="it is a file, not a folder"):
         pull(sqlite_uri, name, tmp_path / "afile")

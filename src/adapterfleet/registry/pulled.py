@@ -5,7 +5,9 @@
     adapters/<task>/          a fusion's adapter versions, as its `adapter.<task>=vN` tags name
     pulled.json               what the folder holds (`PulledRecord`)
 
-Every part is sha256-verified against the registry before the folder is put in place, whole.
+Every part is sha256-verified against the registry before the folder is put in place, whole:
+a folder an earlier pull wrote (its pulled.json lists its files) is replaced, with a word of
+what it held; a folder of other files is refused.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from adapterfleet.registry.info import (
     ModelVersionInfo,
     adapter_model_name,
     parse_model_name,
+    version_with_aliases,
 )
 from adapterfleet.registry.pulling import (
     DEFAULT_RETRY_TIMEOUT_S,
@@ -35,17 +38,19 @@ from adapterfleet.registry.tags import BEST_ALIAS, TAG_BASE_MODEL, TAG_COMPANION
 PULLED_FILE = "pulled.json"
 HEAD_FOLDER = "head"
 ADAPTERS_FOLDER = "adapters"
+_EARLIER_PULL = f"one an earlier pull wrote, as its {PULLED_FILE} lists,"
 
 
 @dataclass(frozen=True)
 class PulledFolder:
     """What a pull wrote: the version, whether its head came with it, a fusion's adapter
-    versions."""
+    versions, and what an earlier pull had left in the folder (None: nothing)."""
 
     folder: Path
     info: ModelVersionInfo
     head: bool
     adapters: tuple[ModelVersionInfo, ...]
+    replaced: str | None
 
 
 def pull_folder(
@@ -68,10 +73,10 @@ def pull_folder(
         head = _pull_head(uri, info, folder, retry_timeout_s)
         adapters = _pull_adapters(uri, info, folder / ADAPTERS_FOLDER, retry_timeout_s)
         _write_record(folder, info, head, adapters)
-        _replace(dest, folder)
+        replaced = _replace(dest, folder)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return PulledFolder(dest, info, head is not None, adapters)
+    return PulledFolder(dest, info, head is not None, adapters, replaced)
 
 
 def _pull_head(uri: str, info: ModelVersionInfo, folder: Path, timeout_s: float) -> str | None:
@@ -122,12 +127,35 @@ def _write_record(
     (folder / PULLED_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
 
 
-def _replace(dest: Path, folder: Path) -> None:
-    """Put `folder` at `dest` (see `check_replaceable`)."""
+def _replace(dest: Path, folder: Path) -> str | None:
+    """Put `folder` at `dest`; what an earlier pull left there, in words (None: nothing)."""
+    replaced = None
     if dest.exists():
-        check_replaceable(dest, folder)
+        earlier = _earlier_record(dest)
+        files = earlier.get("files")
+        recorded = [str(f) for f in files] if isinstance(files, list) else []
+        check_replaceable(dest, folder, recorded, replaced=_EARLIER_PULL)
+        replaced = _described(earlier) if any(dest.iterdir()) else None
         shutil.rmtree(dest)
     folder.replace(dest)
+    return replaced
+
+
+def _earlier_record(dest: Path) -> dict[str, Any]:
+    """The pulled.json an earlier pull left in `dest`; empty when there is none to read."""
+    try:
+        record = read_pulled(dest)
+    except RegistryError:
+        return {}
+    return record or {}
+
+
+def _described(record: dict[str, Any]) -> str:
+    """`demo.adapter.demo_aspect v1`, or the files of a pull that wrote no pulled.json."""
+    model, version = record.get("model"), record.get("version")
+    if isinstance(model, str) and isinstance(version, int):
+        return f"{model} {version_with_aliases(version)}"
+    return "the files an earlier pull wrote"
 
 
 def read_pulled(folder: Path) -> dict[str, Any] | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Collection
 from pathlib import Path
 
 from adapterfleet._files import follow_umask
@@ -16,6 +17,7 @@ from adapterfleet.registry.store import get_client
 from adapterfleet.registry.tags import BEST_ALIAS, TAG_COMPANION, quote
 
 DEFAULT_RETRY_TIMEOUT_S = 120.0
+_SAME_FILES = "one holding only the files this pull writes, as an earlier pull of them left it,"
 
 
 def pull(
@@ -160,21 +162,28 @@ def _fetch_verified(
     return dest
 
 
-def check_replaceable(dest: Path, incoming: Path) -> None:
+def check_replaceable(
+    dest: Path, incoming: Path, recorded: Collection[str] = (), replaced: str = _SAME_FILES
+) -> None:
     """A pull replaces `dest` whole: only a folder that holds nothing but names the pulled
-    folder has (an earlier pull of the same kind), and neither the current folder nor one
-    above it, whose loss the user would not expect."""
+    folder has, or names an earlier pull `recorded` writing there, and neither the current
+    folder nor one above it, whose loss the user would not expect. `replaced`: which folders
+    the refusal says are replaced."""
     where = f"cannot pull into {dest}"
     if not dest.is_dir():
         raise RegistryError(f"{where}: it is a file, not a folder; give a folder to write into")
     if dest == Path.cwd() or dest in Path.cwd().parents:
         raise RegistryError(f"{where}: it is the current folder or holds it; give a new folder")
-    others = sorted(p.name for p in dest.iterdir() if not (incoming / p.name).exists())
+    others = sorted(
+        p.name
+        for p in dest.iterdir()
+        if p.name not in recorded and not (incoming / p.name).exists()
+    )
     if others:
         shown = ", ".join(others[:5]) + (", ..." if len(others) > 5 else "")
         raise RegistryError(
-            f"{where}: it holds files a pull would delete ({shown}); give a new or empty folder "
-            "(a folder an earlier pull wrote is replaced)"
+            f"{where}: it holds files this pull does not write ({shown}), which replacing the "
+            f"folder would delete; give a new or empty folder ({replaced} is replaced)"
         )
 
 

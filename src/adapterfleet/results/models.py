@@ -67,7 +67,7 @@ def pull_registered(
 
 
 def pulled_lines(pulled: PulledFolder) -> list[str]:
-    """What `pull` says: the version and where it went, what came with it."""
+    """What `pull` says: the version and where it went, what came with it, what it replaced."""
     info = pulled.info
     parts = [f"its head in {HEAD_FOLDER}/" if pulled.head else ""]
     if pulled.adapters:
@@ -76,4 +76,5 @@ def pulled_lines(pulled: PulledFolder) -> list[str]:
     came = " and ".join(part for part in parts if part)
     line = f"{info.name} {info.label} -> {pulled.folder} (sha256 verified"
     line += f", with {came})" if came else f"; v{info.version} has no head registered with it)"
-    return [line]
+    replaced = [f"replaced {pulled.replaced} there"] if pulled.replaced else []
+    return [line, *replaced]

@@ -304,6 +304,17 @@ def test_pull_of_a_task_the_config_lacks_lists_its_tasks(pipeline: Path) -> None
     assert not (pipeline.parent / "x").exists() and not (pipeline.parent / "runs").exists()
 
 
+def test_pull_with_both_an_alias_and_a_version_is_refused(pipeline: Path) -> None:
+    """`--alias nope --version 1` pulled v1 and ignored the alias without a word."""
+    args = ["pull", "a", "-c", str(pipeline), "--to", "x", "--alias", "nope", "--version", "1"]
+    refused(
+        runner.invoke(app, args),
+        "pull: --alias nope and --version 1 each choose a version; give one of them (without "
+        "either, --alias best)",
+    )
+    assert not (pipeline.parent / "x").exists() and not (pipeline.parent / "runs").exists()
+
+
 def test_status_shows_the_plan_without_creating_a_store(pipeline: Path) -> None:
     result = runner.invoke(app, ["status", "-c", str(pipeline)])
     assert result.exit_code == 0, result.output

@@ -124,6 +124,22 @@ def test_a_pull_into_another_models_folder_says_what_it_replaced(world, tmp_path
     assert (dest / "notes.txt").read_text() == "mine" and (dest / "head").is_dir()
 
 
+def test_pull_fusion_of_a_task_that_is_no_fusion_target_names_the_targets(
+    world, tmp_path: Path
+) -> None:
+    """It said `model <prefix>.fusion.water has no alias 'best'`, as if one were missing."""
+    dest = tmp_path / "x"
+    result = runner.invoke(
+        app, ["pull", "water", "--fusion", "-c", str(world.config_path), "--to", str(dest)]
+    )
+    assert result.exit_code == 2
+    assert result.output.strip() == (
+        "error: pull --fusion: 'water' is not a fusion target of the config (fusion targets: "
+        "fruit) and no fusion of it is registered; pull its adapter without --fusion"
+    )
+    assert not dest.exists()
+
+
 def _evaluate(world, task: str, folder: Path) -> dict[str, str]:
     result = runner.invoke(
         app, ["evaluate", "-c", str(world.config_path), "--task", task, "--run", str(folder)]

@@ -129,9 +129,11 @@ def pull(
         ),
     ],
     config: ConfigOpt,
-    alias: Annotated[str, typer.Option(help="Registry alias.")] = BEST_ALIAS,
+    alias: Annotated[
+        str | None, typer.Option(help=f"Registry alias (default: {BEST_ALIAS}).")
+    ] = None,
     version: Annotated[
-        int | None, typer.Option(help="A version number instead of the alias.")
+        int | None, typer.Option(help="A version number instead of an alias.")
     ] = None,
     fusion: Annotated[
         bool,
@@ -149,7 +151,7 @@ def pull(
     from adapterfleet.results.models import check_pull_task, pull_registered, pulled_lines
 
     cfg = load(config, set_, budget)
-    check_pull_task(cfg, task)
+    check_pull_task(cfg, task, alias=alias, version=version)
     checked_store(cfg.tracking_uri, read_only=True)
     pulled = pull_registered(cfg, task, to, fusion=fusion, alias=alias, version=version)
     for line in pulled_lines(pulled):

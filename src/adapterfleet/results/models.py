@@ -10,6 +10,7 @@ from adapterfleet.registry import (
     PulledFolder,
     adapter_model_name,
     fusion_model_name,
+    get_version,
     list_models,
     pull_folder,
 )
@@ -43,11 +44,19 @@ def registered_rows(config: PipelineConfig) -> list[dict[str, Any]]:
     return rows
 
 
-def check_pull_task(config: PipelineConfig, task: str) -> None:
-    """`pull TASK` names a task of the config (checked before the store is opened)."""
+def check_pull_task(
+    config: PipelineConfig, task: str, *, alias: str | None = None, version: int | None = None
+) -> None:
+    """`pull TASK` names a task of the config, and one version (checked before the store is
+    opened)."""
     if task not in config.tasks:
         known = ", ".join(config.tasks) or "(none)"
         raise ConfigError(f"pull: {task!r} is not a task of the config; tasks there: {known}")
+    if alias is not None and version is not None:
+        raise ConfigError(
+            f"pull: --alias {alias} and --version {version} each choose a version; give one of "
+            f"them (without either, --alias {BEST_ALIAS})"
+        )
 
 
 def pull_registered(
@@ -56,14 +65,20 @@ def pull_registered(
     to: Path,
     *,
     fusion: bool = False,
-    alias: str = BEST_ALIAS,
+    alias: str | None = None,
     version: int | None = None,
 ) -> PulledFolder:
     """Download `task`'s registered adapter (or fusion) into `to` with its head (and a fusion's
-    adapters), each sha256-verified: by `version` when given, else by `alias`."""
-    check_pull_task(config, task)
+    adapters), each sha256-verified: by `version` when given, else by `alias` (`best`)."""
+    check_pull_task(config, task, alias=alias, version=version)
     name = (fusion_model_name if fusion else adapter_model_name)(config.registry_prefix, task)
-    return pull_folder(config.tracking_uri, name, to, alias=alias, version=version)
+    if fusion and task not in config.fusion.targets and not get_version(config.tracking_uri, name):
+        targets = ", ".join(config.fusion.targets) or "none in this config"
+        raise ConfigError(
+            f"pull --fusion: {task!r} is not a fusion target of the config (fusion targets: "
+            f"{targets}) and no fusion of it is registered; pull its adapter without --fusion"
+        )
+    return pull_folder(config.tracking_uri, name, to, alias=alias or BEST_ALIAS, version=version)
 
 
 def pulled_lines(pulled: PulledFolder) -> list[str]:

@@ -122,6 +122,17 @@ def test_prune_trains_registers_with_lineage_and_reports(world, tmp_path):
     assert again.points[1].version == pruned.version and not again.points[1].trained
     assert get_version(uri, name).version == pruned.version  # no newer version appeared
 
+    # `adapters` lists it beside the fusion `best` is on (it listed `best` alone)
+    from typer.testing import CliRunner
+
+    from adapterfleet.cli.app import app
+
+    listed = CliRunner().invoke(app, ["adapters", "-c", str(world.config_path)])
+    assert listed.exit_code == 0, listed.output
+    fusion_rows = [line for line in listed.output.splitlines() if line.startswith("| fusion")]
+    versions = [row.split("|")[4].strip() for row in fusion_rows]
+    assert versions == [f"v{pruned.version} @pruned-1", f"v{source.version} @best"]
+
 
 def test_cli_prune_reports_and_refuses_a_bad_keep(world):
     command = [sys.executable, "-m", "adapterfleet.cli.app", "prune", "fruit"]

@@ -271,6 +271,21 @@ def test_list_models_by_prefix_and_kind(
     assert [(m.name, m.kind) for m in fusions] == [(fusion_model_name(prefix, "rte"), "fusion")]
     with pytest.raises(ValueError):
         list_models(sqlite_uri, prefix, kind="head")
+    # every version, newest first, each with its own aliases (`adapters --all`; a pruned fusion)
+    second = register_version(
+        sqlite_uri, adapter_model_name(prefix, "rte"), run_id, "adapter", weights,
+        {TAG_TRIAL_ID: "rte-2"}, alias="pruned-1",
+    )  # fmt: skip
+    every = list_models(sqlite_uri, prefix, kind="adapter", every=True)
+    assert [(m.task, m.version, m.aliases) for m in every] == [
+        ("mrpc", 1, ("best",)),
+        ("rte", 2, ("pruned-1",)),
+        ("rte", 1, ("best",)),
+        ("sst2", 1, ("best",)),
+        ("wnli", 1, ()),
+    ]
+    assert second.version == 2
+    assert [m.version for m in list_models(sqlite_uri, prefix) if m.task == "rte"] == [1]
 
 
 def test_a_fusion_takes_best_only_from_a_version_that_did_not_score_better(

@@ -144,6 +144,7 @@ def _by_mlflow(fleet: Fleet, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, dict
         patch.setattr(rest_read.Server, "from_uri", unreadable)
         found = experiment_runs_and_tags(fleet.uri, fleet.experiment)
         models = {k: list_models(fleet.uri, fleet.prefix, k) for k in ("adapter", "fusion")}
+        models["every"] = list_models(fleet.uri, fleet.prefix, "adapter", every=True)
     return found, models
 
 
@@ -152,6 +153,7 @@ def test_runs_tags_and_models_equal_what_mlflow_reads(
 ) -> None:
     found = experiment_runs_and_tags(fleet.uri, fleet.experiment, page=3)  # three pages
     models = {k: list_models(fleet.uri, fleet.prefix, k) for k in ("adapter", "fusion")}
+    models["every"] = list_models(fleet.uri, fleet.prefix, "adapter", every=True)
     slow, slow_models = _by_mlflow(fleet, monkeypatch)
     assert found is not None and slow is not None
     (runs, tags), (slow_runs, slow_tags) = found, slow
@@ -177,6 +179,8 @@ def test_runs_tags_and_models_equal_what_mlflow_reads(
     assert adapters[f"{p}.adapter.mrpc"].version == 2  # v3 deleted, no best: the latest live
     assert adapters[f"{p}.adapter.mrpc"].aliases == ()
     assert [(m.version, m.aliases) for m in models["fusion"]] == [(3, ("best",))]
+    every = [(m.name.rsplit(".", 1)[1], m.version) for m in models["every"]]  # `adapters --all`
+    assert every[:2] == [("mrpc", 2), ("mrpc", 1)] and ("rte", 2) in every  # v3 deleted
 
 
 def test_paged_model_searches_equal_one_page(fleet: Fleet) -> None:

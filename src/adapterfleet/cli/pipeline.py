@@ -163,13 +163,18 @@ def adapters(
     config: MaybeConfigOpt = None,
     budget: BudgetOpt = None,
     set_: SetOpt = None,
+    every: Annotated[
+        bool, typer.Option("--all", help="Every version, not only those an alias names.")
+    ] = False,
 ) -> None:
-    """List the registered adapters and fusions of a pipeline with metric, version and alias."""
+    """List the registered adapters and fusions of a pipeline with metric, version and alias:
+    the best version of each (else the latest) and every version another alias names
+    (pruned-k)."""
     from adapterfleet.results.models import registered_rows
 
     cfg = load(chosen_config(config_arg, config), set_, budget)
     checked_store(cfg.tracking_uri, read_only=True)
-    metrics_table(registered_rows(cfg))
+    metrics_table(registered_rows(cfg, every=every))
 
 
 def ui(

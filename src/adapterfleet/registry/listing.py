@@ -19,21 +19,21 @@ _SEARCH_MODELS_PAGE = 1_000
 
 
 def list_models(
-    uri: str, prefix: str, kind: str = "adapter", alias: str = BEST_ALIAS
+    uri: str, prefix: str, kind: str = "adapter", alias: str = BEST_ALIAS, *, every: bool = False
 ) -> list[ModelVersionInfo]:
     """One entry per registered model `<prefix>.<kind>.*`, sorted by name: the version
-    under `alias`, or the latest version when the alias is not set. Two paged searches,
-    whatever the number of models."""
+    under `alias`, or the latest version when the alias is not set (`every`: each of its
+    versions, newest first). Two paged searches, whatever the number of models."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     head = f"{prefix}.{kind}."
     db = sqlite_path(uri)
     try:
         if db is not None and db.is_file():
-            return _pick_versions(sqlite_read.model_versions(db, head), alias)
+            return _pick_versions(sqlite_read.model_versions(db, head), alias, every)
         if rest_read.is_http(uri):
             server = rest_read.Server.from_uri(uri)
-            return _pick_versions(rest_read.model_versions(server, head), alias)
+            return _pick_versions(rest_read.model_versions(server, head), alias, every)
     except sqlite_read.Unreadable:
         pass  # not a store the direct reads know: ask MLflow
     client = get_client(uri)
@@ -56,13 +56,14 @@ def list_models(
         chosen = model_aliases.get(alias)
         if chosen not in by_number:
             chosen = max(by_number)
-        names = [a for a, v in model_aliases.items() if v == chosen]
-        out.append(info_from_mlflow(by_number[chosen], aliases=names))
+        for number in sorted(by_number, reverse=True) if every else [chosen]:
+            names = [a for a, v in model_aliases.items() if v == number]
+            out.append(info_from_mlflow(by_number[number], aliases=names))
     return out
 
 
 def _pick_versions(
-    found: Mapping[str, tuple[list[ModelVersionInfo], dict[str, int]]], alias: str
+    found: Mapping[str, tuple[list[ModelVersionInfo], dict[str, int]]], alias: str, every: bool
 ) -> list[ModelVersionInfo]:
     """`list_models`' choice over what `sqlite_read` / `rest_read.model_versions` found."""
     out = []
@@ -71,6 +72,9 @@ def _pick_versions(
         if not versions or parse_model_name(name) is None:
             continue
         by_number = {info.version: info for info in versions}
+        if every:
+            out.extend(by_number[n] for n in sorted(by_number, reverse=True))
+            continue
         chosen = aliases.get(alias)
         out.append(by_number[chosen if chosen in by_number else max(by_number)])
     return out

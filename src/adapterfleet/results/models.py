@@ -20,13 +20,19 @@ from adapterfleet.registry.tags import BEST_ALIAS
 from adapterfleet.results.formats import number_from_tag, version_label
 
 
-def registered_rows(config: PipelineConfig) -> list[dict[str, Any]]:
+def registered_rows(config: PipelineConfig, every: bool = False) -> list[dict[str, Any]]:
     """One row per registered adapter and fusion of the pipeline: the `best` version (else the
-    latest) as `v3 @best`, its dev metric and the reduction factor and learning rate it was
+    latest) as `v3 @best`, and every other version an alias names (`v2 @pruned-2`); with
+    `every`, each version. Its dev metric and the reduction factor and learning rate it was
     trained with."""
     rows = []
     for kind in KINDS:
-        for info in list_models(config.tracking_uri, config.registry_prefix, kind):
+        shown = list_models(config.tracking_uri, config.registry_prefix, kind, every=True)
+        chosen = list_models(config.tracking_uri, config.registry_prefix, kind)
+        picked = {(info.name, info.version) for info in chosen}
+        for info in shown:
+            if not (every or info.aliases or (info.name, info.version) in picked):
+                continue
             metric = info.tags.get("metric") or ""
             value = info.tags.get("metric_value", info.tags.get(f"dev_{metric}"))
             rows.append(

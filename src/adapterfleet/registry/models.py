@@ -232,7 +232,7 @@ def set_alias(uri: str, name: str, alias: str, version: int) -> None:
     _set_alias(get_client(uri), name, alias, int(version))
 
 
-def _check_inside(name: str, version: int, what: str, value: str, single: bool = False) -> None:
+def check_inside(name: str, version: int, what: str, value: str, single: bool = False) -> None:
     """Registry tags become paths under the pull's staging folder: refuse any that could point
     outside it (absolute, `..`, or a folder where a file name is expected)."""
     parts = Path(value).parts
@@ -251,6 +251,6 @@ def _companion_tags(name: str, companions: Mapping[str, str | Path]) -> dict[str
             raise RegistryError(
                 f"cannot register {name}: the {folder}/ weights file {weights} does not exist"
             )
-        _check_inside(name, 0, "companion folder", folder, single=True)
+        check_inside(name, 0, "companion folder", folder, single=True)
         tags[TAG_COMPANION + folder] = f"{weights.name}:{sha256_file(weights)}"
     return tags

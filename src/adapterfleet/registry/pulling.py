@@ -12,7 +12,7 @@ from pathlib import Path
 from adapterfleet._files import follow_umask
 from adapterfleet.registry.errors import RegistryError, call_with_retry, safe_uri
 from adapterfleet.registry.info import ModelVersionInfo, sha256_file, version_with_aliases
-from adapterfleet.registry.models import _check_inside, get_version, search_versions
+from adapterfleet.registry.models import check_inside, get_version, search_versions
 from adapterfleet.registry.store import get_client
 from adapterfleet.registry.tags import BEST_ALIAS, TAG_COMPANION, quote
 
@@ -128,8 +128,8 @@ def _fetch_verified(
     sha256 of its `filename` equals `expected`; on a mismatch nothing is left at `dest`."""
     name = info.name
     assert info.run_id is not None
-    _check_inside(name, info.version, "artifact path", artifact_path)
-    _check_inside(name, info.version, "weights file", filename, single=True)
+    check_inside(name, info.version, "artifact path", artifact_path)
+    check_inside(name, info.version, "weights file", filename, single=True)
     dest = dest.expanduser().resolve()
     dest.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.pull-", dir=dest.parent))

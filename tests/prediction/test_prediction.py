@@ -199,6 +199,7 @@ def test_headerless_tsv_with_named_columns(world, tmp_path):
         ("unknown target", ConfigError, ["target 'nope'", "tasks there: fruit, water"]),
         ("no fusion", RegistryError, ["tinysweep.fusion.water", "--adapter"]),
         ("no version", RegistryError, ["version 7", "--alias/--version"]),
+        ("alias and version", ConfigError, ["--alias pruned-1 and --version 1", "give one"]),
         (
             "missing field",
             TaskError,
@@ -231,6 +232,8 @@ def test_errors_are_one_line_naming_the_field_and_the_fix(world, tmp_path, case,
         target = "water"
     elif case == "no version":
         options = {"version": 7}
+    elif case == "alias and version":  # the alias was dropped without a word
+        options = {"alias": "pruned-1", "version": 1}
     elif case == "missing field":
         path = tmp_path / "other.tsv"
         path.write_text("id\tsentence\n1\tapple\n")

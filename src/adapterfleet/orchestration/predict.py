@@ -52,6 +52,7 @@ from adapterfleet.registry import (
     pull_companion,
     safe_uri,
 )
+from adapterfleet.registry.tags import BEST_ALIAS
 from adapterfleet.tuning.spec import TAG_BASE_MODEL
 
 if TYPE_CHECKING:
@@ -99,6 +100,10 @@ def find_version(
     kind = "adapter" if adapter else "fusion"
     prefix = config.registry_prefix
     name = (adapter_model_name if adapter else fusion_model_name)(prefix, target)
+    if version is not None and alias not in (None, BEST_ALIAS):  # best: the option's default
+        raise ConfigError(
+            f"--alias {alias} and --version {version} each choose a version; give one of them"
+        )
     alias = None if version is not None else alias
     info = get_version(uri, name, alias=alias, version=version)
     if info is None:

@@ -110,9 +110,8 @@ def test_options_left_out_train_as_the_pipeline_trains_the_mode(config, root, tm
     plain `train` did not reproduce the pipeline's run of the same mode."""
     from adapterfleet.config import load_config
 
-    changes = [
-        "adapters.learning_rates=[0.003, 0.01]",
-        "adapters.training.learning_rate=0.0001",
+    changes = [  # adapters.training keeps its default learning rate, 1e-4 (one outside the
+        "adapters.learning_rates=[0.003, 0.01]",  # list given there is refused now)
         "adapters.task_grid={water: {learning_rates: [0.02]}}",
         "baselines={systems: [head, st-a-houlsby], reduction_factor: 2, training: "
         "{learning_rate: 0.005, max_epochs: 1, device: cpu}, system_training: {head: "

@@ -165,3 +165,24 @@ def test_logged_steps_reads_back_the_steps_of_one_metric(
     assert again.logged_steps("dev_accuracy") == {1}
     assert again.logged_steps("never_logged") == set()
     run.end("FINISHED")
+
+
+def test_a_sweep_run_an_interrupt_left_killed_is_finished_once_its_task_is_registered(
+    sqlite_uri: str, sqlite_experiment: str, new_name: Callable[[str], str]
+) -> None:
+    """Ctrl-C between a task's registration and its sweep run's end left the run KILLED, and
+    the next run skips the task: the plan ends it FINISHED (`finish_sweep_run`), once."""
+    from adapterfleet.registry.runs import finish_sweep_run
+
+    name = new_name("sweep")
+    killed = open_sweep_run(sqlite_uri, sqlite_experiment, name, "rte")
+    killed.end("KILLED")
+    client = MlflowClient(sqlite_uri)
+    assert finish_sweep_run(sqlite_uri, sqlite_experiment, name, "rte") is True
+    assert client.get_run(killed.run_id).info.status == "FINISHED"
+    assert finish_sweep_run(sqlite_uri, sqlite_experiment, name, "rte") is False  # done already
+    failed = open_sweep_run(sqlite_uri, sqlite_experiment, name, "mrpc")
+    failed.end("FAILED")  # trials that failed for good: not an interrupt's, left as it is
+    assert finish_sweep_run(sqlite_uri, sqlite_experiment, name, "mrpc") is False
+    assert client.get_run(failed.run_id).info.status == "FAILED"
+    assert finish_sweep_run(sqlite_uri, sqlite_experiment, new_name("none"), "rte") is False

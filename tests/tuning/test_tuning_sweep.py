@@ -248,6 +248,7 @@ def test_a_trial_that_diverges_fails_the_sweep_naming_its_cause(
     document = config_document(tmp_path, tiny_model, reduction_factors=[4], learning_rates=[1e12])
     document["adapters"]["tasks"] = ["fruit"]
     document["adapters"]["training"]["max_epochs"] = 1
+    del document["adapters"]["training"]["learning_rate"]  # the grid's rate, not 0.01
     config = parse_config(document, tmp_path)
     lines: list[str] = []
     with pytest.raises(SweepError) as caught:
@@ -268,6 +269,7 @@ def test_a_trial_that_patience_ends_says_so_on_its_line(
     document = config_document(tmp_path, tiny_model, reduction_factors=[4], learning_rates=[1e-12])
     document["adapters"]["tasks"] = ["fruit"]
     document["adapters"]["training"].update(max_epochs=6, patience=1)  # dev never improves
+    del document["adapters"]["training"]["learning_rate"]  # the grid's rate, not 0.01
     config = parse_config(document, tmp_path)
     lines: list[str] = []
     run_adapter_stage(config, progress=lines.append)

@@ -31,8 +31,9 @@ from adapterfleet.registry import (
 from adapterfleet.registry.descriptions import TAG_NOTE
 from adapterfleet.registry.heartbeat import heartbeat
 from adapterfleet.registry.interrupted import clear_interrupted, mark_interrupted
+from adapterfleet.registry.runs import finish_sweep_run
 from adapterfleet.registry.store import check_store, login_env, missing_store
-from adapterfleet.registry.tags import BEST_ALIAS
+from adapterfleet.registry.tags import BEST_ALIAS, TAG_SWEEP
 from adapterfleet.training import end_quietly
 from adapterfleet.tuning.plan import SweepPlan, check_resumable, plan_sweep
 from adapterfleet.tuning.settings import changed_text
@@ -222,6 +223,8 @@ def _say_planned(plan: SweepPlan, uri: str, progress: Say) -> None:
     """What the plan skips and what it trains again; a version found for the current settings
     and data but not under @best (a config changed back) gets @best again."""
     for task, info in plan.registered.items():
+        if info.tags.get(TAG_SWEEP):  # its sweep's run, left KILLED by an interrupt mid-finish
+            finish_sweep_run(uri, plan.experiment_id, info.tags[TAG_SWEEP], task)
         said = f"task {task}: already registered as {info.name} v{info.version}, skipped"
         if BEST_ALIAS not in info.aliases:  # settings or data changed back to its own
             set_alias(uri, info.name, BEST_ALIAS, info.version)

@@ -116,6 +116,8 @@ def test_a_progress_line_per_epoch_and_per_finished_trial(swept: Swept) -> None:
     trials = [run.data.tags["adapterfleet.trial_id"] for run in _trial_runs(swept)]
     assert seen == sorted((trial, e) for trial in trials for e in (1, 2))  # every epoch, once
     assert sum(line.startswith("task ") and "registered" in line for line in swept.lines) == 2
+    started = [line for line in swept.lines if line.startswith("sweep ")]
+    assert len(started) == 1 and started[0].endswith(": starting, 2 tasks, 4 trials"), started
 
 
 def _trial_state(swept: Swept) -> dict[str, Any]:

@@ -19,7 +19,7 @@ import ray.tune
 
 from adapterfleet.adapters import load_tokenizer
 from adapterfleet.config import PipelineConfig
-from adapterfleet.console import Say
+from adapterfleet.console import Say, plural
 from adapterfleet.data import TokenizedTask, load_task, tokenize_task
 from adapterfleet.registry import MlflowRunLogger, ModelVersionInfo
 from adapterfleet.tuning.plan import SweepPlan, set_aside, write_meta
@@ -244,7 +244,8 @@ def run_sweep(
     with activate(registrar):
         verb = "resuming" if plan.restore else "starting"
         trials = sum(task.size for task in tasks.values())
-        progress(f"sweep {plan.sweep_name}: {verb}, {len(plan.pending)} task(s), {trials} trial(s)")
+        counts = f"{plural(len(plan.pending), 'task')}, {plural(trials, 'trial')}"
+        progress(f"sweep {plan.sweep_name}: {verb}, {counts}")
         with tune_output(verbose):
             tuner = build_tuner(plan, trainable, max_failures=max_failures, verbose=verbose)
             results = tuner.fit()

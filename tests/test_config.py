@@ -315,6 +315,32 @@ def test_a_budgets_keys_are_checked_by_name_only(tmp_path):
         load_config(path, ["budget=odd"])
 
 
+def test_a_wrong_value_from_the_budget_in_use_names_the_budget(tmp_path):
+    """A wrong value a budget set was named at the top level only (`adapters.training.max_epochs
+    must be ...`), where the file has no such line: the message says which budget set it,
+    unless the command line set the key last."""
+    budgets = (
+        "budgets:\n"
+        "  quick: {adapters: {training: {max_epochs: 0}}, tasks: {a: {max_train_examples: -2}}}\n"
+        "  fine: {adapters: {training: {max_epochs: 1}}}\n"
+    )
+    path = _write(tmp_path, BASE + budgets)
+    note = "(from budgets.quick, the budget in use)"
+    with pytest.raises(ConfigError, match=r"^task .a., max_train_examples.*-2") as caught:
+        load_config(path, ["budget=quick"])
+    assert str(caught.value).endswith(note)
+    fixed_task = ["budget=quick", "tasks.a.max_train_examples=4"]
+    with pytest.raises(ConfigError, match=r"^adapters.training.max_epochs.*got 0") as caught:
+        load_config(path, fixed_task)
+    assert str(caught.value).endswith(note)
+    with pytest.raises(ConfigError) as caught:  # the command line set it last
+        load_config(path, [*fixed_task, "adapters.training.max_epochs=-1"])
+    assert "budgets" not in str(caught.value) and "got -1" in str(caught.value)
+    with pytest.raises(ConfigError) as caught:  # a value the budget did not set
+        load_config(path, ["budget=fine", "adapters.learning_rates=[-1]"])
+    assert "budgets" not in str(caught.value)
+
+
 def test_baselines_default_to_the_fusion_targets_and_every_system(tmp_path):
     path = _write(tmp_path, BASE + "fusion: {targets: {b: all}, seeds: [3, 4]}\n")
     assert load_config(path).baselines.systems == ()  # no section: no baselines

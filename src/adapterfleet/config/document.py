@@ -41,7 +41,38 @@ def load_config(path: str | Path, overrides: Sequence[str] = ()) -> PipelineConf
     document = apply_budget(document, overrides)
     document.setdefault("name", re.sub(r"[^A-Za-z0-9_-]", "-", path.stem))
     refuse_nul(document)
-    return parse_config(document, path.parent)
+    try:
+        return parse_config(document, path.parent)
+    except ConfigError as error:
+        raise ConfigError(str(error) + _budget_note(str(error), document, overrides)) from None
+
+
+def _budget_note(message: str, document: Mapping[str, Any], overrides: Sequence[str]) -> str:
+    """` (from budgets.<name>, the budget in use)` where the key a message starts with holds a
+    value the budget in use set and no override replaced; else nothing. Without it a wrong
+    value in a budget is named where the file does not have it."""
+    name = document.get("budget")
+    changes = (document.get("budgets") or {}).get(name) if name is not None else None
+    task = re.match(r"task '([^']+)', ([\w.]+)", message)  # a task's field, as tasks say it
+    found = re.match(r"[A-Za-z_][\w.-]*", message)
+    if not isinstance(changes, Mapping) or not (task or found):
+        return ""
+    key = f"tasks.{task[1]}.{task[2]}" if task else found.group()
+    key = key.rstrip(".")
+    if any(key == o or key.startswith(o + ".") for o in _override_keys(overrides)):
+        return ""  # the command line set it last
+    node: Any = changes
+    parts = key.split(".")
+    while parts and isinstance(node, Mapping):
+        part, parts = _next_key(node, parts) if len(parts) > 1 else (parts[0], [])
+        if part not in node:
+            return ""
+        node = node[part]
+    return f" (from budgets.{name}, the budget in use)"
+
+
+def _override_keys(overrides: Sequence[str]) -> list[str]:
+    return [item.partition("=")[0].strip() for item in overrides]
 
 
 def refuse_nul(document: Any) -> None:

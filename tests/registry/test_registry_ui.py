@@ -124,7 +124,7 @@ def console_ui(demo_store: tuple[Path, str, str], tmp_path: Path) -> Iterator[di
     reader.start()
     groups: list[int] = []
     try:
-        yield {"proc": proc, "port": port, "lines": lines, "groups": groups}
+        yield {"proc": proc, "port": port, "lines": lines, "groups": groups, "reader": reader}
     finally:
         _stop(proc, groups)
         reader.join(timeout=5)
@@ -161,6 +161,10 @@ def test_console_script_serves_the_store_without_the_venv_on_path(
     while any(map(_group_alive, groups)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not any(map(_group_alive, groups)), "the MLflow UI outlived `adapterfleet ui`"
+    console_ui["reader"].join(timeout=5)
+    printed = "".join(lines)  # uvicorn's start and stop lines and MLflow's note on other hosts
+    assert "INFO:" not in printed and "Security middleware" not in printed, printed
+    assert printed.count("\n") == 3, printed  # the two links and where the UI is served
 
 
 def free_port() -> int:

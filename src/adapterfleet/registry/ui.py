@@ -21,6 +21,7 @@ import sys
 import threading
 from dataclasses import dataclass
 from types import FrameType
+from typing import IO
 
 from adapterfleet.console import Say
 from adapterfleet.registry import sqlite_read
@@ -29,6 +30,8 @@ from adapterfleet.registry.store import check_tracking_uri, get_client, sqlite_p
 
 ML_VIEW = "workflowType=machine_learning"  # the UI's classic machine-learning view
 STOP_GRACE_S = 15.0  # how long the UI has to stop on SIGTERM before it is killed
+# What `mlflow ui` says on every start when it serves this host only; ours says where it serves.
+LOCAL_NOTE = b"[MLflow] Security middleware enabled with default settings (localhost-only)"
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,8 @@ def ui_command(uri: str, host: str, port: int) -> list[str]:
         str(port),
         "--workers",
         "1",
+        "--uvicorn-opts",  # its start and stop lines only repeat ours; warnings still show
+        "--log-level warning",
     ]
 
 
@@ -106,7 +111,8 @@ def serve_ui(uri: str, experiment: str, host: str, port: int, say: Say) -> int:
         say(f"the tracking store {safe_uri(uri)} is a server: its UI is already there")
         return 0
     say(f"MLflow UI on {base} for {safe_uri(uri)} (Ctrl-C stops it)")
-    return run_until_stopped(ui_command(uri, host, port))
+    local = host in ("127.0.0.1", "localhost", "::1")  # its note on other hosts is moot here
+    return run_until_stopped(ui_command(uri, host, port), drop=(LOCAL_NOTE,) if local else ())
 
 
 def check_port_free(host: str, port: int) -> None:
@@ -131,13 +137,17 @@ def _say_links(links: UiLinks, uri: str, experiment: str, say: Say) -> None:
     say(f"model registry: {safe_uri(links.models)}")
 
 
-def run_until_stopped(command: list[str]) -> int:
+def run_until_stopped(command: list[str], drop: tuple[bytes, ...] = ()) -> int:
     """Run `command` in its own process group until it ends or this process is interrupted
-    (Ctrl-C, SIGTERM); then the whole group (mlflow ui and its uvicorn) is stopped."""
+    (Ctrl-C, SIGTERM); then the whole group (mlflow ui and its uvicorn) is stopped. Its
+    standard error is passed on but for lines that start with one of `drop`."""
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     # MLflow's own import of a deprecated Starlette module warns at every start, with a path
     env.setdefault("PYTHONWARNINGS", "ignore:starlette.middleware.wsgi is deprecated")
-    proc = subprocess.Popen(command, env=env, start_new_session=True)
+    stderr = subprocess.PIPE if drop else None
+    proc = subprocess.Popen(command, env=env, stderr=stderr, start_new_session=True)
+    if proc.stderr is not None:
+        threading.Thread(target=_pass_on, args=(proc.stderr, drop), daemon=True).start()
     main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _interrupt) if main else None
     try:
@@ -150,6 +160,16 @@ def run_until_stopped(command: list[str]) -> int:
             signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
         if proc.poll() is None:  # an unexpected error: leave nothing running
             _stop_group(proc)
+
+
+def _pass_on(stream: IO[bytes], drop: tuple[bytes, ...]) -> None:
+    """Copy `stream` to this process's standard error line by line, but for lines that start
+    with one of `drop`."""
+    with stream:
+        for line in stream:
+            if not line.startswith(drop):
+                sys.stderr.write(line.decode(errors="replace"))
+                sys.stderr.flush()
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:

@@ -62,7 +62,7 @@ from adapterfleet.registry import (
     wait_for_models,
 )
 from adapterfleet.registry.descriptions import TAG_NOTE, experiment_note
-from adapterfleet.registry.heartbeat import heartbeat
+from adapterfleet.registry.heartbeat import heartbeat, refuse_second_driver_of
 from adapterfleet.registry.store import check_store
 from adapterfleet.registry.tags import BEST_ALIAS, TAG_BUDGET, TAG_BUDGET_TRIMMED, TAG_OVERRIDES
 from adapterfleet.results.report import ReportResult, build_report
@@ -317,6 +317,7 @@ def _validate_and_start(
         tracking_uri=uri,
         nodes=[local_node(num_cpus)] if local else None,
     )
+    refuse_second_driver_of(uri, config.name)  # before Ray starts or anything is written
     if address not in (None, "local") and not ray_initialized():
         check_ray_address(str(address))
     ensure_ray(ray_address, num_cpus, ray_log_level(relay.level))

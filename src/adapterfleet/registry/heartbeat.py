@@ -4,6 +4,9 @@ dies at once (SIGKILL, the kernel's out-of-memory killer, a lost head node) leav
 interruption mark (`interrupted.py`) and its runs RUNNING; `status` reads a stamp older than
 `STALE_BEATS` intervals as that driver's end and counts those runs pending, as after Ctrl-C.
 The stamp is the driver's clock: `status` on a machine whose clock is minutes off misjudges it.
+It also names the driver (host and process id) and, once it stops beating, says so: a second
+driver of the same experiment is refused while the first beats (`refuse_second_driver`), since
+both would train the same trials and log each epoch twice.
 
 On a tracking server (http, https) the same thread asks `/health` every `PROBE_S` seconds and
 says when the server stops answering and when it answers again: trials and registrations wait
@@ -12,15 +15,17 @@ through MLflow's retries for minutes, and the console would say nothing meanwhil
 from __future__ import annotations
 
 import os
+import socket
 import threading
 import time
 import urllib.parse
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
+from pathlib import Path
 
 from adapterfleet.console import Say
 from adapterfleet.registry.errors import RegistryError, safe_uri
-from adapterfleet.registry.store import check_tracking_uri, get_client
+from adapterfleet.registry.store import check_tracking_uri, get_client, sqlite_path
 from adapterfleet.registry.tags import TAG_HEARTBEAT
 
 HEARTBEAT_ENV = "ADAPTERFLEET_HEARTBEAT_S"
@@ -42,10 +47,12 @@ class _Beat:
             target=self._loop, name="adapterfleet-heartbeat", daemon=True
         )
 
-    def write(self) -> None:
-        """One stamp; a failure is not raised (the stamp is a courtesy to `status`: no run
-        stops for it), and a store that hiccups is tried again at the next beat."""
-        stamp = f"{int(time.time() * 1000)} {self.interval_s:g}"
+    def write(self, end: str = "") -> None:
+        """One stamp (`end`: "ended", the last); a failure is not raised (the stamp is a
+        courtesy to `status`: no run stops for it), and a store that hiccups is tried again at
+        the next beat."""
+        driver = f"{socket.gethostname()} {os.getpid()}"
+        stamp = f"{int(time.time() * 1000)} {self.interval_s:g} {driver} {end}".strip()
         with suppress(Exception):
             get_client(self.uri).set_experiment_tag(self.experiment_id, TAG_HEARTBEAT, stamp)
 
@@ -111,6 +118,7 @@ def heartbeat(uri: str, experiment_id: str, say: Say | None = None) -> Iterator[
         beat = _BEATS.get(key)
         if beat is None:
             beat = _Beat(uri, experiment_id, heartbeat_interval(), say)
+            refuse_second_driver(uri, experiment_id)
             beat.write()
             beat.thread.start()
             _BEATS[key] = beat
@@ -126,6 +134,7 @@ def heartbeat(uri: str, experiment_id: str, say: Say | None = None) -> Iterator[
                 beat.stop.set()
         if beat.stop.is_set():
             beat.thread.join(timeout=5.0)
+            beat.write("ended")  # the next driver need not wait for this one's beats to age
 
 
 def silent_since(tags: Mapping[str, str], now: float | None = None) -> float | None:
@@ -138,3 +147,57 @@ def silent_since(tags: Mapping[str, str], now: float | None = None) -> float | N
         return None
     now = time.time() if now is None else now
     return last if now - last > STALE_BEATS * interval else None
+
+
+def refuse_second_driver(uri: str, experiment_id: str) -> None:
+    """Raise `RegistryError` while another driver beats for experiment `experiment_id`: one
+    whose last stamp is younger than `STALE_BEATS` intervals, did not say it ended, and is not
+    a process of this host that is gone (a driver killed here is known dead at once)."""
+    try:
+        tags = get_client(uri).get_experiment(experiment_id).tags
+    except Exception:  # no experiment yet, a store that hiccups: nothing to go by
+        return
+    parts = tags.get(TAG_HEARTBEAT, "").split()
+    if len(parts) != 4 or not parts[3].isdigit():
+        return  # no stamp, one that says its driver ended, or one older than driver names
+    last, interval, host, pid = int(parts[0]) / 1000, float(parts[1]), parts[2], int(parts[3])
+    age = time.time() - last
+    if age > STALE_BEATS * interval or (host == socket.gethostname() and not _alive(pid)):
+        return
+    if host == socket.gethostname() and pid == os.getpid():
+        return
+    wait = STALE_BEATS * interval - age
+    raise RegistryError(
+        f"another adapterfleet driver works on this pipeline (process {pid} on {host}, its last "
+        f"heartbeat {age:.0f} s ago): two would train the same trials twice; let it finish, "
+        "stop it (Ctrl-C there, or adapterfleet stop JOB_ID for a submitted job), or, if it "
+        f"was killed on another machine, run again in {wait:.0f} s, when it is taken for gone"
+    )
+
+
+def _alive(pid: int) -> bool:
+    """Whether process `pid` of this host runs (a zombie, killed and not yet reaped, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    with suppress(OSError, IndexError):
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return state not in ("Z", "X")
+    return True
+
+
+def refuse_second_driver_of(uri: str, name: str) -> None:
+    """`refuse_second_driver` for the experiment named `name`, where the store has one (before
+    a driver starts Ray or writes anything)."""
+    db = sqlite_path(uri)
+    if db is not None and not db.is_file():
+        return
+    try:
+        experiment = get_client(uri).get_experiment_by_name(name)
+    except Exception:  # a store that hiccups: the heartbeat checks again when it starts
+        return
+    if experiment is not None:
+        refuse_second_driver(uri, str(experiment.experiment_id))

@@ -23,7 +23,8 @@ TAG_BUDGET = "adapterfleet.budget"  # experiment tag: the budget that ran, e.g. 
 TAG_BUDGET_TRIMMED = "adapterfleet.budget_trimmed"  # experiment tag: JSON of what it changed
 TAG_OVERRIDES = "adapterfleet.overrides"  # experiment tag: JSON list of the --set overrides
 TAG_INTERRUPTED = "adapterfleet.interrupted"  # experiment tag: ms since 1970, Ctrl-C/SIGTERM
-TAG_HEARTBEAT = "adapterfleet.heartbeat"  # experiment tag: "<ms since 1970> <interval s>"
+# experiment tag: "<ms since 1970> <interval s> <host> <pid>", then " ended" on the last stamp
+TAG_HEARTBEAT = "adapterfleet.heartbeat"
 TAG_COMPANION = "adapterfleet.companion."  # + folder: "<file>:<sha256>" of a folder beside it
 
 

@@ -1,0 +1,123 @@
+"""A second driver of one pipeline is refused while the first beats.
+
+Two `adapterfleet submit`s of one config a second apart both ran the sweep: the second resumed
+the trials the first was training, every epoch was logged twice, and both registered v1. The
+driver's heartbeat names its host and process; another driver is refused while that stamp is
+fresh, unless its process is gone from this host or its last stamp says it ended.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from mlflow import MlflowClient
+
+from adapterfleet.config import load_config
+from adapterfleet.registry import default_tracking_uri, ensure_experiment
+from adapterfleet.registry.errors import RegistryError
+from adapterfleet.registry.heartbeat import HEARTBEAT_ENV, heartbeat, refuse_second_driver
+from adapterfleet.registry.tags import TAG_HEARTBEAT
+
+BEATING = """
+import sys, time
+from adapterfleet.registry.heartbeat import heartbeat
+with heartbeat(sys.argv[1], sys.argv[2]):
+    print("beating", flush=True)
+    time.sleep(float(sys.argv[3]))
+"""
+
+
+def _config(folder: Path) -> Path:
+    (folder / "t.tsv").write_text("sentence\tlabel\nx y\t0\nz w\t1\n")
+    spec = '{train: t.tsv, dev: t.tsv, text_fields: [sentence], label_names: ["0", "1"]}'
+    text = f"name: twice\nstorage: {folder / 'store'}\ndata_root: .\ntasks:\n  a: {spec}\n"
+    (folder / "pipe.yaml").write_text(text)
+    return folder / "pipe.yaml"
+
+
+def _beating(uri: str, experiment_id: str, seconds: float) -> subprocess.Popen[str]:
+    """Another process on this host that beats for the experiment, as a driver does."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", BEATING, uri, experiment_id, str(seconds)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "beating"
+    return proc
+
+
+@pytest.mark.integration
+def test_run_is_refused_while_another_driver_beats_then_runs_once_it_is_killed(
+    tmp_path: Path,
+) -> None:
+    path = _config(tmp_path)
+    config = load_config(path)
+    uri = default_tracking_uri(tmp_path / "store")
+    experiment_id = ensure_experiment(uri, config.name)
+    other = _beating(uri, experiment_id, 120)
+    try:
+        command = [str(Path(sys.executable).with_name("adapterfleet")), "run", "-c", str(path)]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        said = done.stdout + done.stderr
+        assert done.returncode != 0, said
+        lines = [x for x in said.splitlines() if x.startswith("error:")]
+        assert len(lines) == 1, said
+        assert re.fullmatch(
+            rf"error: another adapterfleet driver works on this pipeline \(process {other.pid} "
+            rf"on {re.escape(socket.gethostname())}, its last heartbeat \d+ s ago\): two would "
+            r"train the same trials twice; let it finish, stop it \(Ctrl-C there, or "
+            r"adapterfleet stop JOB_ID for a submitted job\), or, if it was killed on another "
+            r"machine, run again in 1\d\d s, when it is taken for gone",
+            lines[0],
+        ), lines[0]
+        assert "ray" not in said.lower(), said  # refused before Ray started
+        runs = MlflowClient(uri).search_runs([experiment_id])
+        assert runs == []  # nothing written
+    finally:
+        other.send_signal(signal.SIGKILL)
+        other.wait()
+    refuse_second_driver(uri, experiment_id)  # killed on this host: gone at once
+
+
+def test_a_driver_that_ended_or_went_silent_is_not_in_the_way(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uri = default_tracking_uri(tmp_path / "store")
+    experiment_id = ensure_experiment(uri, "twice")
+    client = MlflowClient(uri)
+    other = _beating(uri, experiment_id, 0)  # beats once, ends, says so
+    assert other.wait(timeout=60) == 0
+    assert client.get_experiment(experiment_id).tags[TAG_HEARTBEAT].endswith(" ended")
+    refuse_second_driver(uri, experiment_id)
+
+    elsewhere = f"{int(time.time() * 1000)} 60 another-host {os.getpid()}"
+    client.set_experiment_tag(experiment_id, TAG_HEARTBEAT, elsewhere)
+    with pytest.raises(RegistryError, match=r"\(process \d+ on another-host, its last heartbeat"):
+        refuse_second_driver(uri, experiment_id)  # no process table to ask there: its beats
+    old = f"{int(time.time() * 1000) - 181_000} 60 another-host 12"
+    client.set_experiment_tag(experiment_id, TAG_HEARTBEAT, old)
+    refuse_second_driver(uri, experiment_id)  # three intervals without a beat: gone
+
+    monkeypatch.setenv(HEARTBEAT_ENV, "30")
+    client.set_experiment_tag(experiment_id, TAG_HEARTBEAT, elsewhere)
+    with (
+        pytest.raises(RegistryError, match="another adapterfleet driver"),
+        heartbeat(uri, experiment_id),
+    ):
+        pass
+    assert client.get_experiment(experiment_id).tags[TAG_HEARTBEAT] == elsewhere  # left as is
+    client.set_experiment_tag(experiment_id, TAG_HEARTBEAT, old)
+    with heartbeat(uri, experiment_id), heartbeat(uri, experiment_id):  # one driver, nested
+        refuse_second_driver(uri, experiment_id)  # its own fresh stamp is not another driver
+        assert (
+            client.get_experiment(experiment_id)
+            .tags[TAG_HEARTBEAT]
+            .endswith(f"{socket.gethostname()} {os.getpid()}")
+        )

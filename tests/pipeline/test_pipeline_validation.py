@@ -309,6 +309,12 @@ CASES = {
         ("--address", f"127.0.0.1:{closed_port()}"),
         r"ray address '127.0.0.1:\d+': nothing answers .*ray start --head",
     ),
+    "a dashboard's address given to run": (
+        lambda doc: None,
+        ("--address", "http://127.0.0.1:8265"),
+        r"ray address 'http://127.0.0.1:8265': that is a dashboard's address, where "
+        r"`adapterfleet submit` sends jobs; to join the cluster give its GCS address host:port",
+    ),
     "resources no node has": (
         lambda doc: doc.update(resources={"cpu": 64}),
         ("--num-cpus", "2"),
@@ -543,3 +549,39 @@ def test_bad_pipeline_is_refused_before_any_trial(
     assert "trial" not in stdout.lower()  # no sweep progress: nothing was scheduled
     assert "Traceback" not in stderr
     assert not (tmp_path / "runs").exists()  # refused before anything is written
+
+
+def test_a_cluster_that_refuses_the_driver_is_said_in_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`ray.init` raises `ConnectionError` from the GCS client's error; the 95-line traceback
+    it ended in now reads as one line, naming token authentication when that refused."""
+    from adapterfleet.orchestration.sweep import _not_joined
+
+    def refused(text: str) -> ConnectionError:
+        try:
+            try:
+                raise RuntimeError(f"Failed to connect to GCS. Last connection error: {text}")
+            except RuntimeError as cause:
+                raise ConnectionError(
+                    "Failed to connect to Ray cluster at 10.0.0.1:6379"
+                ) from cause
+        except ConnectionError as error:
+            return error
+
+    auth = refused("RPC error: InvalidAuthToken: Authentication token is missing or incorrect")
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    assert _not_joined("10.0.0.1:6379", auth) == (
+        "ray address '10.0.0.1:6379': the cluster uses token authentication and refused this "
+        "driver (InvalidAuthToken); set RAY_AUTH_MODE=token here, with its token in "
+        "~/.ray/auth_token or RAY_AUTH_TOKEN"
+    )
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")
+    assert _not_joined("10.0.0.1:6379", auth).endswith(
+        "; put the cluster's token in RAY_AUTH_TOKEN or ~/.ray/auth_token"
+    )
+    assert _not_joined("10.0.0.1:6379", refused("timed out")) == (
+        "ray address '10.0.0.1:6379': cannot join the Ray cluster there (Failed to connect to Ray "
+        "cluster at 10.0.0.1:6379); give the GCS address ray start --head printed (port 6379 by "
+        "default) to --address / RAY_ADDRESS"
+    )

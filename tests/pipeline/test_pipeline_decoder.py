@@ -4,6 +4,8 @@ registry gate, fusion) works unchanged."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,26 @@ def test_the_decoder_tokenizer_pads_with_its_end_of_sequence_token(decoder):
     tokenizer = load_tokenizer(str(decoder))
     assert tokenizer.pad_token == tokenizer.eos_token == "<|endoftext|>"
     assert "token_type_ids" not in tokenizer("a red apple")
+
+
+@pytest.mark.parametrize("command", [["tasks"], ["train", "--task", "fruit", "--out", "out"]])
+def test_a_task_pooling_a_decoders_first_token_is_refused(tmp_path, decoder, command):
+    """`pooling: cls` on a Llama trained a head that gave every input one prediction (its
+    first token, a start token, sees no other token), at the majority class, without a word."""
+    document = config_document(tmp_path, decoder, reduction_factors=[4])
+    document["tasks"]["fruit"]["pooling"] = "cls"
+    config = write_config(tmp_path, document)
+    script = Path(sys.executable).with_name("adapterfleet")
+    done = subprocess.run(
+        [str(script), *command, "-c", str(config)], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        "error: task 'fruit', pooling: cls pools the first token, which in a decoder (llama) "
+        "sees no other token, so every input would get one prediction; use last (the "
+        "decoder's default: leave pooling out) or mean"
+    )
+    assert not (tmp_path / "runs" / "mlflow.db").exists()
 
 
 @pytest.mark.integration

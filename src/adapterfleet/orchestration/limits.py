@@ -169,7 +169,11 @@ def check_single_run(
 ) -> Any:
     """`train` / `fuse` / `evaluate` (`trains` False): the task, mode and reduction factor
     given, the base model's limits and this machine's devices; the base model's config."""
-    from adapterfleet.orchestration.validate import base_model_config, check_base_layout
+    from adapterfleet.orchestration.validate import (
+        base_model_config,
+        check_base_layout,
+        check_pooling,
+    )
 
     if task not in config.tasks:
         known = ", ".join(sorted(config.tasks))
@@ -183,6 +187,7 @@ def check_single_run(
     model_config = base_model_config(config.base_model)
     if mode != "head" and mode != "full":
         check_base_layout(config, model_config)
+    check_pooling(config, model_config, [task])
     if reduction_factor is not None:
         check_reduction_factor(reduction_factor, int(model_config.hidden_size))
     check_max_length(config, model_config)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +126,7 @@ def validate_settings(config: PipelineConfig) -> None:
     check_storage(config)
     model_config = base_model_config(config.base_model)
     check_base_layout(config, model_config)
+    check_pooling(config, model_config, used_tasks(config))
     check_reduction_factors(config, int(model_config.hidden_size))
     check_model_limits(config, model_config)
 
@@ -150,6 +151,24 @@ def check_model_limits(config: PipelineConfig, model_config: Any) -> None:
     check_max_length(config, model_config)
     check_tokenizer(config, model_config)
     check_devices(config, local=False)
+
+
+def check_pooling(config: PipelineConfig, model_config: Any, tasks: Iterable[str]) -> None:
+    """No task pools the first token of a decoder: a causal model's first token attends to
+    itself alone (a start token, the same in every row), so the head would give every input
+    one prediction and train to the majority class without a word."""
+    from adapterfleet.adapters.architectures import DECODER_TYPES
+
+    declared = dict(config.base.layout) if config.base and config.base.layout else {}
+    model_type = getattr(model_config, "model_type", None)
+    decoder = declared.get("pooling") == "last" if declared else model_type in DECODER_TYPES
+    for task in tasks:
+        if decoder and config.tasks[task].pooling == "cls":
+            raise ConfigError(
+                f"task {task!r}, pooling: cls pools the first token, which in a decoder "
+                f"({model_type}) sees no other token, so every input would get one prediction; "
+                "use last (the decoder's default: leave pooling out) or mean"
+            )
 
 
 def check_base_layout(config: PipelineConfig, model_config: Any) -> None:

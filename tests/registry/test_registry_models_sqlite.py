@@ -333,3 +333,33 @@ def test_a_fusion_takes_best_only_from_a_version_that_did_not_score_better(
     assert registered_text(point_best(sqlite_uri, found, "accuracy"), "accuracy") == (
         f"kept {name} v1 (accuracy 0.7867, registered before)"  # it was there: nothing moved
     )
+
+
+def test_a_fusion_on_another_base_is_not_ranked_against_best(
+    sqlite_uri: str,
+    sqlite_experiment: str,
+    logged_adapter: LoggedAdapter,
+    new_name: Callable[[str], str],
+) -> None:
+    """The same config run again on another base kept `best` on the first base's fusion (its
+    dev score was higher), while the adapters' `best` moved to the new base: predict then
+    loaded a fusion its base could not take. A fusion on another base is not compared."""
+    from adapterfleet.orchestration.fusion_job import FusionOutcome, point_best, registered_text
+
+    name = fusion_model_name(new_name("p"), "sim")
+
+    def outcome(seed: int, base: str, value: float, alias: str | None) -> FusionOutcome:
+        run_id, weights = logged_adapter(sqlite_uri, sqlite_experiment, seed=seed)
+        tags = {TAG_TRIAL_ID: f"f{seed}", "metric": "pearson", "dev_pearson": str(value)}
+        tags["base_model"] = base
+        info = register_version(sqlite_uri, name, run_id, "fusion", weights, tags, alias=alias)
+        return FusionOutcome("sim", info, {"pearson": value}, True, 0.0, 0.0)
+
+    outcome(1, "minilm-l6", 0.0308, "best")
+    other = point_best(sqlite_uri, outcome(2, "/models/llama", 0.0160, None), "pearson")
+    assert other.best_kept is None and get_version(sqlite_uri, name, alias="best").version == 2
+    assert registered_text(other, "pearson") == (
+        f"registered {name} v2 (pearson 0.0160); best moves here from v1, a fusion on minilm-l6"
+    )
+    same = point_best(sqlite_uri, outcome(3, "/models/llama", 0.0100, None), "pearson")
+    assert same.best_kept is not None and same.best_kept.version == 2  # one base: ranked

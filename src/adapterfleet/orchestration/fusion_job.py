@@ -71,6 +71,7 @@ class FusionOutcome:
     start_delay: float  # from the last adapter's registration until training began (or 0.0)
     best_kept: ModelVersionInfo | None = None  # `best` stayed on this version: better on dev
     best_was: str | None = None  # the version `best` left for this one (None: it was here)
+    best_was_base: str | None = None  # that version's base model, where it was another
 
 
 def run_fusion_job(
@@ -166,18 +167,26 @@ def _say_not_current(
 def point_best(uri: str, outcome: FusionOutcome, metric: str) -> FusionOutcome:
     """Point `best` at the outcome's version, unless the version it is on scored better on the
     same dev metric (compared as both are tagged, to 4 decimals; a tie moves it): then it stays
-    there and the outcome says so."""
+    there and the outcome says so. A version on another base model is not compared: `best`
+    serves the config's base, so it moves, and the outcome says from which."""
     name, number = outcome.version.name, outcome.version.version
     current = get_version(uri, name, alias=BEST_ALIAS)
     ours = outcome.dev_metrics.get(metric)
+    base = outcome.version.tags.get("base_model")
+    other_base = current.tags.get("base_model") if current is not None else None
+    if other_base == base:  # dev scores on two bases do not rank the fusions for either
+        other_base = None
     if current is not None and int(current.version) != int(number) and ours is not None:
         theirs = current.tags.get(f"dev_{metric}") if current.tags.get("metric") == metric else None
         mine = float(notes.tag_number(ours))
-        if theirs is not None and signed(metric, float(theirs)) > signed(metric, mine):
+        better = theirs is not None and signed(metric, float(theirs)) > signed(metric, mine)
+        if better and other_base is None:
             return replace(outcome, best_kept=current)
     set_alias(uri, name, BEST_ALIAS, number)
     moved = current is not None and int(current.version) != int(number)
-    return replace(outcome, best_was=str(current.version)) if moved else outcome
+    if not moved:
+        return outcome
+    return replace(outcome, best_was=str(current.version), best_was_base=other_base)
 
 
 def _fusion_for_seed(
@@ -302,6 +311,8 @@ def registered_text(outcome: FusionOutcome, metric: str) -> str:
     if kept is not None:
         theirs = kept.tags.get(f"dev_{metric}")
         text += f"; best stays on v{kept.version} ({metric} {float(theirs):.4f}), better on dev"
+    elif outcome.best_was_base is not None:
+        text += f"; best moves here from v{outcome.best_was}, a fusion on {outcome.best_was_base}"
     elif outcome.best_was is not None and not outcome.trained:  # a config changed back
         text += f"; best is v{outcome.version.version} again (it was on v{outcome.best_was})"
     return text

@@ -291,6 +291,34 @@ def test_a_version_trained_on_another_named_base_is_refused_before_any_pull(worl
     assert not (tmp_path / "out.jsonl").exists()
 
 
+def test_a_version_whose_weights_do_not_fit_the_base_names_the_version(world, tmp_path):
+    """A version recorded on a hub id, predicted with a local folder of another family: the
+    names cannot be compared, so the weights' own check refused it, naming the temporary
+    folder it was pulled into. The line names the version and the base it records."""
+    from dataclasses import replace
+
+    from mlflow import MlflowClient
+    from tuning_support import make_tiny_decoder
+
+    client, name = MlflowClient(world.uri), "tinysweep.fusion.fruit"
+    version = client.get_model_version_by_alias(name, "best")
+    source = _write_tsv(tmp_path / "in.tsv", _texts(2))
+    llama = replace(world.config, base_model=str(make_tiny_decoder(tmp_path / "llama")))
+    client.set_model_version_tag(name, version.version, "base_model", "some-org/bert-tiny")
+    try:
+        with pytest.raises(ConfigError) as raised:
+            predict_file(llama, "fruit", source, tmp_path / "out.jsonl", say=print)
+    finally:
+        client.set_model_version_tag(name, version.version, "base_model", world.config.base_model)
+    assert str(raised.value) == (
+        f"{name} v{version.version} was trained on another base (model_type='bert', this "
+        "base's 'llama'; base_model 'some-org/bert-tiny'), not the config's "
+        f"{llama.base_model!r}; use -o base_model=some-org/bert-tiny, or a version trained on "
+        "this base (--version N; adapterfleet adapters --all lists them)"
+    )
+    assert not (tmp_path / "out.jsonl").exists()
+
+
 def test_an_output_that_is_the_input_or_a_folder_is_refused_before_any_work(world, tmp_path):
     """Writing onto the input lost the rows; a folder failed only after every row was
     predicted. Both are refused first: nothing is read, pulled or written."""

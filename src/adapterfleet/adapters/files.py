@@ -26,6 +26,15 @@ class WeightsFileError(UserError, ValueError):
     """A weights directory is missing, corrupt, or does not fit the model it is loaded into."""
 
 
+class OtherBaseError(WeightsFileError):
+    """Weights trained on another architecture, hidden size or depth than the model's;
+    `found`: what differs, `key=recorded` (e.g. `model_type='bert'`)."""
+
+    def __init__(self, message: str, found: str) -> None:
+        super().__init__(message)
+        self.found = found
+
+
 def _atomic_write(path: Path, write: Any) -> None:
     handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     os.close(handle)
@@ -108,9 +117,10 @@ def check_base(recorded: dict[str, Any], model: nn.Module, source: str) -> None:
     actual = describe_base(model)
     for key in ("model_type", "hidden_size", "num_hidden_layers"):
         if key in recorded and recorded[key] != actual[key]:
-            raise WeightsFileError(
+            raise OtherBaseError(
                 f"{source} was trained on a base with {key}={recorded[key]!r}, "
-                f"but this model has {key}={actual[key]!r}; load it into a matching base model"
+                f"but this model has {key}={actual[key]!r}; load it into a matching base model",
+                found=f"{key}={recorded[key]!r}, this base's {actual[key]!r}",
             )
 
 

@@ -97,6 +97,18 @@ def other_base_error(what: str, recorded: str, ours: str) -> ConfigError:
     )
 
 
+def version_on_other_base(info: Any, error: Any, ours: str) -> ConfigError:
+    """A registered version `info` whose weights do not fit the config's base `ours` (`error`:
+    an `OtherBaseError`), named by its version and the base it records."""
+    recorded = info.tags.get("base_model")
+    use = f"-o base_model={recorded}, " if recorded and recorded != ours else ""
+    return ConfigError(
+        f"{info.name} v{info.version} was trained on another base ({error.found}; base_model "
+        f"{recorded!r}), not the config's {ours!r}; use {use}or a version trained on this base "
+        "(--version N; adapterfleet adapters --all lists them)"
+    )
+
+
 def trainings(config: PipelineConfig) -> dict[str, TrainConfig]:
     """Every training setting of the config, by the key that sets it."""
     found = {"adapters.training": config.adapters.training}

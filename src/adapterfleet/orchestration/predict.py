@@ -30,11 +30,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from adapterfleet.adapters.base_model import names_other_base
+from adapterfleet.adapters.files import OtherBaseError
 from adapterfleet.config import BaseModelSpec, ConfigError, PipelineConfig
 from adapterfleet.console import Level, Say, plural
 from adapterfleet.data.prediction_input import PredictionInput, encode_input, read_input
 from adapterfleet.data.tasks import TaskSpec
-from adapterfleet.orchestration.limits import other_base_error
+from adapterfleet.orchestration.limits import other_base_error, version_on_other_base
 from adapterfleet.orchestration.predict_output import (
     check_output,
     prediction_rows,
@@ -281,7 +282,10 @@ class _Worker:
         config = setup.config
         with tempfile.TemporaryDirectory(prefix="adapterfleet-predict-") as folder:
             pulled = pull_version(config, setup.uri, setup.info, Path(folder))
-            self.model = load_model(config.base, setup.target, pulled)
+            try:
+                self.model = load_model(config.base, setup.target, pulled)
+            except OtherBaseError as error:  # not a temporary folder's name: the version's
+                raise version_on_other_base(setup.info, error, config.base_model) from None
         self.device = resolve_device(setup.device)
         self.model.to(self.device)
         # one forward for all calls: a GPU's graphs captured once per width, not per Ray block

@@ -197,7 +197,8 @@ def test_a_task_whose_data_files_changed_is_trained_again(swept: Swept) -> None:
     lines.clear()
     back = run_adapter_stage(swept.config, progress=lines.append)
     restored = f"task water: already registered as {name} v1, skipped; it was trained for "
-    restored += "these settings and data: @best is v1"
+    restored += "these settings and data: @best is v1 again (it was on v2, registered for other "
+    restored += "settings or data)"
     assert restored in lines, lines
     assert not any(line.startswith("trial ") for line in lines), lines
     assert back["water"].version == 1 and back["water"].aliases == ("best",)

@@ -262,9 +262,12 @@ def _say_planned(plan: SweepPlan, uri: str, progress: Say) -> None:
             finish_sweep_run(uri, plan.experiment_id, info.tags[TAG_SWEEP], task)
         said = f"task {task}: already registered as {info.name} v{info.version}, skipped"
         if BEST_ALIAS not in info.aliases:  # settings or data changed back to its own
+            was = get_version(uri, info.name, alias=BEST_ALIAS)
             set_alias(uri, info.name, BEST_ALIAS, info.version)
             plan.registered[task] = get_version(uri, info.name, alias=BEST_ALIAS) or info
             said += f"; it was trained for these settings and data: @best is v{info.version}"
+            if was is not None:  # e.g. another user's run of the same pipeline name
+                said += f" again (it was on v{was.version}, registered for other settings or data)"
         progress(said)
     for task, info in plan.changed.items():
         progress(

@@ -221,7 +221,7 @@ def _check_mt_a(
 
 
 BACKENDS = ("auto", "gloo", "nccl")  # torch.distributed's, for trials of several workers
-RESOURCE_KEYS = ("cpu", "gpu", "workers", "backend")
+RESOURCE_KEYS = ("cpu", "gpu", "workers", "backend", "max_concurrent_trials")
 
 
 @dataclass(frozen=True)
@@ -234,6 +234,7 @@ class Resources:
     gpu: float = 0.0
     workers: int = 1
     backend: str = "auto"
+    max_concurrent_trials: int | None = None  # None: as many as the cluster can place
 
     def __post_init__(self) -> None:
         cpu, gpu = self.cpu, self.gpu
@@ -288,4 +289,9 @@ class Resources:
             as_float(raw.get("gpu", 0), "resources.gpu"),
             as_int(raw.get("workers", 1), "resources.workers", 1),
             backend,
+            _optional_int(raw.get("max_concurrent_trials"), "resources.max_concurrent_trials"),
         )
+
+
+def _optional_int(value: Any, where: str) -> int | None:
+    return None if value is None else as_int(value, where, 1)

@@ -127,15 +127,17 @@ def trial_resources(config: PipelineConfig) -> dict[str, float]:
 
 
 def concurrent_trials(config: PipelineConfig) -> dict[str, int]:
-    """`max_concurrent_trials` for trials of several workers: as many as the cluster can place
-    at once (Tune does not see their workers' resources, so it would start every driver);
-    nothing for one-worker trials, which Tune places itself."""
+    """`max_concurrent_trials`: `resources.max_concurrent_trials` where given (a share of a
+    cluster others use too); for trials of several workers at most as many as the cluster can
+    place at once (Tune does not see their workers' resources, so it would start every
+    driver); nothing for one-worker trials, which Tune places itself."""
     resources = config.resources
+    limit = resources.max_concurrent_trials
     if not resources.distributed:
-        return {}
+        return {} if limit is None else {"max_concurrent_trials": limit}
     nodes = [node["Resources"] for node in ray.nodes() if node.get("Alive")]
-    slots = sum(resources.fitting(node) for node in nodes)
-    return {"max_concurrent_trials": max(1, slots // resources.workers)}
+    slots = max(1, sum(resources.fitting(node) for node in nodes) // resources.workers)
+    return {"max_concurrent_trials": slots if limit is None else min(slots, limit)}
 
 
 def build_tuner(

@@ -172,7 +172,7 @@ def test_a_sweep_run_an_interrupt_left_killed_is_finished_once_its_task_is_regis
 ) -> None:
     """Ctrl-C between a task's registration and its sweep run's end left the run KILLED, and
     the next run skips the task: the plan ends it FINISHED (`finish_sweep_run`), once."""
-    from adapterfleet.registry.runs import finish_sweep_run
+    from adapterfleet.registry.sweep_run import finish_sweep_run
 
     name = new_name("sweep")
     killed = open_sweep_run(sqlite_uri, sqlite_experiment, name, "rte")
@@ -186,3 +186,26 @@ def test_a_sweep_run_an_interrupt_left_killed_is_finished_once_its_task_is_regis
     assert finish_sweep_run(sqlite_uri, sqlite_experiment, name, "mrpc") is False
     assert client.get_run(failed.run_id).info.status == "FAILED"
     assert finish_sweep_run(sqlite_uri, sqlite_experiment, new_name("none"), "rte") is False
+
+
+def test_a_sweep_run_a_killed_driver_left_without_its_summary_gets_it(
+    sqlite_uri: str, sqlite_experiment: str, new_name: Callable[[str], str]
+) -> None:
+    """A driver killed (SIGKILL) right after a registration left its task's sweep run with no
+    best metric, best trial or registered version, RUNNING or FINISHED, and the next run
+    skipped the task: the plan fills the summary in and ends the run, once."""
+    from adapterfleet.registry.sweep_run import finish_sweep_run
+
+    name = new_name("sweep")
+    summary = ({"best_dev_accuracy": 0.75}, {"best_trial": "rte-rf16", "registered_version": "3"})
+    client = MlflowClient(sqlite_uri)
+    left = open_sweep_run(sqlite_uri, sqlite_experiment, name, "rte")  # RUNNING: killed
+    assert finish_sweep_run(sqlite_uri, sqlite_experiment, name, "rte", lambda: summary)
+    run = client.get_run(left.run_id)
+    assert run.info.status == "FINISHED" and run.data.metrics == {"best_dev_accuracy": 0.75}
+    assert run.data.tags["registered_version"] == "3" and run.data.tags["best_trial"] == "rte-rf16"
+    assert not finish_sweep_run(sqlite_uri, sqlite_experiment, name, "rte", lambda: summary)
+    ended = open_sweep_run(sqlite_uri, sqlite_experiment, name, "mrpc")
+    ended.end("FINISHED")  # ended, killed before its summary (the order before this change)
+    assert finish_sweep_run(sqlite_uri, sqlite_experiment, name, "mrpc", lambda: summary)
+    assert client.get_run(ended.run_id).data.tags["registered_version"] == "3"

@@ -8,6 +8,7 @@ joins Ray only when there is work, opens one sweep run per task and runs the swe
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -31,13 +32,18 @@ from adapterfleet.registry import (
 from adapterfleet.registry.descriptions import TAG_NOTE
 from adapterfleet.registry.heartbeat import heartbeat
 from adapterfleet.registry.interrupted import clear_interrupted, mark_interrupted
-from adapterfleet.registry.runs import finish_sweep_run
 from adapterfleet.registry.store import check_store, login_env, missing_store
-from adapterfleet.registry.tags import BEST_ALIAS, TAG_SWEEP
+from adapterfleet.registry.sweep_run import finish_sweep_run
+from adapterfleet.registry.tags import BEST_ALIAS, TAG_SWEEP, TAG_TRIAL_ID
 from adapterfleet.training import end_quietly
 from adapterfleet.tuning.plan import SweepPlan, check_resumable, plan_sweep
 from adapterfleet.tuning.settings import changed_text
-from adapterfleet.tuning.spec import sweep_description, task_config_hash
+from adapterfleet.tuning.spec import (
+    TAG_METRIC,
+    TAG_METRIC_VALUE,
+    sweep_description,
+    task_config_hash,
+)
 
 # an address `ensure_ray` was given (a host name, "auto") -> the GCS address of what it joined
 _joined: dict[str, str] = {}
@@ -258,8 +264,9 @@ def _say_planned(plan: SweepPlan, uri: str, progress: Say) -> None:
     """What the plan skips and what it trains again; a version found for the current settings
     and data but not under @best (a config changed back) gets @best again."""
     for task, info in plan.registered.items():
-        if info.tags.get(TAG_SWEEP):  # its sweep's run, left KILLED by an interrupt mid-finish
-            finish_sweep_run(uri, plan.experiment_id, info.tags[TAG_SWEEP], task)
+        if info.tags.get(TAG_SWEEP):  # its sweep's run, left open by a driver stopped mid-finish
+            summary = functools.partial(_sweep_summary, plan, task, info)
+            finish_sweep_run(uri, plan.experiment_id, info.tags[TAG_SWEEP], task, summary)
         said = f"task {task}: already registered as {info.name} v{info.version}, skipped"
         if BEST_ALIAS not in info.aliases:  # settings or data changed back to its own
             was = get_version(uri, info.name, alias=BEST_ALIAS)
@@ -280,6 +287,22 @@ def _say_planned(plan: SweepPlan, uri: str, progress: Say) -> None:
                 f"task {task}: its settings changed since {info.name} v{info.version} was "
                 f"registered{changed_text(changes)}; training it again"
             )
+
+
+def _sweep_summary(
+    plan: SweepPlan, task: str, info: ModelVersionInfo
+) -> tuple[dict[str, float], dict[str, str]]:
+    """The metrics and tags the registrar gives a task's sweep run, from its registered
+    version's tags (for a run its driver did not get to)."""
+    metric, trial = info.tags.get(TAG_METRIC, ""), info.tags.get(TAG_TRIAL_ID, "")
+    try:
+        value = float(info.tags.get(TAG_METRIC_VALUE, "nan"))
+    except ValueError:
+        value = float("nan")
+    best = (trial, metric, value, info)
+    note = sweep_description(plan.config, task, info.tags[TAG_SWEEP], best)
+    tags = {"best_trial": trial, "registered_version": str(info.version), TAG_NOTE: note}
+    return ({f"best_dev_{metric}": value} if metric and value == value else {}), tags
 
 
 def _open_sweep_runs(

@@ -276,19 +276,6 @@ def open_sweep_run(
     return _open_run(uri, experiment_id, match, f"sweep {task}", tags, retry_timeout_s)
 
 
-def finish_sweep_run(uri: str, experiment_id: str, sweep_name: str, task: str) -> bool:
-    """End FINISHED the parent run of a sweep whose task is registered, where an interrupt
-    between the registration and the run's end left it KILLED; whether it did."""
-    client = get_client(uri)
-    run_id = _find_run(
-        client, experiment_id, {TAG_KIND: "sweep", TAG_SWEEP: sweep_name, TAG_TASK: task}
-    )
-    if run_id is None or client.get_run(run_id).info.status != "KILLED":
-        return False
-    client.set_terminated(run_id, "FINISHED")
-    return True
-
-
 def open_trial_run(
     uri: str,
     experiment_id: str,

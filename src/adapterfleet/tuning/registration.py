@@ -280,14 +280,15 @@ class Registrar:
             model_description=adapter_model_note(task),
         )  # fmt: skip
         self.registered[task] = info
-        if plan.sweep_run is not None:  # ended first: a Ctrl-C from here on leaves it FINISHED
-            plan.sweep_run.end("FINISHED")
+        if plan.sweep_run is not None:  # its summary, then its end, then the line: a driver
+            # stopped between them leaves it KILLED or RUNNING, which the next run's plan ends
             plan.sweep_run.log_metrics({f"best_dev_{metric}": value})
             best = (params.trial_id, metric, value, info)
             note = sweep_description(self.config, task, self.sweep_name, best)
             plan.sweep_run.set_tags(
                 {"best_trial": params.trial_id, "registered_version": info.version, TAG_NOTE: note}
             )
+            plan.sweep_run.end("FINISHED")
         self.progress(
             f"task {task}: registered {info.name} v{info.version} (@best) from trial "
             f"{params.trial_id}, dev {metric} {value:.4f}"

@@ -382,10 +382,10 @@ def _ray_probabilities(setup: _Setup, data: PredictionInput, workers: int | None
         udf_modifying_row_count=False,
     )
     rows, probabilities = [], []
-    for batch in predicted.sort("row").iter_batches(batch_format="numpy"):
-        rows.append(batch["row"])
+    for batch in predicted.iter_batches(batch_format="numpy"):  # put in order here: a Ray Data
+        rows.append(batch["row"])  # sort samples its blocks in workers of its own (one aborted)
         probabilities.append(batch["probabilities"])
     order = np.concatenate(rows)
-    if not np.array_equal(order, np.arange(len(data))):
+    if not np.array_equal(np.sort(order), np.arange(len(data))):
         raise RuntimeError(f"Ray Data returned rows {order[:10]}...; expected 0..{len(data) - 1}")
-    return torch.from_numpy(np.concatenate(probabilities))
+    return torch.from_numpy(np.concatenate(probabilities)[np.argsort(order)])

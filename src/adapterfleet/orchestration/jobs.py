@@ -27,10 +27,11 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from adapterfleet.config import ConfigError, apply_overrides, config_file
-from adapterfleet.errors import UserError
 from adapterfleet.orchestration.job_env import PASS_ENV as PASS_ENV  # re-exported
 from adapterfleet.orchestration.job_env import job_env as job_env
 from adapterfleet.orchestration.job_env import logins_out
+from adapterfleet.orchestration.job_errors import JobError as JobError  # re-exported
+from adapterfleet.orchestration.job_errors import failed, unreachable
 
 if TYPE_CHECKING:
     from ray.job_submission import JobSubmissionClient
@@ -44,14 +45,7 @@ TOKEN_FIX = (
 )
 TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 PROBE_TIMEOUT_S = (3.0, 5.0)  # connect, read
-UPLOAD_LIMIT = (
-    "100 MiB"  # the dashboard's client_max_size (ray_constants.DASHBOARD_CLIENT_MAX_SIZE)
-)
 _ADDRESS_ENV = ("RAY_API_SERVER_ADDRESS", "RAY_ADDRESS")
-
-
-class JobError(UserError, RuntimeError):
-    """A Jobs API call failed; the message is one line with the fix."""
 
 
 @dataclass(frozen=True)
@@ -111,14 +105,6 @@ def normalize_address(address: str | None) -> str:
     return address
 
 
-def _unreachable(address: str, reason: object) -> JobError:
-    return JobError(
-        f"cannot reach the Ray job server at {address} ({reason}); start the cluster "
-        "(ray up cluster.yaml), forward its dashboard (ray dashboard cluster.yaml) and pass "
-        "--address http://127.0.0.1:8265, or fix the address"
-    )
-
-
 def _probe(address: str) -> str:
     """The cluster's authentication mode ('token', 'disabled', or '' if it does not say)."""
     import requests
@@ -129,7 +115,7 @@ def _probe(address: str) -> str:
         reason = type(exc).__name__
         if isinstance(exc, requests.ConnectionError) and "refused" in str(exc).lower():
             reason = "connection refused"
-        raise _unreachable(address, reason) from None
+        raise unreachable(address, reason) from None
     if response.status_code != 200:
         return ""
     try:
@@ -173,19 +159,7 @@ def connect(address: str | None) -> JobSubmissionClient:
             f"use the cluster's token ({TOKEN_FIX})"
         ) from None
     except ConnectionError as exc:
-        raise _unreachable(address, type(exc).__name__) from None
-
-
-def _fail(what: str, address: str, exc: BaseException) -> JobError:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    if "status code 413" in text:
-        return JobError(
-            f"{what} at {address}: the working_dir package is larger than the {UPLOAD_LIMIT} "
-            "the job server accepts; add large folders to .rayignore or .gitignore"
-        )
-    if "status code 404" in text:
-        return JobError(f"{what} at {address}: not found; list the jobs with list_jobs")
-    return JobError(f"{what} at {address} failed: {text[:300]}")
+        raise unreachable(address, type(exc).__name__) from None
 
 
 def submit_job(
@@ -218,7 +192,7 @@ def submit_job(
             metadata=dict(metadata or {}),
         )
     except (RuntimeError, ValueError, OSError) as exc:
-        raise _fail("submitting the job", client.get_address(), exc) from None
+        raise failed("submitting the job", client.get_address(), exc) from None
 
 
 def _uploaded_config(given: Path, folder: Path) -> tuple[Path, str]:
@@ -310,7 +284,7 @@ def job_status(address: str | None, job_id: str) -> str:
     try:
         return str(client.get_job_status(job_id))
     except RuntimeError as exc:
-        raise _fail(f"job {job_id}", client.get_address(), exc) from None
+        raise failed(f"job {job_id}", client.get_address(), exc) from None
 
 
 def wait_for_job(
@@ -323,7 +297,7 @@ def wait_for_job(
         try:
             status = str(client.get_job_status(job_id))
         except RuntimeError as exc:
-            raise _fail(f"job {job_id}", client.get_address(), exc) from None
+            raise failed(f"job {job_id}", client.get_address(), exc) from None
         if status in TERMINAL:
             return status
         if deadline is not None and time.monotonic() > deadline:
@@ -339,7 +313,7 @@ def job_logs(address: str | None, job_id: str, follow: bool = False) -> str | It
     try:
         return client.get_job_logs(job_id)
     except RuntimeError as exc:
-        raise _fail(f"logs of job {job_id}", client.get_address(), exc) from None
+        raise failed(f"logs of job {job_id}", client.get_address(), exc) from None
 
 
 def _follow(client: JobSubmissionClient, job_id: str) -> Iterator[str]:
@@ -352,7 +326,7 @@ def _follow(client: JobSubmissionClient, job_id: str) -> Iterator[str]:
             except StopAsyncIteration:
                 return
             except RuntimeError as exc:
-                raise _fail(f"logs of job {job_id}", client.get_address(), exc) from None
+                raise failed(f"logs of job {job_id}", client.get_address(), exc) from None
     finally:
         loop.run_until_complete(stream.aclose())
         loop.close()
@@ -364,7 +338,7 @@ def stop_job(address: str | None, job_id: str) -> bool:
     try:
         return bool(client.stop_job(job_id))
     except RuntimeError as exc:
-        raise _fail(f"stopping job {job_id}", client.get_address(), exc) from None
+        raise failed(f"stopping job {job_id}", client.get_address(), exc) from None
 
 
 def list_jobs(address: str | None) -> list[JobInfo]:
@@ -373,7 +347,7 @@ def list_jobs(address: str | None) -> list[JobInfo]:
     try:
         details = client.list_jobs()
     except RuntimeError as exc:
-        raise _fail("listing jobs", client.get_address(), exc) from None
+        raise failed("listing jobs", client.get_address(), exc) from None
     jobs = [
         JobInfo(
             job_id=str(d.submission_id or d.job_id),

@@ -177,3 +177,20 @@ def test_a_driver_joined_by_address_may_name_it_again_and_no_other(with_token: A
         f"REFUSED ray address '127.0.0.1:1': this process is already in Ray ({gcs}); leave the "
         "address out to run there, or call ray.shutdown() first"
     ], done.stdout
+
+
+def test_an_unknown_job_points_to_the_jobs_command(
+    with_token: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`logs` / `stop` / `status` of a job the cluster does not know: the CLI command that
+    lists the jobs (it named `list_jobs`, a Python function), with --address when given."""
+    address = with_token.address
+    listing = f"adapterfleet jobs --address {address}"
+    for call in (job_logs, stop_job, job_status):
+        with pytest.raises(JobError) as info:
+            call(address, "nosuchjob")
+        message = str(info.value)
+        assert message.endswith(f"nosuchjob at {address}: not found; list the jobs: {listing}")
+    monkeypatch.setenv("RAY_ADDRESS", address)  # no flag: the variable names it again
+    with pytest.raises(JobError, match=r"not found; list the jobs: adapterfleet jobs$"):
+        job_logs(None, "nosuchjob")

@@ -1,10 +1,16 @@
-"""The one-line errors of the Jobs API calls, each naming the address and the fix."""
+"""The one-line errors of the Jobs API calls, and the commands they point a person to.
+
+A command they suggest names `--address` again only when the flag was given: an address taken
+from RAY_ADDRESS is still there for the next command.
+"""
 
 from __future__ import annotations
 
+import shlex
+
 from adapterfleet.errors import UserError
 
-__all__ = ["JobError", "failed", "unreachable"]
+__all__ = ["JobError", "command", "failed", "unreachable"]
 
 UPLOAD_LIMIT = (
     "100 MiB"  # the dashboard's client_max_size (ray_constants.DASHBOARD_CLIENT_MAX_SIZE)
@@ -13,6 +19,14 @@ UPLOAD_LIMIT = (
 
 class JobError(UserError, RuntimeError):
     """A Jobs API call failed; the message is one line with the fix."""
+
+
+def command(name: str, given: str | None, *args: str) -> str:
+    """`adapterfleet <name> <args>`, with `--address <given>` when an address was given."""
+    parts = ["adapterfleet", name, *args]
+    if given:
+        parts += ["--address", given]
+    return shlex.join(parts)
 
 
 def unreachable(address: str, reason: object) -> JobError:
@@ -24,8 +38,9 @@ def unreachable(address: str, reason: object) -> JobError:
     )
 
 
-def failed(what: str, address: str, exc: BaseException) -> JobError:
-    """`what` at `address` failed with `exc` (the job client's error)."""
+def failed(what: str, address: str, exc: BaseException, given: str | None = None) -> JobError:
+    """`what` at `address` failed with `exc` (the job client's error); `given`: the
+    `--address` flag, named again in the command the message suggests."""
     text = " ".join(str(exc).split()) or type(exc).__name__
     if "status code 413" in text:
         return JobError(
@@ -33,5 +48,5 @@ def failed(what: str, address: str, exc: BaseException) -> JobError:
             "the job server accepts; add large folders to .rayignore or .gitignore"
         )
     if "status code 404" in text:
-        return JobError(f"{what} at {address}: not found; list the jobs with list_jobs")
+        return JobError(f"{what} at {address}: not found; list the jobs: {command('jobs', given)}")
     return JobError(f"{what} at {address} failed: {text[:300]}")

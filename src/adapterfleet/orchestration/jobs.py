@@ -192,7 +192,7 @@ def submit_job(
             metadata=dict(metadata or {}),
         )
     except (RuntimeError, ValueError, OSError) as exc:
-        raise failed("submitting the job", client.get_address(), exc) from None
+        raise failed("submitting the job", client.get_address(), exc, address) from None
 
 
 def _uploaded_config(given: Path, folder: Path) -> tuple[Path, str]:
@@ -284,7 +284,7 @@ def job_status(address: str | None, job_id: str) -> str:
     try:
         return str(client.get_job_status(job_id))
     except RuntimeError as exc:
-        raise failed(f"job {job_id}", client.get_address(), exc) from None
+        raise failed(f"job {job_id}", client.get_address(), exc, address) from None
 
 
 def wait_for_job(
@@ -297,7 +297,7 @@ def wait_for_job(
         try:
             status = str(client.get_job_status(job_id))
         except RuntimeError as exc:
-            raise failed(f"job {job_id}", client.get_address(), exc) from None
+            raise failed(f"job {job_id}", client.get_address(), exc, address) from None
         if status in TERMINAL:
             return status
         if deadline is not None and time.monotonic() > deadline:
@@ -309,14 +309,14 @@ def job_logs(address: str | None, job_id: str, follow: bool = False) -> str | It
     """All logs so far; with `follow`, an iterator of chunks until the job ends."""
     client = connect(address)
     if follow:
-        return _follow(client, job_id)
+        return _follow(client, job_id, address)
     try:
         return client.get_job_logs(job_id)
     except RuntimeError as exc:
-        raise failed(f"logs of job {job_id}", client.get_address(), exc) from None
+        raise failed(f"logs of job {job_id}", client.get_address(), exc, address) from None
 
 
-def _follow(client: JobSubmissionClient, job_id: str) -> Iterator[str]:
+def _follow(client: JobSubmissionClient, job_id: str, given: str | None) -> Iterator[str]:
     loop = asyncio.new_event_loop()
     stream = client.tail_job_logs(job_id)
     try:
@@ -326,7 +326,7 @@ def _follow(client: JobSubmissionClient, job_id: str) -> Iterator[str]:
             except StopAsyncIteration:
                 return
             except RuntimeError as exc:
-                raise failed(f"logs of job {job_id}", client.get_address(), exc) from None
+                raise failed(f"logs of job {job_id}", client.get_address(), exc, given) from None
     finally:
         loop.run_until_complete(stream.aclose())
         loop.close()
@@ -338,7 +338,7 @@ def stop_job(address: str | None, job_id: str) -> bool:
     try:
         return bool(client.stop_job(job_id))
     except RuntimeError as exc:
-        raise failed(f"stopping job {job_id}", client.get_address(), exc) from None
+        raise failed(f"stopping job {job_id}", client.get_address(), exc, address) from None
 
 
 def list_jobs(address: str | None) -> list[JobInfo]:
@@ -347,7 +347,7 @@ def list_jobs(address: str | None) -> list[JobInfo]:
     try:
         details = client.list_jobs()
     except RuntimeError as exc:
-        raise failed("listing jobs", client.get_address(), exc) from None
+        raise failed("listing jobs", client.get_address(), exc, address) from None
     jobs = [
         JobInfo(
             job_id=str(d.submission_id or d.job_id),

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+import http.server
 import re
 import socket
+import threading
 import time
 from pathlib import Path
 
@@ -45,6 +48,40 @@ def test_refused_address_fails_fast_with_one_line(no_token: Path) -> None:
     message = str(info.value)
     assert "\n" not in message and address in message and "connection refused" in message
     assert "ray dashboard cluster.yaml" in message
+
+
+def test_a_refused_host_port_without_http_may_be_the_gcs_address(no_token: Path) -> None:
+    """`--address HOST:PORT`, as a GCS address is written (`ray start --address`): the
+    message says where jobs go instead; `host:8265` and an http:// URL are dashboard-like."""
+    port = registry_conftest.free_port()
+    with pytest.raises(JobError) as info:
+        list_jobs(f"127.0.0.1:{port}")
+    message = str(info.value)
+    assert f"if 127.0.0.1:{port} is the cluster's GCS address" in message
+    assert "pass the dashboard's instead: http://127.0.0.1:8265 by default" in message
+    for dashboard_like in (f"http://127.0.0.1:{port}", "127.0.0.1:8265"):
+        with pytest.raises(JobError) as info:
+            list_jobs(dashboard_like)
+        assert "GCS" not in str(info.value)
+
+
+def test_an_http_server_that_is_not_rays_is_said_in_one_line(
+    no_token: Path, tmp_path: Path
+) -> None:
+    """Another HTTP server's port (an MLflow server's, say) answers 404 to the job client's
+    version check, which was a traceback."""
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        given = f"127.0.0.1:{server.server_address[1]}"
+        try:
+            with pytest.raises(JobError) as info:
+                list_jobs(given)
+        finally:
+            server.shutdown()
+    message = str(info.value)
+    assert message.startswith(f"Ray address {given} answers, but it is not the Ray job server")
+    assert "\n" not in message and "http://127.0.0.1:8265" in message
 
 
 def test_silent_address_times_out_within_seconds(no_token: Path) -> None:

@@ -194,3 +194,17 @@ def test_an_unknown_job_points_to_the_jobs_command(
     monkeypatch.setenv("RAY_ADDRESS", address)  # no flag: the variable names it again
     with pytest.raises(JobError, match=r"not found; list the jobs: adapterfleet jobs$"):
         job_logs(None, "nosuchjob")
+
+
+def test_the_gcs_address_points_to_the_dashboards(with_token: Any) -> None:
+    """The cluster's GCS address (what `ray start --address` takes) answers, but not HTTP: it
+    was said as unreachable ("start the cluster") though the cluster was up."""
+    from cluster_support import gcs_port
+
+    given = f"127.0.0.1:{gcs_port(with_token)}"
+    with pytest.raises(JobError) as info:
+        list_jobs(given)
+    message = str(info.value)
+    assert message.startswith(f"Ray address {given} answers, but it is not the Ray job server")
+    assert "pass the dashboard's address: http://127.0.0.1:8265 by default" in message
+    assert "\n" not in message

@@ -31,7 +31,7 @@ from adapterfleet.orchestration.job_env import PASS_ENV as PASS_ENV  # re-export
 from adapterfleet.orchestration.job_env import job_env as job_env
 from adapterfleet.orchestration.job_env import logins_out
 from adapterfleet.orchestration.job_errors import JobError as JobError  # re-exported
-from adapterfleet.orchestration.job_errors import failed, unreachable
+from adapterfleet.orchestration.job_errors import failed, not_the_job_server, unreachable
 
 if TYPE_CHECKING:
     from ray.job_submission import JobSubmissionClient
@@ -86,15 +86,20 @@ def load_token() -> tuple[str, str] | None:
     return None
 
 
-def normalize_address(address: str | None) -> str:
-    """`http(s)://host:port` of the job server; `host:port` gets `http://`."""
+def given_address(address: str | None) -> str:
+    """The address as given: `address`, else RAY_API_SERVER_ADDRESS or RAY_ADDRESS."""
     address = address or next((os.environ[k] for k in _ADDRESS_ENV if os.environ.get(k)), None)
     if not address:
         raise JobError(
             "no Ray address given; pass --address http://<head>:8265 "
             "(after `ray dashboard cluster.yaml`: http://127.0.0.1:8265) or set RAY_ADDRESS"
         )
-    address = address.strip().rstrip("/")
+    return address.strip().rstrip("/")
+
+
+def normalize_address(address: str | None) -> str:
+    """`http(s)://host:port` of the job server; `host:port` gets `http://`."""
+    address = given_address(address)
     if "://" not in address:
         address = f"http://{address}"
     if not address.startswith(("http://", "https://")):
@@ -105,17 +110,24 @@ def normalize_address(address: str | None) -> str:
     return address
 
 
-def _probe(address: str) -> str:
-    """The cluster's authentication mode ('token', 'disabled', or '' if it does not say)."""
+# What `requests` says of a port that answered, but not in HTTP/1.1 (the GCS speaks gRPC)
+_NOT_HTTP = ("BadStatusLine", "RemoteDisconnected")
+
+
+def _probe(address: str, raw: str) -> str:
+    """The cluster's authentication mode ('token', 'disabled', or '' if it does not say);
+    `raw` is the address as given."""
     import requests
 
     try:
         response = requests.get(f"{address}/api/authentication_mode", timeout=PROBE_TIMEOUT_S)
     except requests.RequestException as exc:
+        if isinstance(exc, requests.ConnectionError) and any(w in str(exc) for w in _NOT_HTTP):
+            raise not_the_job_server(address, raw) from None
         reason = type(exc).__name__
         if isinstance(exc, requests.ConnectionError) and "refused" in str(exc).lower():
             reason = "connection refused"
-        raise unreachable(address, reason) from None
+        raise unreachable(address, reason, raw) from None
     if response.status_code != 200:
         return ""
     try:
@@ -140,8 +152,9 @@ def connect(address: str | None) -> JobSubmissionClient:
     from ray.exceptions import AuthenticationError
     from ray.job_submission import JobSubmissionClient
 
-    address = normalize_address(address)
-    mode = _probe(address)
+    raw = given_address(address)
+    address = normalize_address(raw)
+    mode = _probe(address, raw)
     found = load_token()
     if mode == "token" and found is None:
         raise JobError(f"the Ray cluster at {address} requires an auth token; {TOKEN_FIX}")
@@ -159,7 +172,11 @@ def connect(address: str | None) -> JobSubmissionClient:
             f"use the cluster's token ({TOKEN_FIX})"
         ) from None
     except ConnectionError as exc:
-        raise unreachable(address, type(exc).__name__) from None
+        raise unreachable(address, type(exc).__name__, raw) from None
+    except RuntimeError as exc:  # its version check: a 404 where no job server is
+        if "returned 404" in str(exc):
+            raise not_the_job_server(address, raw) from None
+        raise failed("connecting to the Ray job server", address, exc) from None
 
 
 def submit_job(

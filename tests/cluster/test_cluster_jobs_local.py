@@ -15,6 +15,7 @@ from cluster_support import registry_conftest
 
 from adapterfleet.config import ConfigError
 from adapterfleet.orchestration.job_env import logins_out
+from adapterfleet.orchestration.job_upload import storage_excludes
 from adapterfleet.orchestration.jobs import (
     PASS_ENV,
     JobError,
@@ -169,3 +170,24 @@ def test_config_outside_working_dir_is_refused(tmp_path: Path, no_token: Path) -
     (elsewhere / "c.yaml").write_text("name: x\n")
     with pytest.raises(JobError, match="outside working_dir"):
         submit_pipeline(elsewhere / "c.yaml", "http://127.0.0.1:1", working_dir=project)
+
+
+def test_storage_inside_the_working_dir_is_excluded_however_it_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Absolute, relative, with `..`, through a link: the same folder inside the upload is
+    left out (only a relative path without `..` was). Outside it, or the folder itself:
+    nothing. A relative storage counts from the working dir (where the job runs) and from the
+    current folder (where a local run put it)."""
+    project = tmp_path / "userA"
+    (project / "sub").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(project)
+    monkeypatch.chdir(project)
+    for written in (project / "runs", "runs", "./runs/", "../userA/runs", tmp_path / "link/runs"):
+        assert storage_excludes(str(written), project) == ["/runs/"], written
+    assert storage_excludes(None, project) == ["/adapterfleet-runs/"]
+    assert storage_excludes("out/r[1]*", project) == ["/out/r\\[1\\]\\*/"]
+    for outside in (tmp_path / "elsewhere", "..", ".", str(project), "/tmp"):
+        assert storage_excludes(str(outside), project) == [], outside
+    monkeypatch.chdir(project / "sub")  # `submit --working-dir ..` from a subfolder
+    assert storage_excludes("runs", project) == ["/runs/", "/sub/runs/"]

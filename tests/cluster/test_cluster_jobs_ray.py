@@ -208,3 +208,34 @@ def test_the_gcs_address_points_to_the_dashboards(with_token: Any) -> None:
     assert message.startswith(f"Ray address {given} answers, but it is not the Ray job server")
     assert "pass the dashboard's address: http://127.0.0.1:8265 by default" in message
     assert "\n" not in message
+
+
+def _shipped_folder(head: Any, job_id: str) -> Path:
+    """The working dir the head unpacked for the job (its runtime_env's package)."""
+    from adapterfleet.orchestration.jobs import connect
+
+    uri = connect(head.address).get_job_info(job_id).runtime_env["working_dir"]
+    name = uri.removeprefix("gcs://").removesuffix(".zip")
+    folder = head.temp_dir / "session_latest" / "runtime_resources" / "working_dir_files" / name
+    assert folder.is_dir(), uri
+    return folder
+
+
+@pytest.mark.parametrize("written", ["absolute", "with .."])
+def test_storage_inside_the_working_dir_is_not_uploaded(
+    with_token: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, written: str
+) -> None:
+    """`storage: /abs/userA/runs` submitted from userA/ uploaded runs/ (35 MB after one tiny
+    run): only a relative path without `..` was left out."""
+    project = tmp_path / "userA"
+    (project / "runs").mkdir(parents=True)
+    (project / "runs" / "adapter.safetensors").write_bytes(os.urandom(1024))
+    storage = project / "runs" if written == "absolute" else "../userA/runs"
+    config = project / "team.yaml"  # refused on the cluster at once: the job ends quickly
+    config.write_text(f"name: team\nstorage: {storage}\nadapters: {{reduction_factors: [0]}}\n")
+    monkeypatch.chdir(project)
+    job_id = submit_pipeline(config, with_token.address, working_dir=project)
+    wait_for_job(with_token.address, job_id, timeout_s=90, poll_s=0.5)
+    shipped = _shipped_folder(with_token, job_id)
+    assert (shipped / "team.yaml").is_file()
+    assert not (shipped / "runs").exists()

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
 import secrets
 import shlex
 import time
@@ -24,14 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
-from adapterfleet.config import ConfigError, apply_overrides, config_file
 from adapterfleet.orchestration.job_env import PASS_ENV as PASS_ENV  # re-exported
 from adapterfleet.orchestration.job_env import job_env as job_env
 from adapterfleet.orchestration.job_env import logins_out
 from adapterfleet.orchestration.job_errors import JobError as JobError  # re-exported
 from adapterfleet.orchestration.job_errors import failed, not_the_job_server, unreachable
+from adapterfleet.orchestration.job_upload import config_document, storage_excludes, uploaded_config
 
 if TYPE_CHECKING:
     from ray.job_submission import JobSubmissionClient
@@ -212,34 +209,6 @@ def submit_job(
         raise failed("submitting the job", client.get_address(), exc, address) from None
 
 
-def _uploaded_config(given: Path, folder: Path) -> tuple[Path, str]:
-    """The config file and the path the job gives it: inside `folder`, or a packaged config's
-    name (`demo`), which ships with adapterfleet on the cluster as here."""
-    config = config_file(given).resolve()
-    if config.is_relative_to(folder):
-        return config, config.relative_to(folder).as_posix()
-    if config != given.resolve():
-        return config, str(given)
-    raise JobError(
-        f"config {config} is outside working_dir {folder}, the folder uploaded for the job; "
-        "put the config inside it, or pass the folder that holds it as --working-dir"
-    )
-
-
-def _config_document(config_path: Path, overrides: Sequence[str]) -> dict[str, Any]:
-    """The YAML with overrides applied; the full validation runs on the cluster (its data
-    paths need not exist here)."""
-    try:
-        document = yaml.safe_load(config_path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{config_path}: cannot read the config ({exc})") from None
-    if not isinstance(document, dict):
-        raise ConfigError(f"{config_path}: expected a mapping of settings at the top level")
-    document = apply_overrides(document, overrides)
-    document.setdefault("name", re.sub(r"[^A-Za-z0-9_-]", "-", config_path.stem))
-    return document
-
-
 def pipeline_entrypoint(config_rel: str, overrides: Sequence[str] = ()) -> str:
     """`adapterfleet run <config> --set k=v ...`, shell-quoted."""
     parts = ["adapterfleet", "run", config_rel]
@@ -264,17 +233,14 @@ def submit_pipeline(
 ) -> str:
     """Upload `working_dir` and run `adapterfleet run <config>` on the cluster.
 
-    The config must lie inside `working_dir`. Its local `storage` folder (runs, MLflow db)
-    is left out of the upload. With `wait`, block until the job ends and raise `JobError`
-    unless it SUCCEEDED. Returns the submission id.
+    The config must lie inside `working_dir`. Its `storage` folder (runs, MLflow db), when it
+    lies inside `working_dir`, is left out of the upload. With `wait`, block until the job ends
+    and raise `JobError` unless it SUCCEEDED. Returns the submission id.
     """
     folder = Path(working_dir).expanduser().resolve()
-    config, config_rel = _uploaded_config(Path(config_path).expanduser(), folder)
-    document = _config_document(config, overrides)
-    excludes = []
-    storage = Path(str(document.get("storage") or "adapterfleet-runs"))
-    if not storage.is_absolute() and ".." not in storage.parts:
-        excludes.append(f"/{storage.as_posix().strip('/')}/")
+    config, config_rel = uploaded_config(Path(config_path).expanduser(), folder)
+    document = config_document(config, overrides)
+    excludes = storage_excludes(document.get("storage"), folder)
     env = job_env(extra_env)
     overrides = logins_out(overrides, env)
     job_id = submit_job(

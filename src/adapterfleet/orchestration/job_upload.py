@@ -1,0 +1,69 @@
+"""What `submit` uploads: the working dir holding the config, without the pipeline's storage.
+
+The job runs in its copy of the working dir, so a relative `storage` is that folder's `runs/`
+there as it is here (`submit` is run from the working dir, or names it). Whether written
+absolute, relative or with `..`, a storage inside the working dir would ship every run,
+checkpoint and MLflow store made so far with each job: it is left out of the upload.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from adapterfleet.config import DEFAULT_STORAGE, ConfigError, apply_overrides, config_file
+from adapterfleet.errors import user_path
+from adapterfleet.orchestration.job_errors import JobError
+
+__all__ = ["config_document", "storage_excludes", "uploaded_config"]
+
+# What a gitignore-style pattern (Ray's `excludes`) reads as a wildcard or an escape
+_PATTERN_CHARS = re.compile(r"([\\*?\[\]!#])")
+
+
+def uploaded_config(given: Path, folder: Path) -> tuple[Path, str]:
+    """The config file and the path the job gives it: inside `folder`, or a packaged config's
+    name (`demo`), which ships with adapterfleet on the cluster as here."""
+    config = config_file(given).resolve()
+    if config.is_relative_to(folder):
+        return config, config.relative_to(folder).as_posix()
+    if config != given.resolve():
+        return config, str(given)
+    raise JobError(
+        f"config {config} is outside working_dir {folder}, the folder uploaded for the job; "
+        "put the config inside it, or pass the folder that holds it as --working-dir"
+    )
+
+
+def config_document(config_path: Path, overrides: Sequence[str]) -> dict[str, Any]:
+    """The YAML with overrides applied; the full validation runs on the cluster (its data
+    paths need not exist here)."""
+    try:
+        document = yaml.safe_load(config_path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{config_path}: cannot read the config ({exc})") from None
+    if not isinstance(document, dict):
+        raise ConfigError(f"{config_path}: expected a mapping of settings at the top level")
+    document = apply_overrides(document, overrides)
+    document.setdefault("name", re.sub(r"[^A-Za-z0-9_-]", "-", config_path.stem))
+    return document
+
+
+def storage_excludes(storage: object, folder: Path) -> list[str]:
+    """The runtime_env `excludes` that keep `storage` (the config's value) out of the upload
+    of `folder` (absolute, resolved): a relative storage both as the job reads it, from the
+    working dir, and as it reads here, from the current folder. None when it lies outside
+    `folder`; the folder itself cannot be left out of its own upload."""
+    value = Path(str(storage or DEFAULT_STORAGE)).expanduser()
+    places = [value] if value.is_absolute() else [folder / value, Path.cwd() / value]
+    excludes = []
+    for place in places:
+        resolved = user_path(place, "storage")  # `..` and links
+        if resolved != folder and resolved.is_relative_to(folder):
+            inside = _PATTERN_CHARS.sub(r"\\\1", resolved.relative_to(folder).as_posix())
+            excludes.append(f"/{inside}/")
+    return sorted(set(excludes))

@@ -29,6 +29,7 @@ from adapterfleet.orchestration.job_env import logins_out
 from adapterfleet.orchestration.job_errors import JobError as JobError  # re-exported
 from adapterfleet.orchestration.job_errors import failed, not_the_job_server, unreachable
 from adapterfleet.orchestration.job_upload import config_document, storage_excludes, uploaded_config
+from adapterfleet.orchestration.relay import job_client_output
 
 if TYPE_CHECKING:
     from ray.job_submission import JobSubmissionClient
@@ -199,12 +200,13 @@ def submit_job(
     if env:
         runtime_env["env_vars"] = dict(env)
     try:
-        return client.submit_job(
-            entrypoint=entrypoint,
-            runtime_env=runtime_env or None,
-            submission_id=submission_id,
-            metadata=dict(metadata or {}),
-        )
+        with job_client_output():  # not its INFO lines: "Uploading package ..."
+            return client.submit_job(
+                entrypoint=entrypoint,
+                runtime_env=runtime_env or None,
+                submission_id=submission_id,
+                metadata=dict(metadata or {}),
+            )
     except (RuntimeError, ValueError, OSError) as exc:
         raise failed("submitting the job", client.get_address(), exc, address) from None
 
@@ -303,13 +305,15 @@ def _follow(client: JobSubmissionClient, job_id: str, given: str | None) -> Iter
     loop = asyncio.new_event_loop()
     stream = client.tail_job_logs(job_id)
     try:
-        while True:
-            try:
-                yield loop.run_until_complete(stream.__anext__())
-            except StopAsyncIteration:
-                return
-            except RuntimeError as exc:
-                raise failed(f"logs of job {job_id}", client.get_address(), exc, given) from None
+        with job_client_output():
+            while True:
+                try:
+                    yield loop.run_until_complete(stream.__anext__())
+                except StopAsyncIteration:
+                    return
+                except RuntimeError as exc:
+                    address = client.get_address()
+                    raise failed(f"logs of job {job_id}", address, exc, given) from None
     finally:
         loop.run_until_complete(stream.aclose())
         loop.close()

@@ -208,6 +208,29 @@ def library_output(level: Level) -> Iterator[None]:
         ray_logger.setLevel(before or logging.INFO)  # Ray's own default
 
 
+# Ray's job client: loggers that set their own level, INFO, when imported
+JOB_CLIENT = ("ray.dashboard.modules.dashboard_sdk", "ray.dashboard.modules.job.sdk")
+
+
+@contextmanager
+def job_client_output() -> Iterator[None]:
+    """`library_output` at the default level for Ray's job client: what it says below a
+    warning (`Uploading package ...`, `WebSocket closed ...`) is held back while the block
+    runs, its warnings (a very large file in the upload) and errors are said."""
+    import ray.job_submission  # noqa: F401 - Ray sets its loggers' levels when imported
+
+    loggers = [logging.getLogger(name) for name in JOB_CLIENT]
+    before = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.WARNING)
+    try:
+        with library_output(Level.DEFAULT):
+            yield
+    finally:
+        for logger, level in zip(loggers, before, strict=True):
+            logger.setLevel(level)
+
+
 TUNE_CONTROLLER = "ray.tune.execution.tune_controller"
 
 

@@ -1,0 +1,61 @@
+"""`adapterfleet submit / logs / jobs` as a person runs them, against a real token-protected
+Ray head on loopback: what they print, and what they leave out."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any  # conftest's RayHead
+
+import pytest
+
+pytestmark = pytest.mark.integration
+COMMAND = Path(sys.executable).with_name("adapterfleet")
+# what `adapterfleet run` on the cluster says of the config below, before it starts anything
+REFUSED = "adapters.reduction_factors: expected an integer >= 1, got 0"
+RAY_INFO = re.compile(r"^\S+ \S+\s+INFO ", re.MULTILINE)  # "2026-11-30 18:03:01,770	INFO ..."
+
+Done = subprocess.CompletedProcess[str]
+
+
+def _cli(head: Any, *args: str, cwd: Path) -> Done:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_ADDRESS", "RAY_AUTH"))}
+    env["RAY_AUTH_TOKEN"] = head.token
+    return subprocess.run(
+        [str(COMMAND), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=180
+    )
+
+
+@pytest.fixture(scope="module")
+def refused_job(ray_head: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Done, str]:
+    """`submit --wait` of a config the job refuses at once (it is validated on the cluster),
+    and the job's id."""
+    project = tmp_path_factory.mktemp("project")
+    (project / "bad.yaml").write_text(
+        "name: bad\ndemo_tasks: true\nstorage: runs\nadapters: {reduction_factors: [0]}\n"
+    )
+    with open(project / "big.bin", "wb") as big:  # sparse: Ray warns by size, zips it small
+        big.truncate(10 * 1024 * 1024)
+    address = ray_head.address
+    done = _cli(ray_head, "submit", "bad.yaml", "--wait", "--address", address, cwd=project)
+    found = re.search(r"adapterfleet-bad-[0-9-]+-[0-9a-f]{4}", done.stdout + done.stderr)
+    assert found, done.stdout + done.stderr
+    return done, found[0]
+
+
+def test_submit_and_follow_say_no_ray_info_lines(
+    ray_head: Any, refused_job: tuple[Done, str], tmp_path: Path
+) -> None:
+    """Ray's job client logged `INFO dashboard_sdk.py ... Uploading package` on submit and
+    `INFO sdk.py:520 -- WebSocket closed` at the end of `logs --follow`. Its warnings stay."""
+    submitted, job_id = refused_job
+    assert not RAY_INFO.search(submitted.stderr), submitted.stderr
+    assert "big.bin is very large" in submitted.stderr
+    address = ray_head.address
+    followed = _cli(ray_head, "logs", job_id, "--follow", "--address", address, cwd=tmp_path)
+    assert followed.returncode == 0, followed.stderr
+    assert REFUSED in followed.stdout
+    assert not RAY_INFO.search(followed.stderr), followed.stderr

@@ -59,3 +59,14 @@ def test_submit_and_follow_say_no_ray_info_lines(
     assert followed.returncode == 0, followed.stderr
     assert REFUSED in followed.stdout
     assert not RAY_INFO.search(followed.stderr), followed.stderr
+
+
+def test_submit_wait_says_the_job_id_at_once_and_no_follow_hints(
+    refused_job: tuple[Done, str],
+) -> None:
+    """`submit --wait` follows the job itself: the "follow it: adapterfleet logs ... --follow"
+    and "progress:" hints were printed all the same, and the job's id only after the end."""
+    submitted, job_id = refused_job
+    assert submitted.stdout == (
+        f"submitted {job_id}; waiting for it to end (Ctrl-C stops the waiting, not the job)\n"
+    )

@@ -34,16 +34,20 @@ def submit(
 ) -> None:
     """Submit the pipeline to a Ray cluster through the Jobs API (token auth from RAY_AUTH_TOKEN,
     RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token)."""
+    from adapterfleet.orchestration.job_errors import command
     from adapterfleet.orchestration.jobs import submit_pipeline
 
     config = chosen_config(config_arg, config)
     overrides = budget_overrides(budget, set_)
-    job_id = submit_pipeline(config, address, overrides, working_dir=working_dir, wait=wait)
-    chosen = f" --budget {budget}" if budget else ""
-    typer.echo(
-        f"submitted {job_id}\n  follow it: adapterfleet logs {job_id} --follow"
-        f"\n  progress:  adapterfleet status -c {config}{chosen}"
+    job_id = submit_pipeline(
+        config, address, overrides, working_dir=working_dir, wait=wait, say=typer.echo
     )
+    progress = f"adapterfleet status -c {config}" + (f" --budget {budget}" if budget else "")
+    if wait:  # it ended SUCCEEDED (else an error)
+        typer.echo(f"job {job_id} SUCCEEDED\n  results:   {progress}")
+        return
+    follow = command("logs", address, job_id, "--follow")
+    typer.echo(f"  follow it: {follow}\n  progress:  {progress}")
 
 
 def status(

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from adapterfleet.console import Say, silent
 from adapterfleet.orchestration.job_env import PASS_ENV as PASS_ENV  # re-exported
 from adapterfleet.orchestration.job_env import job_env as job_env
 from adapterfleet.orchestration.job_env import logins_out
@@ -44,6 +45,7 @@ TOKEN_FIX = (
 TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 PROBE_TIMEOUT_S = (3.0, 5.0)  # connect, read
 _ADDRESS_ENV = ("RAY_API_SERVER_ADDRESS", "RAY_ADDRESS")
+WAITING = "; waiting for it to end (Ctrl-C stops the waiting, not the job)"
 
 
 @dataclass(frozen=True)
@@ -232,12 +234,14 @@ def submit_pipeline(
     working_dir: str | Path = ".",
     extra_env: Mapping[str, str] | None = None,
     wait: bool = False,
+    say: Say = silent,
 ) -> str:
     """Upload `working_dir` and run `adapterfleet run <config>` on the cluster.
 
     The config must lie inside `working_dir`. Its `storage` folder (runs, MLflow db), when it
     lies inside `working_dir`, is left out of the upload. With `wait`, block until the job ends
-    and raise `JobError` unless it SUCCEEDED. Returns the submission id.
+    and raise `JobError` unless it SUCCEEDED. `say` hears the submission id once the job is
+    submitted (before the waiting); it is also returned.
     """
     folder = Path(working_dir).expanduser().resolve()
     config, config_rel = uploaded_config(Path(config_path).expanduser(), folder)
@@ -257,6 +261,7 @@ def submit_pipeline(
             "adapterfleet.config": config_rel,
         },
     )
+    say(f"submitted {job_id}" + (WAITING if wait else ""))
     if wait:
         status = wait_for_job(address, job_id)
         if status != "SUCCEEDED":

@@ -70,3 +70,15 @@ def test_submit_wait_says_the_job_id_at_once_and_no_follow_hints(
     assert submitted.stdout == (
         f"submitted {job_id}; waiting for it to end (Ctrl-C stops the waiting, not the job)\n"
     )
+
+
+def test_submit_wait_says_the_jobs_own_error_line(
+    ray_head: Any, refused_job: tuple[Done, str]
+) -> None:
+    """A job that failed with adapterfleet's `error: ...` line: `submit --wait` said only
+    `ended FAILED; see its logs`, and the cause was a second command away."""
+    submitted, job_id = refused_job
+    assert submitted.returncode == 2
+    errors = [line for line in submitted.stderr.splitlines() if line.startswith("error:")]
+    logs = f"adapterfleet logs {job_id} --address {ray_head.address}"
+    assert errors == [f"error: job {job_id} ended FAILED (its logs: {logs}); it said: {REFUSED}"]

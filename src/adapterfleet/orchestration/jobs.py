@@ -19,7 +19,6 @@ import secrets
 import shlex
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +28,8 @@ from adapterfleet.orchestration.job_env import job_env as job_env
 from adapterfleet.orchestration.job_env import logins_out
 from adapterfleet.orchestration.job_errors import JobError as JobError  # re-exported
 from adapterfleet.orchestration.job_errors import failed, not_the_job_server, unreachable
+from adapterfleet.orchestration.job_info import JobInfo as JobInfo  # re-exported
+from adapterfleet.orchestration.job_info import ended_line, info_of
 from adapterfleet.orchestration.job_upload import config_document, storage_excludes, uploaded_config
 from adapterfleet.orchestration.relay import job_client_output
 
@@ -46,18 +47,6 @@ TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 PROBE_TIMEOUT_S = (3.0, 5.0)  # connect, read
 _ADDRESS_ENV = ("RAY_API_SERVER_ADDRESS", "RAY_ADDRESS")
 WAITING = "; waiting for it to end (Ctrl-C stops the waiting, not the job)"
-
-
-@dataclass(frozen=True)
-class JobInfo:
-    """One job on the cluster, without its runtime env (which may hold credentials)."""
-
-    job_id: str
-    status: str
-    entrypoint: str
-    message: str
-    start_time: float | None  # seconds since the epoch
-    end_time: float | None
 
 
 def load_token() -> tuple[str, str] | None:
@@ -265,8 +254,17 @@ def submit_pipeline(
     if wait:
         status = wait_for_job(address, job_id)
         if status != "SUCCEEDED":
-            raise JobError(f"job {job_id} ended {status}; see its logs: adapterfleet logs {job_id}")
+            raise JobError(ended_line(job_info(address, job_id), address))
     return job_id
+
+
+def job_info(address: str | None, job_id: str) -> JobInfo:
+    """The job's status and, for a failed one, the tail of its log (`message`)."""
+    client = connect(address)
+    try:
+        return info_of(client.get_job_info(job_id))
+    except RuntimeError as exc:
+        raise failed(f"job {job_id}", client.get_address(), exc, address) from None
 
 
 def job_status(address: str | None, job_id: str) -> str:
@@ -340,15 +338,5 @@ def list_jobs(address: str | None) -> list[JobInfo]:
         details = client.list_jobs()
     except RuntimeError as exc:
         raise failed("listing jobs", client.get_address(), exc, address) from None
-    jobs = [
-        JobInfo(
-            job_id=str(d.submission_id or d.job_id),
-            status=str(d.status),
-            entrypoint=str(d.entrypoint or ""),
-            message=str(d.message or ""),
-            start_time=d.start_time / 1000 if d.start_time else None,
-            end_time=d.end_time / 1000 if d.end_time else None,
-        )
-        for d in details
-    ]
+    jobs = [info_of(d) for d in details]
     return sorted(jobs, key=lambda j: j.start_time or 0.0)

@@ -12,10 +12,13 @@ from typing import Any  # conftest's RayHead
 
 import pytest
 
+from adapterfleet.orchestration.jobs import JobError, submit_pipeline
+
 pytestmark = pytest.mark.integration
 COMMAND = Path(sys.executable).with_name("adapterfleet")
 # what `adapterfleet run` on the cluster says of the config below, before it starts anything
 REFUSED = "adapters.reduction_factors: expected an integer >= 1, got 0"
+NOT_INSTALLED = "adapterfleet is not installed on the cluster's nodes"
 RAY_INFO = re.compile(r"^\S+ \S+\s+INFO ", re.MULTILINE)  # "2026-11-30 18:03:01,770	INFO ..."
 
 Done = subprocess.CompletedProcess[str]
@@ -82,3 +85,33 @@ def test_submit_wait_says_the_jobs_own_error_line(
     errors = [line for line in submitted.stderr.splitlines() if line.startswith("error:")]
     logs = f"adapterfleet logs {job_id} --address {ray_head.address}"
     assert errors == [f"error: job {job_id} ended FAILED (its logs: {logs}); it said: {REFUSED}"]
+
+
+def test_a_cluster_without_adapterfleet_is_said_to_lack_it(
+    ray_head: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Ray head started without adapterfleet on its PATH (here: the job's PATH leaves out
+    the virtualenv the head runs from): the job's log held only `/bin/sh: 1: adapterfleet: not
+    found`, `jobs` said FAILED, and nothing said why."""
+    monkeypatch.setenv("RAY_AUTH_TOKEN", ray_head.token)
+    monkeypatch.delenv("RAY_AUTH_TOKEN_PATH", raising=False)
+    (tmp_path / "c.yaml").write_text("name: bare\ndemo_tasks: true\n")
+    with pytest.raises(JobError) as info:
+        submit_pipeline(
+            tmp_path / "c.yaml",
+            ray_head.address,
+            working_dir=tmp_path,
+            extra_env={"PATH": "/usr/bin:/bin"},
+            wait=True,
+        )
+    said = re.fullmatch(
+        rf"job (adapterfleet-bare-\S+) ended FAILED: {NOT_INSTALLED}.*", str(info.value)
+    )
+    assert said, str(info.value)
+    job_id, address = said[1], ray_head.address
+    logs = _cli(ray_head, "logs", job_id, "--address", address, cwd=tmp_path)
+    assert "adapterfleet: not found" in logs.stdout
+    assert logs.stderr.startswith(f"job {job_id} failed: {NOT_INSTALLED}"), logs.stderr
+    listed = _cli(ray_head, "jobs", "--address", address, cwd=tmp_path)
+    assert re.search(rf"\| {job_id} +\| FAILED", listed.stdout), listed.stdout
+    assert listed.stderr.startswith(f"1 job failed ({job_id}): {NOT_INSTALLED}"), listed.stderr

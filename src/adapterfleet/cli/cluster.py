@@ -76,14 +76,17 @@ def logs(
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Stream until it ends.")] = False,
 ) -> None:
     """Print (or follow) the logs of a submitted job."""
-    from adapterfleet.orchestration.jobs import job_logs
+    from adapterfleet.orchestration.jobs import job_logs, job_note
 
     output = job_logs(address, job_id, follow=follow)
-    if isinstance(output, str):
-        typer.echo(output, nl=False)
-        return
-    for chunk in output:
+    last = ""
+    for chunk in [output] if isinstance(output, str) else output:
         typer.echo(chunk, nl=False)
+        last = chunk or last
+    if note := job_note(address, job_id):
+        if not last.endswith("\n"):
+            typer.echo()  # the note on a line of its own
+        typer.echo(note, err=True)
 
 
 def stop(
@@ -99,14 +102,13 @@ def stop(
 
 def jobs(address: DashboardAddressOpt = None) -> None:
     """List the jobs of a cluster."""
-    from adapterfleet.orchestration.jobs import list_jobs
+    from adapterfleet.orchestration.jobs import jobs_note, list_jobs
 
-    metrics_table(
-        [
-            {"job": j.job_id, "status": j.status, "entrypoint": j.entrypoint}
-            for j in list_jobs(address)
-        ]
-    )
+    found = list_jobs(address)
+    rows = [{"job": j.job_id, "status": j.status, "entrypoint": j.entrypoint} for j in found]
+    metrics_table(rows)
+    if note := jobs_note(found):
+        typer.echo(note, err=True)
 
 
 def register(app: typer.Typer) -> None:

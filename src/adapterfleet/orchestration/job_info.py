@@ -2,21 +2,33 @@
 
 Ray keeps the tail of a failed job's log in the job's `message` ("Job entrypoint command failed
 with exit code 2, last available logs (truncated to 20,000 chars): ..."). Where adapterfleet's
-CLI refused something on the cluster, its last `error: ...` line there says what.
+CLI refused something on the cluster, its last `error: ...` line there says what; where the
+shell found no `adapterfleet` to run (`/bin/sh: 1: adapterfleet: not found`), adapterfleet is
+not installed where the job runs, which `submit --wait`, `logs` and `jobs` say with the fix.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from adapterfleet.console import plural
 from adapterfleet.orchestration.job_errors import command
 
-__all__ = ["JobInfo", "ended_line", "info_of", "last_error"]
+__all__ = ["JobInfo", "ended_line", "failure_note", "info_of", "jobs_note", "last_error"]
 
 _ERROR_LINE = re.compile(r"^error: (.*\S)", re.MULTILINE)  # as the CLI says a UserError
 _COLOUR = re.compile(r"\x1b\[[0-9;]*m")
+# sh (dash): "/bin/sh: 1: adapterfleet: not found"; bash: "bash: adapterfleet: command not found"
+_NOT_FOUND = re.compile(r"\badapterfleet: (?:command )?not found$", re.MULTILINE)
+NOT_INSTALLED = (
+    "adapterfleet is not installed on the cluster's nodes, or not on the PATH the Ray head was "
+    "started with (the job's shell said 'adapterfleet: not found'); install it in the Python "
+    "environment that runs ray start on every node, as cluster.yaml's setup_commands do, and "
+    "start Ray again from there"
+)
 
 
 @dataclass(frozen=True)
@@ -49,9 +61,31 @@ def last_error(log: str) -> str | None:
     return found[-1] if found else None
 
 
+def not_installed(info: JobInfo) -> bool:
+    """Whether the job failed because its shell found no `adapterfleet` to run."""
+    return info.status == "FAILED" and _NOT_FOUND.search(info.message) is not None
+
+
+def failure_note(info: JobInfo) -> str | None:
+    """The line `logs` adds for a job that found no adapterfleet on the cluster."""
+    return f"job {info.job_id} failed: {NOT_INSTALLED}" if not_installed(info) else None
+
+
+def jobs_note(jobs: Sequence[JobInfo]) -> str | None:
+    """The line `jobs` adds under its table when jobs found no adapterfleet on the cluster."""
+    missing = [job.job_id for job in jobs if not_installed(job)]
+    if not missing:
+        return None
+    named = ", ".join(missing[-3:]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+    return f"{plural(len(missing), 'job')} failed ({named}): {NOT_INSTALLED}"
+
+
 def ended_line(info: JobInfo, given: str | None) -> str:
-    """What `submit --wait` says of a job that ended other than SUCCEEDED: its own last
-    error line when it has one; `given` is the `--address` flag, named in the logs command."""
+    """What `submit --wait` says of a job that ended other than SUCCEEDED: adapterfleet
+    missing on the cluster, else its own last error line when it has one; `given` is the
+    `--address` flag, named in the logs command."""
+    if not_installed(info):
+        return f"job {info.job_id} ended FAILED: {NOT_INSTALLED}"
     logs = command("logs", given, info.job_id)
     said = last_error(info.message) if info.status == "FAILED" else None
     if said:

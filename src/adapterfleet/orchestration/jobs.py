@@ -29,7 +29,8 @@ from adapterfleet.orchestration.job_env import logins_out
 from adapterfleet.orchestration.job_errors import JobError as JobError  # re-exported
 from adapterfleet.orchestration.job_errors import failed, not_the_job_server, unreachable
 from adapterfleet.orchestration.job_info import JobInfo as JobInfo  # re-exported
-from adapterfleet.orchestration.job_info import ended_line, info_of
+from adapterfleet.orchestration.job_info import ended_line, failure_note, info_of
+from adapterfleet.orchestration.job_info import jobs_note as jobs_note  # re-exported
 from adapterfleet.orchestration.job_upload import config_document, storage_excludes, uploaded_config
 from adapterfleet.orchestration.relay import job_client_output
 
@@ -265,6 +266,12 @@ def job_info(address: str | None, job_id: str) -> JobInfo:
         return info_of(client.get_job_info(job_id))
     except RuntimeError as exc:
         raise failed(f"job {job_id}", client.get_address(), exc, address) from None
+
+
+def job_note(address: str | None, job_id: str) -> str | None:
+    """A line on why the job failed when its log alone does not say it (adapterfleet missing
+    on the cluster), for `logs`; None otherwise."""
+    return failure_note(job_info(address, job_id))
 
 
 def job_status(address: str | None, job_id: str) -> str:

@@ -252,3 +252,39 @@ def test_a_row_whose_labels_name_a_choice_twice_is_refused(tmp_path: Path, write
         "train choices.labels: the row's labels ['A', 'A', 'C', 'D', 'E'] name a choice " in message
     )
     assert "twice (record 2 of " in message and message.endswith("give each choice its own label")
+
+
+def test_a_prediction_input_reads_each_rows_own_labels_and_refuses_as_training_does(
+    tmp_path: Path, write_config
+) -> None:
+    """predict names a row's choices by its own labels (`PredictionInput.labels`), so it takes
+    no row training would refuse for them (one named twice), none missing them where other rows
+    have them, and none whose labels are not label_names (no prob_<label> column to write)."""
+    from test_data_choices import write_jsonl
+
+    from adapterfleet.data.prediction_input import read_input
+
+    spec = mc_task(tmp_path, write_config, "csqa", CSQA_ROWS, CSQA).spec
+    rows = json.loads(json.dumps(CSQA_ROWS))
+    rows[1]["choices"]["label"] = ["E", "D", "C", "B", "A"]
+    data = read_input(spec, write_jsonl(tmp_path / "in.jsonl", rows))
+    assert data.labels == [("A", "B", "C", "D", "E"), ("E", "D", "C", "B", "A")]
+    cases = {
+        "twice": (["A", "A", "C", "D", "E"], "input choices.labels: the row's labels ['A', 'A', "
+                  "'C', 'D', 'E'] name a choice twice (record 2 of ", "give each choice its own "
+                  "label"),
+        "others": (["1", "2", "3", "4", "5"], "input choices.labels: the row's labels ['1', '2', "
+                   "'3', '4', '5'] are not the task's label_names ['A', 'B', 'C', 'D', 'E'] "
+                   "(record 2 of ", "give each row the labels label_names lists (in any order): "
+                   "the output names the choices' prob_<label> by them"),
+        "missing": (None, "input row 2: no value for 'choices.label' (choices.labels) in ",
+                    "which other rows have; fill it in or remove the row"),
+    }  # fmt: skip
+    for name, (labels, start, end) in cases.items():
+        rows[1]["choices"] = {"text": rows[1]["choices"]["text"]}
+        if labels is not None:
+            rows[1]["choices"]["label"] = labels
+        with pytest.raises(TaskError) as error:
+            read_input(spec, write_jsonl(tmp_path / f"{name}.jsonl", rows))
+        message = str(error.value)
+        assert message.startswith(f"task 'csqa', {start}") and message.endswith(end), message

@@ -6,6 +6,8 @@ tell the choices apart: its loss stays at ln 5 on this slice)."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -109,6 +111,52 @@ def test_predict_reads_the_original_file_and_names_the_answer_letters(
     answers = [line.split('"answerKey": "')[1][0] for line in CSQA_FILE.read_text().splitlines()]
     right = [row["prediction"] == answers[row["row"]] for row in predicted[1000:1032]]
     assert sum(right) / len(right) == pytest.approx(st_a.dev_metrics["accuracy"])
+
+
+def _predicted(config: PipelineConfig, st_a, path: Path) -> list[dict]:
+    from adapterfleet.adapters import load_tokenizer
+    from adapterfleet.data.prediction_input import encode_input, read_input
+    from adapterfleet.orchestration.predict import label_names_of, prediction_rows
+    from adapterfleet.training.predict import predict_probabilities
+
+    spec = config.tasks["csqa"]
+    data = read_input(spec, path)
+    tokenizer = load_tokenizer(config.base_model)
+    rows = encode_input(data, spec, tokenizer, config.max_length)
+    probabilities = predict_probabilities(st_a.model, rows, 64, tokenizer.pad_token_id)
+    return list(prediction_rows(data, probabilities, label_names_of(spec)))
+
+
+def test_predict_names_each_choice_by_its_rows_own_label_as_evaluate_does(
+    config: PipelineConfig, st_a, tmp_path
+) -> None:
+    """Every other question with its (label, choice) pairs in reverse order, E first (the
+    shared file's rows all hold A..E in order): each label keeps its probability and the
+    prediction its letter, and evaluate counts a row right exactly where predict names its
+    answerKey. It named the choices by position: a reversed row's prob_A was choice E's."""
+    records = [json.loads(line) for line in CSQA_FILE.read_text().splitlines()[1000:1032]]
+    turned = [dict(r) for r in records]
+    for record in turned[1::2]:
+        pairs = list(zip(record["choices"]["label"], record["choices"]["text"], strict=True))
+        record["choices"] = {
+            "label": [p[0] for p in pairs[::-1]],
+            "text": [p[1] for p in pairs[::-1]],
+        }
+    for name, rows in (("plain", records), ("turned", turned)):
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    plain = _predicted(config, st_a, tmp_path / "plain.jsonl")
+    again = _predicted(config, st_a, tmp_path / "turned.jsonl")
+    for before, after in zip(plain, again, strict=True):
+        assert after["prediction"] == before["prediction"], (before, after)
+        for letter in "ABCDE":
+            assert after[f"prob_{letter}"] == pytest.approx(before[f"prob_{letter}"], abs=1e-5)
+    assert any(row["prediction"] != "E" for row in again[1::2])  # not all at one position
+    spec = config.tasks["csqa"]
+    dev = dataclasses.replace(spec.dev, path=tmp_path / "turned.jsonl", rows=None)
+    tasks = {**config.tasks, "csqa": dataclasses.replace(spec, dev=dev)}
+    accuracy = evaluate_run(dataclasses.replace(config, tasks=tasks), "csqa", st_a.out_dir)
+    right = [row["prediction"] == r["answerKey"] for row, r in zip(again, turned, strict=True)]
+    assert accuracy["accuracy"] == pytest.approx(sum(right) / len(right))
 
 
 def test_fusion_over_csqa_and_a_source_adapter(config: PipelineConfig, st_a, tmp_path) -> None:

@@ -350,6 +350,18 @@ def _list_text(text: str) -> Any:
     return text
 
 
+def holds(record: Mapping[str, Any], column: str) -> bool:
+    """Whether `record` has `column` (a dotted name: in its nested mappings), even as null."""
+    return value_at(record, column) is not _MISSING
+
+
+def labels_of(spec: TaskSpec, record: Mapping[str, Any], where: RowRef) -> tuple[str, ...] | None:
+    """The row's own labels of its choices as training reads them, refused as training refuses
+    them (not one per choice, one named twice); None when the record has no value for them."""
+    labels = _row_labels(spec, record, spec.num_labels, where)
+    return None if labels is _MISSING or labels is None else tuple(labels)
+
+
 def _row_labels(spec: TaskSpec, record: Mapping[str, Any], count: int, where: RowRef) -> Any:
     """The row's own labels of its choices (`choices.labels`), None without that column."""
     column = spec.choice_layout.labels_column

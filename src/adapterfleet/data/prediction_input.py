@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from adapterfleet.console import plural
-from adapterfleet.data.choices import check_columns, record_texts
+from adapterfleet.data.choices import check_columns, holds, labels_of, record_texts
 from adapterfleet.data.encodings import DEFAULT_ENCODING
 from adapterfleet.data.errors import TaskError
 from adapterfleet.data.quality import RowRef, cell_text, check_once, skip_places
@@ -42,6 +42,7 @@ class PredictionInput:
     texts: list[tuple[str, ...]]
     id_field: str | None = None
     ids: list[str | None] | None = None  # as text: `id_text`
+    labels: list[tuple[str, ...]] | None = None  # multiple choice: each row's (`input_labels`)
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -97,9 +98,10 @@ def read_input(
     if not rows:
         raise TaskError(task, "input", f"{path} holds no rows", "give at least one row")
     texts = [_texts(spec, path, n, row, fields) for n, row in enumerate(rows, start=1)]
+    labels = input_labels(spec, path, rows)
     id_field = _id_field(task, path, id_field, present)
     ids = [id_text(row.get(id_field)) for row in rows] if id_field else None
-    return PredictionInput(str(path), fields, texts, id_field, ids)
+    return PredictionInput(str(path), fields, texts, id_field, ids, labels)
 
 
 def _is_stream(path: Path) -> bool:
@@ -274,6 +276,36 @@ def _texts(
             )
         texts.append(text)
     return tuple(texts)
+
+
+def input_labels(
+    spec: TaskSpec, path: Path, rows: Sequence[dict[str, Any]]
+) -> list[tuple[str, ...]] | None:
+    """Each row's own labels of its choices (`choices.labels`, CommonsenseQA's), in choice
+    order: `predict` names a row's prediction and its `prob_<label>` by them, as training
+    resolves the answer by them. None when the task has no such column or the input holds it in
+    no row (its choices are then named by position in label_names). A row is refused where
+    training refuses it (a count other than its choices', a label named twice), where it lacks
+    the labels that other rows have, and where they are not the task's label_names."""
+    column = spec.choice_layout.labels_column if spec.is_multiple_choice else None
+    if column is None or not any(holds(row, column) for row in rows):
+        return None
+    names = list(spec.label_names)
+    out = []
+    for number, row in enumerate(rows, start=1):
+        where = RowRef(spec, "input", str(path), number)
+        labels = labels_of(spec, row, where)
+        if labels is None:
+            problem = f"no value for {column!r} (choices.labels) in {path}, which other rows have"
+            raise TaskError(
+                spec.name, f"input row {number}", problem, "fill it in or remove the row"
+            )
+        if sorted(labels) != sorted(names):
+            problem = f"the row's labels {list(labels)} are not the task's label_names {names}"
+            fix = "give each row the labels label_names lists (in any order): the output names "
+            raise where.error("choices.labels", problem, fix + "the choices' prob_<label> by them")
+        out.append(labels)
+    return out
 
 
 def encode_input(

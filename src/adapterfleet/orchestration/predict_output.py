@@ -53,7 +53,9 @@ def prediction_rows(
     regression: bool = False,
 ) -> Iterator[dict[str, Any]]:
     """One output row per input row, in input order; `regression`: `probabilities` holds the
-    head's numbers (rows, 1) and `prediction` is that number."""
+    head's numbers (rows, 1) and `prediction` is that number. A multiple-choice input with its
+    rows' own labels (`data.labels`) is named by them: `prob_A` is the probability of the choice
+    labelled A in that row, wherever it stands; the columns are in `label_names`' order."""
     if regression:
         for index, value in enumerate(probabilities.reshape(-1).tolist()):
             row: dict[str, Any] = {"row": index}
@@ -66,8 +68,11 @@ def prediction_rows(
         row = {"row": index}
         if data.ids is not None:
             row["id"] = data.ids[index]
-        row["prediction"] = label_names[label]
-        row.update({f"prob_{name}": p for name, p in zip(label_names, probs, strict=True)})
+        # a multiple-choice row's own labels name its choices (CommonsenseQA's E, D, C, B, A)
+        names = data.labels[index] if data.labels is not None else label_names
+        by_name = dict(zip(names, probs, strict=True))
+        row["prediction"] = names[label]
+        row.update({f"prob_{name}": by_name[name] for name in label_names})
         yield row
 
 

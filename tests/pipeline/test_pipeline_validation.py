@@ -135,6 +135,20 @@ def _no_vocabulary(doc: dict[str, Any]) -> None:
     doc["base_model"] = str(bare)
 
 
+def _llama_without_tokenizer(doc: dict[str, Any]) -> None:
+    """A Llama folder of config and weights only: its tokenizer fails to load (transformers
+    finds no tokenizer.json or tokenizer.model to build it from), where a BERT one loads empty."""
+    from transformers import LlamaConfig, LlamaModel
+
+    folder = Path(doc["storage"]).parent / "no-tokenizer-llama"
+    config = LlamaConfig(
+        vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+        num_key_value_heads=2, intermediate_size=64, max_position_embeddings=64,
+    )  # fmt: skip
+    LlamaModel(config).save_pretrained(folder)
+    doc["base_model"] = str(folder)
+
+
 def _unknown_family(doc: dict[str, Any]) -> None:
     """A saved OPT: a family with no built-in layout, and none declared."""
     from transformers import OPTConfig, OPTModel
@@ -461,6 +475,14 @@ CASES = {
         _no_vocabulary,
         (),
         r"base_model: the tokenizer of .*no-vocab' has \d+ tokens .*vocabulary is missing",
+    ),
+    "a Llama folder without its tokenizer files": (
+        _llama_without_tokenizer,
+        (),
+        r"base_model: cannot load the tokenizer of '.*no-tokenizer-llama': its vocabulary is "
+        r"missing \(the folder has no tokenizer.json, tokenizer.model, vocab.txt or vocab.json\); "
+        r"put the tokenizer files \(tokenizer.json, or tokenizer.model, or vocab.txt / "
+        r"vocab.json \+ merges.txt\) in the folder$",
     ),
     "a tokenizer whose ids the model's embedding lacks": (
         _vocabulary_beyond_the_embedding,

@@ -10,9 +10,10 @@ and `evaluate`.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
-from adapterfleet.adapters import AdapterConfig, load_tokenizer
+from adapterfleet.adapters import AdapterConfig, load_tokenizer, resolve_base_model
 from adapterfleet.config import ConfigError, PipelineConfig
 from adapterfleet.training import TrainConfig
 
@@ -29,6 +30,13 @@ _OFFSET_POSITIONS = {
     "mpnet",
 }
 SINGLE_RUN_MODES = ("head", "full", "st-a", "st-a-houlsby", "mt-a")
+# where a tokenizer's vocabulary is read from: tokenizers' file, sentencepiece (Llama, T5,
+# ALBERT), WordPiece (BERT), byte-level BPE (GPT-2, RoBERTa), tiktoken
+_VOCABULARY_FILES = ("tokenizer.json", "*.model", "vocab.txt", "vocab.json", "*.tiktoken")
+VOCABULARY_FIX = (
+    "put the tokenizer files (tokenizer.json, or tokenizer.model, or vocab.txt / vocab.json + "
+    "merges.txt) in the folder"
+)
 
 
 def position_limit(model_config: Any) -> int | None:
@@ -55,24 +63,37 @@ def check_max_length(config: PipelineConfig, model_config: Any) -> None:
 def check_tokenizer(config: PipelineConfig, model_config: Any) -> Any:
     """The base model's tokenizer, refused when it cannot be loaded or has (almost) no
     vocabulary: transformers builds a tokenizer of special tokens only from a folder that
-    lacks vocab.txt / tokenizer.json, and every word becomes [UNK]."""
+    lacks vocab.txt / tokenizer.json (BERT, GPT-2, RoBERTa), and every word becomes [UNK]; a
+    Llama-like folder without tokenizer.json / tokenizer.model fails to load instead."""
     try:
         tokenizer = load_tokenizer(config.base_model)
     except (OSError, ValueError, TypeError) as error:
         first = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise ConfigError(
-            f"base_model: cannot load the tokenizer of {config.base_model!r} ({first})"
-        ) from None
+        problem = f"base_model: cannot load the tokenizer of {config.base_model!r}"
+        if _lacks_vocabulary(config.base_model):
+            raise ConfigError(
+                f"{problem}: its vocabulary is missing (the folder has no tokenizer.json, "
+                f"tokenizer.model, vocab.txt or vocab.json); {VOCABULARY_FIX}"
+            ) from None
+        raise ConfigError(f"{problem} ({first})") from None
     size, embedded = len(tokenizer), getattr(model_config, "vocab_size", None)
     special = len(set(getattr(tokenizer, "all_special_ids", ()) or ()))
     if size <= special + 1 or (isinstance(embedded, int) and size < embedded // 2):
         raise ConfigError(
             f"base_model: the tokenizer of {config.base_model!r} has {size} tokens "
-            f"(the model embeds {embedded}): its vocabulary is missing; put the tokenizer "
-            "files (tokenizer.json, or vocab.txt / vocab.json + merges.txt) in the folder"
+            f"(the model embeds {embedded}): its vocabulary is missing; {VOCABULARY_FIX}"
         )
     check_token_ids(config.base_model, tokenizer, embedded)
     return tokenizer
+
+
+def _lacks_vocabulary(name: str) -> bool:
+    """A local folder holding none of the files a tokenizer's vocabulary is read from."""
+    try:
+        folder = Path(resolve_base_model(name))
+    except ValueError:  # no folder at all: the load's own error says so
+        return False
+    return folder.is_dir() and not any(any(folder.glob(p)) for p in _VOCABULARY_FILES)
 
 
 def check_token_ids(name: str, tokenizer: Any, rows: object) -> None:

@@ -356,6 +356,30 @@ def test_an_empty_file_is_named_empty(tmp_path: Path, write_config) -> None:
     )
 
 
+@pytest.mark.parametrize("suffix", ["tsv", "csv", "jsonl", "json"])
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (b"\n\n\n", "only blank lines"),
+        (b" \t\r\n\n", "only blank lines"),
+        (b"\xef\xbb\xbf", "only a byte-order mark"),
+        (b"\xef\xbb\xbf\n\n", "only a byte-order mark and blank lines"),
+    ],
+)
+def test_a_file_of_blank_lines_or_a_byte_order_mark_is_named_empty(
+    tmp_path: Path, write_config, suffix: str, content: bytes, said: str
+) -> None:
+    """Such a file said `column 'sentence1' (text_fields): not found ...; columns there:
+    (none)` (a .json one: `is not valid JSON`), where a 0-byte one says it is empty."""
+    (tmp_path / f"train.{suffix}").write_bytes(content)
+    (tmp_path / "dev.tsv").write_text(GOOD)
+    spec = load_tasks_config(write_config({"rte": {**SPEC, "train": f"train.{suffix}"}}))["rte"]
+    with pytest.raises(TaskError) as info:
+        load_task(spec)
+    path = tmp_path / f"train.{suffix}"
+    assert str(info.value) == f"task 'rte', train.path: {path} is empty ({said}); give it its rows"
+
+
 def test_a_file_of_another_separator_says_so(tmp_path: Path, write_config) -> None:
     """A semicolon (or comma) file read as TSV has one column; the error listed it as the
     columns there, without a word on the separator."""

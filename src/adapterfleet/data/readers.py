@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from adapterfleet.data.blank import blank_file
 from adapterfleet.data.encodings import reading_codec
 from adapterfleet.data.errors import TaskError
 from adapterfleet.data.sources import SplitSource
@@ -74,6 +75,8 @@ def read_file(task: str, split: str, source: SplitSource) -> RawSplit:
     assert path is not None and source.format is not None
     _check_readable(task, split, path)
     encoding = reading_codec(source.encoding)
+    if (blank := blank_file(path, encoding)) is not None:  # no header, no record: no columns
+        raise TaskError(task, f"{split}.path", f"{path} is empty ({blank})", "give it its rows")
     try:
         if source.format in ("tsv", "csv"):
             raw = _read_delimited(path, source, encoding)

@@ -46,6 +46,28 @@ def test_unknown_split_key_is_rejected() -> None:
 
 
 @pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (
+            {"train": {"hub": "nyu-mll/glue", "hub_config": "stsb"}, "dev": "validation"},
+            "train.hub: hub and hub_config are task keys, not train keys; write them beside "
+            "train, which then names the hub's split: {hub: nyu-mll/glue, hub_config: stsb, "
+            "train: train}",
+        ),
+        (
+            {"hub": "nyu-mll/glue", "train": "train", "dev": {"hub_config": "rte"}},
+            "dev.hub_config: hub_config is a task key, not a dev key; write it beside dev, which "
+            "then names the hub's split: {hub: <id or folder>, hub_config: rte, dev: validation}",
+        ),
+    ],
+)
+def test_hub_keys_under_a_split_show_the_task_level_shape(change: dict, expected: str) -> None:
+    """`train: {hub: ...}` said `unknown train key; allowed: path, format, ...`, with no word
+    that hub and hub_config sit beside train, which names the split."""
+    assert _error({**BASE, **change}).endswith(expected)
+
+
+@pytest.mark.parametrize(
     ("change", "field"),
     [
         ({"label_names": None}, "label_names"),

@@ -3,6 +3,7 @@ of a hub dataset. `tasks.py` validates a split's YAML into one; `readers.py` rea
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,24 @@ FILE_SPLIT_KEYS = (
 # quote characters (an opening quote with no closing one), so a TSV is read without quoting
 QUOTED_BY_DEFAULT = {"csv": True, "tsv": False}
 HUB_SPLIT_KEYS = ("split", "rename", "rows")
+HUB_TASK_KEYS = ("hub", "hub_config")  # beside train/dev, which then name the hub's splits
+
+
+def hub_under_split(key: str, raw: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    """(field, problem, fix) for `train: {hub: nyu-mll/glue, ...}`: the hub keys are the task's,
+    and the split names the hub's split; None when `raw` holds neither."""
+    found = [name for name in HUB_TASK_KEYS if name in raw]
+    if not found:
+        return None
+    split = raw.get("split") or ("train" if key == "train" else "validation")
+    shape = f"hub: {raw.get('hub') or '<id or folder>'}, "
+    shape += f"hub_config: {raw['hub_config']}, " if "hub_config" in raw else ""
+    if len(found) == 2:
+        problem, fix = f"hub and hub_config are task keys, not {key} keys", "write them"
+    else:
+        problem, fix = f"{found[0]} is a task key, not a {key} key", "write it"
+    fix += f" beside {key}, which then names the hub's split"
+    return f"{key}.{found[0]}", problem, f"{fix}: {{{shape}{key}: {split}}}"
 
 
 @dataclass(frozen=True)

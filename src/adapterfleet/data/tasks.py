@@ -21,6 +21,7 @@ from adapterfleet.data.sources import (
     FORMATS,
     HUB_SPLIT_KEYS,
     SplitSource,
+    hub_under_split,
 )
 from adapterfleet.errors import allowed_keys, did_you_mean, user_path
 
@@ -299,6 +300,8 @@ class _Parser:
             raw = {"split" if hub else "path": raw}
         if not isinstance(raw, Mapping):
             raise self.fail(key, f"expected a path or a mapping, got {type(raw).__name__}")
+        if (misplaced := hub_under_split(key, raw)) is not None:
+            raise self.fail(*misplaced)
         allowed = HUB_SPLIT_KEYS if hub else FILE_SPLIT_KEYS
         self.unknown(raw, allowed, f"{key} key", prefix=f"{key}.")
         rename = raw.get("rename") or {}

@@ -111,12 +111,12 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def metrics_table(rows: Sequence[dict[str, Any]]) -> None:
-    """A plain Markdown table of `rows` (columns in first-seen order)."""
+def metrics_table(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None) -> None:
+    """A plain Markdown table of `rows`: `columns`, else the rows' keys in first-seen order."""
     if not rows:
         typer.echo("(nothing to show)")
         return
-    columns = list(dict.fromkeys(key for row in rows for key in row))
+    columns = list(columns or dict.fromkeys(key for row in rows for key in row))
     cells = [[_cell(row.get(c, "")) for c in columns] for row in rows]
     widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
     typer.echo("| " + " | ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)) + " |")

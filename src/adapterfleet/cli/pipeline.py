@@ -69,7 +69,7 @@ def run(
     at_least(num_cpus, 1, "--num-cpus")
     cfg = load(config, set_, budget)  # a bad config is refused before torch and Ray load
     from adapterfleet.orchestration.pipeline import run_pipeline
-    from adapterfleet.orchestration.summary import summary_rows
+    from adapterfleet.orchestration.summary import summary_columns, summary_rows
 
     with resumable(KEPT, cfg), progress_say(level, typer.echo, f"pipeline {cfg.name}") as say:
         summary = run_pipeline(
@@ -81,7 +81,8 @@ def run(
             say=say,
             level=level,
         )
-    metrics_table(summary_rows(cfg, summary))
+    rows = summary_rows(cfg, summary)
+    metrics_table(rows, summary_columns(rows))
     if summary.report is not None:
         typer.echo(f"\n{summary.report.table}\nreport: {summary.report.out_dir}")
     for where, error in summary.errors.items():

@@ -53,6 +53,19 @@ def summary_rows(config: PipelineConfig, summary: PipelineSummary) -> list[dict[
     return rows
 
 
+def summary_columns(rows: list[dict[str, Any]]) -> list[str]:
+    """The table's columns: each row's own (task, kind, version, rf, lr), then per metric its
+    dev and st-a columns side by side, in the order the metrics first appear, then the gain,
+    which each fusion row fills for its own metric. A fleet of one task type reads as before
+    (dev, st-a, gain); a mixed one kept first-seen order, which put the gain between the
+    metrics' ST-A columns."""
+    seen = list(dict.fromkeys(key for row in rows for key in row))
+    metrics = dict.fromkeys(k.split(" ", 1)[1] for k in seen if k.startswith(("dev ", "st-a ")))
+    paired = [c for m in metrics for c in (f"dev {m}", f"st-a {m}") if c in seen]
+    lead = [c for c in seen if c not in paired and c != "gain"]
+    return lead + paired + (["gain"] if "gain" in seen else [])
+
+
 def _baseline_rows(config: PipelineConfig, summary: PipelineSummary) -> list[dict[str, Any]]:
     systems = list(config.baselines.systems)
     outcomes = sorted(

@@ -77,6 +77,25 @@ def test_evaluate_gives_a_bf16_run_its_own_dev_metrics(glue, tmp_path) -> None:
     assert saved["train_config"]["precision"] == "bf16"
 
 
+def test_evaluate_loads_the_base_in_the_dtype_the_run_trained_in(glue, tmp_path) -> None:
+    """A run trained with `-o base_model_dtype=float16` was evaluated on the config's float32
+    base (MSE 4.3214 against the run's 4.3216). run.json records the dtype and evaluate loads
+    the base in it, unless the command line sets base_model_dtype; a run.json from before the
+    record is evaluated in the config's, as it was."""
+    half = replace(glue, base=replace(glue.base, dtype="float16"))
+    training = adapter_training(half, "stsb", learning_rate=1e-3, max_epochs=1, batch_size=16)
+    run = train_task(half, "stsb", "st-a", tmp_path / "fp16", reduction_factor=32,
+                     train_config=training)  # fmt: skip
+    saved = json.loads((run.out_dir / "run.json").read_text())
+    assert saved["base_model_dtype"] == "float16"
+    assert evaluate_run(glue, "stsb", run.out_dir) == pytest.approx(run.dev_metrics, rel=1e-6)
+    full = evaluate_run(glue, "stsb", run.out_dir, overrides=["base_model_dtype=float32"])
+    assert full["mse"] != pytest.approx(run.dev_metrics["mse"], rel=1e-6)
+    del saved["base_model_dtype"]
+    (run.out_dir / "run.json").write_text(json.dumps(saved))
+    assert evaluate_run(glue, "stsb", run.out_dir) == pytest.approx(full, rel=1e-6)
+
+
 def test_fusion_with_a_regression_target_and_a_regression_source(glue, adapters, tmp_path) -> None:
     dirs = [adapters[t].out_dir / "adapter" for t in ("stsb", "rte")]
     for target, metric in (("stsb", "pearson"), ("rte", "accuracy")):

@@ -187,7 +187,7 @@ def evaluate(
     cfg = load(config, set_, budget)
     from adapterfleet.orchestration.local import evaluate_run
 
-    metrics = evaluate_run(cfg, task, run)
+    metrics = evaluate_run(cfg, task, run, overrides=set_ or ())
     metrics_table([{"task": task, **metrics}])
 
 

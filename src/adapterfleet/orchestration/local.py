@@ -23,6 +23,7 @@ from adapterfleet.adapters import (
     sha256_file,
 )
 from adapterfleet.adapters.base_model import names_other_base, packaged_minilm_path
+from adapterfleet.adapters.config import DTYPES
 from adapterfleet.adapters.files import read_config
 from adapterfleet.config import BaseModelSpec, ConfigError, PipelineConfig, training_with
 from adapterfleet.data import TokenizedTask, load_task, tokenize_task
@@ -150,11 +151,14 @@ def fuse_task(
     return dataclasses.replace(run, out_dir=Path(out_dir))
 
 
-def evaluate_run(config: PipelineConfig, task: str, run_dir: Path) -> dict[str, float]:
+def evaluate_run(
+    config: PipelineConfig, task: str, run_dir: Path, *, overrides: Sequence[str] = ()
+) -> dict[str, float]:
     """Dev metrics of a saved run directory (adapter, fusion or MT-A, with its head) on `task`:
-    on the base the run trained on, on the config's `training.device`, in the precision the run
-    trained and evaluated in (its run.json; float32 for fp16 off a GPU), so they are the run's
-    own dev metrics."""
+    on the base the run trained on, loaded in the dtype it trained in, on the config's
+    `training.device`, in the precision the run trained and evaluated in (its run.json; float32
+    for fp16 off a GPU), so they are the run's own dev metrics. `overrides`: the command line's
+    `--set`s; one of `base_model_dtype` loads the base in the config's dtype instead."""
     from adapterfleet.training.predict import prediction_dtype
     from adapterfleet.training.runtime import resolve_device
 
@@ -162,6 +166,8 @@ def evaluate_run(config: PipelineConfig, task: str, run_dir: Path) -> dict[str, 
     check_run_folder(run_dir)
     info = read_run_info(run_dir)
     base = run_base(config, run_dir, info)  # another named base: refused before any load
+    if not any(item.partition("=")[0].strip() == "base_model_dtype" for item in overrides):
+        base = recorded_dtype(base, info)
     check_single_run(config, task, trains=False)
     model = load_run(config, task, run_dir, info, base)
     tokenized = prepare_task(config, task)
@@ -283,6 +289,13 @@ def run_base(config: PipelineConfig, run_dir: Path, info: dict[str, Any]) -> Bas
     else:
         name = config.base_model
     return dataclasses.replace(config.base or BaseModelSpec(name), name=name)
+
+
+def recorded_dtype(base: BaseModelSpec, info: dict[str, Any]) -> BaseModelSpec:
+    """`base` in the dtype run.json records (`-o base_model_dtype=float16` at training);
+    as it is for a run.json from before the record, or one recording no known dtype."""
+    dtype = info.get("base_model_dtype")
+    return dataclasses.replace(base, dtype=dtype) if dtype in DTYPES else base
 
 
 def check_run_base(run_dir: Path, recorded: str, ours: str) -> None:

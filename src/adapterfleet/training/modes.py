@@ -305,6 +305,7 @@ def write_run_file(
         "mode": run.mode,
         "task": run.task,
         "base_model": name,
+        **({"base_model_dtype": _dtype(base_model)} if _dtype(base_model) else {}),
         "train_config": config.to_dict(),
         "dev_metrics": run.dev_metrics,
         "trainable_parameters": run.trainable_parameters,
@@ -315,3 +316,11 @@ def write_run_file(
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(payload, indent=2) + "\n")
     return path
+
+
+def _dtype(base_model: str | BaseModelSpec | nn.Module) -> str | None:
+    """The dtype the base was loaded in, as `base_model_dtype` names it (`auto`: the
+    checkpoint's own); None for a model handed in loaded, whose setting is not known."""
+    if isinstance(base_model, BaseModelSpec):
+        return base_model.dtype
+    return "auto" if isinstance(base_model, str) else None

@@ -60,6 +60,7 @@ from adapterfleet.interop.folders import (
     reference_base,
     write_reference,
 )
+from adapterfleet.interop.heads import check_head, head_from_reference, head_to_reference
 from adapterfleet.interop.reference import InteropError, Layout
 
 
@@ -140,7 +141,7 @@ def _translate(parts: dict[str, Saved]) -> dict[str, Any]:
         saved = parts["fusion"]
         planned["fusion"] = configs.fusion_from_reference(saved.meta.get("config"), saved.where)
     if "head" in parts:
-        configs.check_head(parts["head"].meta.get("config"), parts["head"].where)
+        check_head(parts["head"].meta.get("config"), parts["head"].where)
     return planned
 
 
@@ -154,7 +155,7 @@ def _import_adapter(
 
 
 def _import_head(model: AdapterModel, saved: Saved, name: str | None) -> str:
-    config = configs.head_from_reference(
+    config = head_from_reference(
         saved.meta.get("config"),
         _reference_head_dropout(model),
         saved.where,
@@ -264,7 +265,7 @@ def _export_adapter(
 def _export_head(
     model: AdapterModel, name: str, where: str
 ) -> tuple[ref.Files, dict[str, Any], Tensors]:
-    config = configs.head_to_reference(model.heads[name].config, where, reference_pooling(model))
+    config = head_to_reference(model.heads[name].config, where, reference_pooling(model))
     meta = _reference_meta(model, _layout_of(model), name, config)
     return ref.HEAD_FILES, meta, _detached(head_pairs(model, name, name))
 

@@ -2,9 +2,10 @@
 
 `python ref_driver.py SPEC.json OUT.safetensors`. Imports nothing from adapterfleet. SPEC holds the
 inputs and a list of jobs; each job builds a reference model on a base folder, either creating
-modules with random weights and saving them (`make`, `save`) or loading saved ones (`load`), then
-records the last hidden state (`<id>.hidden`), the plain base's (`<id>.plain`) and, with a head,
-the logits (`<id>.logits`), all in eval mode and float32.
+modules with random weights and saving them (`make`, `save`) or loading saved ones (`load`), then,
+on the spec's inputs or the job's own (`inputs`; (rows, choices, tokens) for a multiple-choice
+head), records the last hidden state (`<id>.hidden`), the plain base's (`<id>.plain`) and, with a
+head, the logits (`<id>.logits`), all in eval mode and float32.
 """
 
 from __future__ import annotations
@@ -53,7 +54,10 @@ def _make(model: Any, make: dict[str, Any]) -> None:
         _randomize(model, ".adapter_fusion_layer.", gen, 0.3)
     if make.get("head"):
         head = make["head"]
-        model.add_classification_head(head["name"], num_labels=head["num_labels"])
+        if head.get("type") == "multiple_choice":
+            model.add_multiple_choice_head(head["name"], num_choices=head["num_choices"])
+        else:  # classification; one label: the reference's regression head
+            model.add_classification_head(head["name"], num_labels=head["num_labels"])
         _randomize(model, f"heads.{head['name']}.", gen, 0.3)
 
 
@@ -96,12 +100,13 @@ def _activate(model: Any, active: Any) -> None:
 def _outputs(model: Any, job: dict[str, Any], inputs: dict[str, torch.Tensor]) -> dict:
     model.eval()
     base = model.base_model if hasattr(model, "heads") else model
+    flat = {k: v.reshape(-1, v.shape[-1]) for k, v in inputs.items()}  # (rows x choices, tokens)
     out = {}
     with torch.no_grad():
         model.set_active_adapters(None)
-        out["plain"] = base(**inputs).last_hidden_state
+        out["plain"] = base(**flat).last_hidden_state
         _activate(model, job["activate"])
-        out["hidden"] = base(**inputs).last_hidden_state
+        out["hidden"] = base(**flat).last_hidden_state
         if job.get("head"):
             out["logits"] = model(**inputs, head=job["head"]).logits
     return {f"{job['id']}.{k}": v.float().contiguous() for k, v in out.items()}
@@ -117,7 +122,8 @@ def run(spec: dict[str, Any]) -> dict[str, torch.Tensor]:
         _make(model, job.get("make", {}))
         _save(model, job.get("save", {}), safe)
         _load(model, job.get("load", {}), safe)
-        results.update(_outputs(model, job, inputs))
+        own = {k: torch.tensor(v) for k, v in job.get("inputs", {}).items()}
+        results.update(_outputs(model, job, own or inputs))
     return results
 
 

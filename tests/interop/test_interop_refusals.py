@@ -165,8 +165,10 @@ def test_fusion_preset_names_are_understood(exported, tmp_path):
         ({"layers": 1}, ["config.layers=1"]),
         ({"activation_function": "relu"}, ["config.activation_function='relu'"]),
         ({"use_pooler": True}, ["config.use_pooler=True"]),
-        ({"head_type": "multiple_choice"}, ["config.head_type='multiple_choice'"]),
-        ({"num_labels": 1}, ["config.num_labels=1", "regression"]),
+        ({"head_type": "tagging"}, ["config.head_type='tagging'", "'multiple_choice' heads"]),
+        ({"head_type": "multiple_choice"}, ["config.num_choices=None", "2 or more choices"]),
+        ({"head_type": "multiple_choice", "num_choices": 3, "layers": 1}, ["multiple-choice"]),
+        ({"num_labels": 0}, ["config.num_labels=0", "1 label (regression) or more"]),
     ],
 )
 def test_heads_of_other_shapes_are_refused(exported, tmp_path, changes, words):

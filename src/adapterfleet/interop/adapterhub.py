@@ -60,7 +60,13 @@ from adapterfleet.interop.folders import (
     reference_base,
     write_reference,
 )
-from adapterfleet.interop.heads import check_head, head_from_reference, head_to_reference
+from adapterfleet.interop.heads import (
+    check_head,
+    head_from_reference,
+    head_tensors_to_reference,
+    head_to_reference,
+    reference_head_dropout,
+)
 from adapterfleet.interop.reference import InteropError, Layout
 
 
@@ -157,7 +163,7 @@ def _import_adapter(
 def _import_head(model: AdapterModel, saved: Saved, name: str | None) -> str:
     config = head_from_reference(
         saved.meta.get("config"),
-        _reference_head_dropout(model),
+        reference_head_dropout(model),
         saved.where,
         reference_pooling(model),
     )
@@ -176,16 +182,6 @@ def _import_fusion(
     _add(lambda: add_fusion(model, name, fused, planned["fusion"]), saved.where)
     _fill(fusion_pairs(model, layout, name, saved.name), saved, layout)
     return name, tuple(fused)
-
-
-def _reference_head_dropout(model: nn.Module) -> float:
-    """The rate the reference gives a head that records none: the classifier's, else hidden."""
-    config = base_encoder(model).config
-    for attr in ("classifier_dropout", "hidden_dropout_prob"):
-        value = getattr(config, attr, None)
-        if value is not None:
-            return float(value)
-    return 0.0
 
 
 def _fill(pairs: dict[str, nn.Parameter], saved: Saved, layout: Layout | None) -> None:
@@ -265,9 +261,10 @@ def _export_adapter(
 def _export_head(
     model: AdapterModel, name: str, where: str
 ) -> tuple[ref.Files, dict[str, Any], Tensors]:
-    config = head_to_reference(model.heads[name].config, where, reference_pooling(model))
-    meta = _reference_meta(model, _layout_of(model), name, config)
-    return ref.HEAD_FILES, meta, _detached(head_pairs(model, name, name))
+    ours, layout = model.heads[name].config, _layout_of(model)
+    config = head_to_reference(ours, where, reference_pooling(model), layout)
+    tensors = head_tensors_to_reference(ours, _detached(head_pairs(model, name, name)), name, where)
+    return ref.HEAD_FILES, _reference_meta(model, layout, name, config), tensors
 
 
 def _export_fusion(

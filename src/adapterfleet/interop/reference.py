@@ -3,7 +3,8 @@ defaults, parameter names per encoder family. The one place in adapterfleet that
 
 Facts read from `adapters` 1.3.0: `utils.py` (file names), `configuration/adapter_config.py`
 (`BnConfig`, `SeqBnConfig`, `DoubleSeqBnConfig`), `configuration/adapter_fusion_config.py`,
-`heads/base.py` (`ClassificationHead`), the model mixins (where each family's adapters sit).
+`heads/base.py` (`ClassificationHead`, `MultipleChoiceHead`), the model classes' `head_types`, the
+model mixins (where each family's adapters sit).
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ class Layout:
 
     `prefix` is the base model's attribute in the reference's `*AdapterModel`; `layers` the
     layer list inside it; `mh_adapter` / `output_adapter` the module of a layer that holds the
-    attention / feed-forward adapters (the fusion layers sit with the feed-forward ones).
+    attention / feed-forward adapters (the fusion layers sit with the feed-forward ones);
+    `multiple_choice` whether the model class has a multiple-choice head (decoders' have none).
     """
 
     prefix: str
@@ -53,6 +55,7 @@ class Layout:
     layers: str
     mh_adapter: str
     output_adapter: str
+    multiple_choice: bool = True
 
 
 def _bert_like(prefix: str, model_class: str) -> Layout:
@@ -60,7 +63,7 @@ def _bert_like(prefix: str, model_class: str) -> Layout:
 
 
 def _decoder(prefix: str, model_class: str, layers: str) -> Layout:
-    return Layout(prefix, model_class, layers, "attention_adapters", "output_adapters")
+    return Layout(prefix, model_class, layers, "attention_adapters", "output_adapters", False)
 
 
 LAYOUTS: dict[str, Layout] = {
@@ -266,4 +269,11 @@ CLASSIFICATION_HEAD: dict[str, Any] = {
     "activation_function": "tanh",
     "use_pooler": False,
     "bias": True,
+}
+# `MultipleChoiceHead`: one score per choice (`num_choices`); it takes no `bias` (always on).
+MULTIPLE_CHOICE_HEAD: dict[str, Any] = {
+    "head_type": "multiple_choice",
+    "layers": 2,
+    "activation_function": "tanh",
+    "use_pooler": False,
 }

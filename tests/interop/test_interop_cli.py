@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -104,3 +105,57 @@ def test_an_out_folder_whose_files_a_conversion_would_replace_is_refused(ours, e
     result = _run("export", run, "--format", "adapterhub", "--out", tmp_path / "a-file")
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert "a-file is a file; give a folder to write into" in result.stderr
+
+
+def test_no_head_exports_a_run_or_pulled_folder_without_its_head(ours, tmp_path):
+    """A run folder (adapter/, fusion/, head/) or a folder `pull` wrote (the adapter at the top,
+    head/ inside) was exported with its head, always, though refusals said to export the adapter
+    alone."""
+    pulled = tmp_path / "pulled"
+    shutil.copytree(ours / "run" / "adapter", pulled)
+    shutil.copytree(ours / "run" / "head", pulled / "head")
+    adapter = ["adapter.safetensors", "adapter_config.json"]
+    fusion = ["adapter_fusion_config.json", "model_adapter_fusion.safetensors"]
+    for source, written in ((ours / "run", adapter + fusion), (pulled, adapter)):
+        out = tmp_path / f"{source.name}-ref"
+        result = _run("export", source, "--format", "adapterhub", "--out", out, "--no-head")
+        assert result.returncode == 0, result.stderr
+        assert sorted(p.name for p in out.iterdir()) == written
+        assert "| adapter | a" in result.stdout and "| head" not in result.stdout
+    head = ours / "run" / "head"
+    result = _run("export", head, "--format", "adapterhub", "--out", tmp_path / "h", "--no-head")
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert f"error: {head} holds a head alone, which --no-head leaves out" in result.stderr
+    assert not (tmp_path / "h").exists()
+
+
+def test_regression_and_multiple_choice_runs_export(bases, tmp_path):
+    """`export RUN` of a regression or multiple-choice task's run said `head_type 'regression'
+    cannot be exported; adapterfleet exports classification heads`."""
+    from adapterfleet.adapters import (
+        AdapterConfig,
+        AdapterModel,
+        HeadConfig,
+        add_adapter,
+        load_encoder,
+        save_adapter,
+        save_head,
+    )
+
+    heads = {  # task -> our head, what the reference's head config says of it
+        "sim": (HeadConfig("regression", 1, value_range=[0, 5]), "classification", "num_labels"),
+        "qa": (HeadConfig("multiple_choice", 4), "multiple_choice", "num_choices"),
+    }
+    for task, (head, head_type, count) in heads.items():
+        model = AdapterModel(load_encoder(str(bases["bert"])))
+        add_adapter(model, task, AdapterConfig("pfeiffer", 8))
+        model.add_head(task, head)
+        save_adapter(model, task, tmp_path / task / "adapter")
+        save_head(model, task, tmp_path / task / "head")
+        (tmp_path / task / "run.json").write_text("{}")
+        out = tmp_path / f"{task}-ref"
+        result = _run("export", tmp_path / task, "--format", "adapterhub", "--out", out)
+        assert result.returncode == 0, result.stderr
+        config = json.loads((out / "head_config.json").read_text())["config"]
+        assert (config["head_type"], config[count]) == (head_type, head.num_labels)
+        assert f"| head    | {task}" in result.stdout

@@ -117,7 +117,7 @@ def _our_model(base, settings: dict, seed: int) -> AdapterModel:
     model = AdapterModel(load_encoder(str(base)))
     add_adapter(model, NAME, AdapterConfig("pfeiffer", 8))
     perturb(adapter_parameters(model, NAME), seed=seed, scale=0.2)
-    model.add_head(NAME, HeadConfig(**settings, pooling=default_pooling(model)))
+    model.add_head(NAME, HeadConfig(**{"pooling": default_pooling(model), **settings}))
     perturb(list(model.heads[NAME].parameters()), seed=seed + 100, scale=0.3)
     set_active_adapter(model, NAME)
     return model.eval()
@@ -248,7 +248,8 @@ def test_a_multiple_choice_head_on_a_decoder_is_refused(bases, tmp_path):
         export_adapterhub(run, tmp_path / "out")
     assert str(caught.value) == (
         f"{run / 'head'}: a multiple-choice head cannot be exported on this model: the "
-        "reference's GPT2AdapterModel has no multiple-choice head; export the adapter alone"
+        "reference's GPT2AdapterModel has no multiple-choice head; export the adapter or fusion "
+        "alone (--no-head)"
     )
     assert not (tmp_path / "out").exists()
 
@@ -261,3 +262,21 @@ def test_a_range_that_cannot_be_folded_is_refused(bases, tmp_path):
     with pytest.raises(InteropError, match=r"value_range \[0, 1e\+38\] cannot be folded into "):
         export_adapterhub(tmp_path / "head", tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_head_the_reference_cannot_pool_is_refused_and_no_head_exports_the_adapter(
+    bases, tmp_path
+):
+    """The refusal said "export the adapter alone", which no option did."""
+    settings = {"head_type": "regression", "num_labels": 1, "pooling": "mean"}
+    run = _saved(bases["bert"], settings, tmp_path / "run")
+    with pytest.raises(InteropError) as caught:
+        export_adapterhub(run, tmp_path / "out")
+    assert str(caught.value).endswith(
+        "the reference's heads on this model pool 'cls'; export the adapter or fusion alone "
+        "(--no-head)"
+    )
+    converted = export_adapterhub(run, tmp_path / "out", head=False)
+    assert (converted.adapter, converted.head) == (NAME, None)
+    written = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert written == ["adapter.safetensors", "adapter_config.json"]

@@ -42,7 +42,11 @@ def import_adapter(
 
 def export(
     src: Annotated[
-        Path, typer.Argument(help="adapterfleet adapter, head or fusion folder, or a run folder.")
+        Path,
+        typer.Argument(
+            help="adapterfleet adapter, head or fusion folder, a run folder, or a folder "
+            "adapterfleet pull wrote."
+        ),
     ],
     out: OutOpt,
     format_: Annotated[str, typer.Option("--format", help="Target format: adapterhub.")],
@@ -55,13 +59,21 @@ def export(
             "loads when not told use_safetensors=True; only for readers that need them.",
         ),
     ] = False,
+    head: Annotated[
+        bool,
+        typer.Option(
+            "--head/--no-head",
+            help="Write the head with the adapter or fusion (a run's or pulled folder's head/); "
+            "--no-head: the adapter or fusion alone.",
+        ),
+    ] = True,
 ) -> None:
     """Write adapterfleet's adapter, fusion and/or head in another library's layout."""
     from adapterfleet.interop import export_adapterhub
 
     if format_ not in FORMATS:
         raise ConfigError(f"--format {format_!r} is unknown; use one of {', '.join(FORMATS)}")
-    converted = export_adapterhub(src, out, base_model, torch_bin=torch_bin)
+    converted = export_adapterhub(src, out, base_model, torch_bin=torch_bin, head=head)
     _report(converted)
     if missing := [name for name in converted.fused if name != converted.adapter]:
         _say_fused_adapters_stay(src, missing)

@@ -215,9 +215,11 @@ def export_adapterhub(
     base_model: str | nn.Module | None = None,
     *,
     torch_bin: bool = False,
+    head: bool = True,
 ) -> Converted:
     """Write the reference's files for the adapter, head and/or fusion adapterfleet saved in
-    `src` (one directory, or a run folder with `adapter/`, `head/`, `fusion/`) into `out`.
+    `src` (one directory, or a run folder with `adapter/`, `head/`, `fusion/`) into `out`;
+    the adapter or fusion without its head when not `head`.
 
     The reference loads the result with `load_adapter(out, use_safetensors=True)`,
     `load_adapter_fusion(out, use_safetensors=True)` (its adapters loaded first) and
@@ -228,7 +230,7 @@ def export_adapterhub(
     """
     src, out = Path(src), Path(out)
     check_out(src, out, REFERENCE_NAMES)
-    folders = our_folders(src)
+    folders = our_folders(src, head)
     base = base_model if base_model is not None else our_base(folders, src)
     names: dict[str, Any] = {}
     with _working_model(base) as model:

@@ -191,8 +191,9 @@ def write_reference(
 # --- our side --------------------------------------------------------------------------------
 
 
-def our_folders(src: Path) -> dict[str, Path]:
-    """Where our adapter, head and fusion files are: `src` itself, or its run subfolders. A
+def our_folders(src: Path, head: bool = True) -> dict[str, Path]:
+    """Where our adapter, head and fusion files are: `src` itself, or its subfolders (a run's
+    adapter/, head/, fusion/; a pulled folder's head/); without the head unless `head`. A
     run that fine-tuned its encoder (`model/`: full, MT-A) is refused: its head and adapters
     work only on that encoder, which the exported files would not carry."""
     if not src.is_dir():
@@ -212,6 +213,11 @@ def our_folders(src: Path) -> dict[str, Path]:
     if not folders:
         raise InteropError(
             f"{src} holds no adapterfleet adapter, head or fusion (nor adapter/, head/, fusion/)"
+        )
+    if not head and folders.pop("head", None) and not folders:
+        raise InteropError(
+            f"{src} holds a head alone, which --no-head leaves out: nothing to export; export "
+            "the head without --no-head, or the folder of the adapter or fusion it goes with"
         )
     for kind, folder in folders.items():
         if "format_version" not in read_config(folder, _OUR_CONFIGS[kind]):

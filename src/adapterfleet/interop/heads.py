@@ -27,7 +27,7 @@ from adapterfleet.interop import reference as ref
 from adapterfleet.interop.reference import InteropError, Layout
 
 LAST_LAYER = 4  # index of the last Linear in both sides' Sequential: dropout, linear, tanh, ...
-NO_HEAD = "export the adapter alone"
+NO_HEAD = "export the adapter or fusion alone (--no-head)"
 
 
 def check_head(raw: object, where: str) -> Mapping[str, Any]:

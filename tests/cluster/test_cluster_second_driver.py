@@ -1,9 +1,11 @@
-"""A second driver of one pipeline is refused while the first beats.
+"""A second driver of one pipeline's sweep is refused while the first beats.
 
 Two `adapterfleet submit`s of one config a second apart both ran the sweep: the second resumed
 the trials the first was training, every epoch was logged twice, and both registered v1. The
-driver's heartbeat names its host and process; another driver is refused while that stamp is
-fresh, unless its process is gone from this host or its last stamp says it ended.
+sweep driver's heartbeat names its host and process; another sweep driver is refused while that
+stamp is fresh, unless its process is gone from this host or its last stamp says it ended.
+`fuse --wait` beside a sweep is not a second driver: waiting for its adapters is its purpose
+(`tests/pipeline/test_pipeline_run.py` starts one before the sweep).
 """
 
 from __future__ import annotations
@@ -24,12 +26,12 @@ from adapterfleet.config import load_config
 from adapterfleet.registry import default_tracking_uri, ensure_experiment
 from adapterfleet.registry.errors import RegistryError
 from adapterfleet.registry.heartbeat import HEARTBEAT_ENV, heartbeat, refuse_second_driver
-from adapterfleet.registry.tags import TAG_HEARTBEAT
+from adapterfleet.registry.tags import TAG_HEARTBEAT, TAG_SWEEP_DRIVER
 
 BEATING = """
 import sys, time
 from adapterfleet.registry.heartbeat import heartbeat
-with heartbeat(sys.argv[1], sys.argv[2]):
+with heartbeat(sys.argv[1], sys.argv[2], sweep=sys.argv[4] == "sweep"):
     print("beating", flush=True)
     time.sleep(float(sys.argv[3]))
 """
@@ -43,10 +45,13 @@ def _config(folder: Path) -> Path:
     return folder / "pipe.yaml"
 
 
-def _beating(uri: str, experiment_id: str, seconds: float) -> subprocess.Popen[str]:
-    """Another process on this host that beats for the experiment, as a driver does."""
+def _beating(
+    uri: str, experiment_id: str, seconds: float, role: str = "sweep"
+) -> subprocess.Popen[str]:
+    """Another process on this host that beats for the experiment, as a driver running its
+    sweep does (`role` "sweep"), or as `fuse --wait` does (any other)."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", BEATING, uri, experiment_id, str(seconds)],
+        [sys.executable, "-c", BEATING, uri, experiment_id, str(seconds), role],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert proc.stdout is not None and proc.stdout.readline().strip() == "beating"
@@ -70,7 +75,7 @@ def test_run_is_refused_while_another_driver_beats_then_runs_once_it_is_killed(
         lines = [x for x in said.splitlines() if x.startswith("error:")]
         assert len(lines) == 1, said
         assert re.fullmatch(
-            rf"error: another adapterfleet driver works on this pipeline \(process {other.pid} "
+            rf"error: another adapterfleet driver runs this pipeline's sweep \(process {other.pid} "
             rf"on {re.escape(socket.gethostname())}, its last heartbeat \d+ s ago\): two would "
             r"train the same trials twice; let it finish, stop it \(Ctrl-C there, or "
             r"adapterfleet stop JOB_ID for a submitted job\), or, if it was killed on another "
@@ -92,32 +97,47 @@ def test_a_driver_that_ended_or_went_silent_is_not_in_the_way(
     uri = default_tracking_uri(tmp_path / "store")
     experiment_id = ensure_experiment(uri, "twice")
     client = MlflowClient(uri)
+
+    def stamp() -> str:
+        return client.get_experiment(experiment_id).tags[TAG_SWEEP_DRIVER]
+
     other = _beating(uri, experiment_id, 0)  # beats once, ends, says so
     assert other.wait(timeout=60) == 0
-    assert client.get_experiment(experiment_id).tags[TAG_HEARTBEAT].endswith(" ended")
+    assert stamp().endswith(" ended")
     refuse_second_driver(uri, experiment_id)
 
     elsewhere = f"{int(time.time() * 1000)} 60 another-host {os.getpid()}"
-    client.set_experiment_tag(experiment_id, TAG_HEARTBEAT, elsewhere)
+    client.set_experiment_tag(experiment_id, TAG_SWEEP_DRIVER, elsewhere)
     with pytest.raises(RegistryError, match=r"\(process \d+ on another-host, its last heartbeat"):
         refuse_second_driver(uri, experiment_id)  # no process table to ask there: its beats
     old = f"{int(time.time() * 1000) - 181_000} 60 another-host 12"
-    client.set_experiment_tag(experiment_id, TAG_HEARTBEAT, old)
+    client.set_experiment_tag(experiment_id, TAG_SWEEP_DRIVER, old)
     refuse_second_driver(uri, experiment_id)  # three intervals without a beat: gone
 
     monkeypatch.setenv(HEARTBEAT_ENV, "30")
-    client.set_experiment_tag(experiment_id, TAG_HEARTBEAT, elsewhere)
-    with (
-        pytest.raises(RegistryError, match="another adapterfleet driver"),
-        heartbeat(uri, experiment_id),
-    ):
+    client.set_experiment_tag(experiment_id, TAG_SWEEP_DRIVER, elsewhere)
+    refused = pytest.raises(RegistryError, match="another adapterfleet driver runs")
+    with refused, heartbeat(uri, experiment_id, sweep=True):
         pass
-    assert client.get_experiment(experiment_id).tags[TAG_HEARTBEAT] == elsewhere  # left as is
-    client.set_experiment_tag(experiment_id, TAG_HEARTBEAT, old)
-    with heartbeat(uri, experiment_id), heartbeat(uri, experiment_id):  # one driver, nested
+    assert stamp() == elsewhere  # left as it was
+    with heartbeat(uri, experiment_id):  # a fuse beside the sweep: beats, is not refused
+        assert stamp() == elsewhere
+        assert client.get_experiment(experiment_id).tags[TAG_HEARTBEAT].endswith(str(os.getpid()))
+    client.set_experiment_tag(experiment_id, TAG_SWEEP_DRIVER, old)
+    with heartbeat(uri, experiment_id, sweep=True), heartbeat(uri, experiment_id, sweep=True):
         refuse_second_driver(uri, experiment_id)  # its own fresh stamp is not another driver
-        assert (
-            client.get_experiment(experiment_id)
-            .tags[TAG_HEARTBEAT]
-            .endswith(f"{socket.gethostname()} {os.getpid()}")
-        )
+        assert stamp().endswith(f"{socket.gethostname()} {os.getpid()}")
+
+
+def test_a_fusion_waiting_beside_the_sweep_does_not_stop_it(tmp_path: Path) -> None:
+    """`fuse --wait` started before the sweep beats for the experiment while it waits for the
+    adapters: the sweep driver that then starts is not refused."""
+    uri = default_tracking_uri(tmp_path / "store")
+    experiment_id = ensure_experiment(uri, "twice")
+    waiter = _beating(uri, experiment_id, 120, role="fuse")
+    try:
+        with heartbeat(uri, experiment_id, sweep=True):
+            pass
+    finally:
+        waiter.send_signal(signal.SIGKILL)
+        waiter.wait()

@@ -254,7 +254,7 @@ def _run_pipeline(
         check_store(uri, say=say)
         check_resumable(config, uri)
     experiment_id = _validate_and_start(config, uri, ray_address, num_cpus, overrides, relay)
-    with heartbeat(uri, experiment_id, say):  # `status` tells a killed driver from a live one
+    with heartbeat(uri, experiment_id, say, sweep=True):  # `status` tells a killed driver
         summary = PipelineSummary(config.name, uri)
         early = _early_target(config)
         gates = [

@@ -234,7 +234,7 @@ def run_adapter_stage(
         if resume and missing_store(uri) is not None:  # refused before the store is created
             check_resumable(config, uri)
         experiment_id = ensure_experiment(uri, config.name)
-        alive.enter_context(heartbeat(uri, experiment_id, progress))  # `status` after `kill -9`
+        alive.enter_context(heartbeat(uri, experiment_id, progress, sweep=True))  # and `status`
         clear_interrupted(uri, experiment_id)  # its runs are running again
         plan = plan_sweep(config, uri, experiment_id, resume=resume)
         _say_planned(plan, uri, progress)

@@ -4,9 +4,12 @@ dies at once (SIGKILL, the kernel's out-of-memory killer, a lost head node) leav
 interruption mark (`interrupted.py`) and its runs RUNNING; `status` reads a stamp older than
 `STALE_BEATS` intervals as that driver's end and counts those runs pending, as after Ctrl-C.
 The stamp is the driver's clock: `status` on a machine whose clock is minutes off misjudges it.
-It also names the driver (host and process id) and, once it stops beating, says so: a second
-driver of the same experiment is refused while the first beats (`refuse_second_driver`), since
-both would train the same trials and log each epoch twice.
+It also names the driver (host and process id) and, once it stops beating, says so. A driver
+that runs the sweep (`run`, `sweep`) stamps a second tag too, and a second such driver of the
+same experiment is refused while the first beats (`refuse_second_driver`): both would resume
+one Tune experiment, train the same trials and log each epoch twice. `fuse --wait` and `prune`
+beside a sweep are not: waiting for the sweep's adapters is what `fuse --wait` is for, and two
+fusions of one lineage already share the work (a lock on its folder).
 
 On a tracking server (http, https) the same thread asks `/health` every `PROBE_S` seconds and
 says when the server stops answering and when it answers again: trials and registrations wait
@@ -26,7 +29,7 @@ from pathlib import Path
 from adapterfleet.console import Say
 from adapterfleet.registry.errors import RegistryError, safe_uri
 from adapterfleet.registry.store import check_tracking_uri, get_client, sqlite_path
-from adapterfleet.registry.tags import TAG_HEARTBEAT
+from adapterfleet.registry.tags import TAG_HEARTBEAT, TAG_SWEEP_DRIVER
 
 HEARTBEAT_ENV = "ADAPTERFLEET_HEARTBEAT_S"
 DEFAULT_INTERVAL_S = 60.0
@@ -42,6 +45,7 @@ class _Beat:
         self.server = urllib.parse.urlsplit(uri).scheme.lower() in ("http", "https")
         self.down_since: float | None = None
         self.users = 0
+        self.sweep = False  # a user of the beat runs the sweep: `TAG_SWEEP_DRIVER` too
         self.stop = threading.Event()
         self.thread = threading.Thread(
             target=self._loop, name="adapterfleet-heartbeat", daemon=True
@@ -53,8 +57,11 @@ class _Beat:
         the next beat."""
         driver = f"{socket.gethostname()} {os.getpid()}"
         stamp = f"{int(time.time() * 1000)} {self.interval_s:g} {driver} {end}".strip()
+        tags = (TAG_HEARTBEAT, TAG_SWEEP_DRIVER) if self.sweep else (TAG_HEARTBEAT,)
         with suppress(Exception):
-            get_client(self.uri).set_experiment_tag(self.experiment_id, TAG_HEARTBEAT, stamp)
+            client = get_client(self.uri)
+            for tag in tags:
+                client.set_experiment_tag(self.experiment_id, tag, stamp)
 
     def answers(self) -> bool:
         """Whether the store answers; for a server, a change is said (a SQLite or file store
@@ -109,17 +116,25 @@ def heartbeat_interval() -> float:
 
 
 @contextmanager
-def heartbeat(uri: str, experiment_id: str, say: Say | None = None) -> Iterator[None]:
+def heartbeat(
+    uri: str, experiment_id: str, say: Say | None = None, *, sweep: bool = False
+) -> Iterator[None]:
     """Beat for experiment `experiment_id` while the block runs: the first stamp at once, then
-    one per interval; `say` hears a tracking server go silent and answer again. Nested blocks
-    of one experiment share one thread (and the first `say` given)."""
+    one per interval; `say` hears a tracking server go silent and answer again; `sweep`: the
+    block runs the sweep, refused while another driver does. Nested blocks of one experiment
+    share one thread (and the first `say` given)."""
     key = (uri, experiment_id)
     with _LOCK:
         beat = _BEATS.get(key)
+        fresh = beat is None
         if beat is None:
             beat = _Beat(uri, experiment_id, heartbeat_interval(), say)
+        if sweep and not beat.sweep:
             refuse_second_driver(uri, experiment_id)
+            beat.sweep = True
+        if fresh or sweep:
             beat.write()
+        if fresh:
             beat.thread.start()
             _BEATS[key] = beat
         beat.say = beat.say or say
@@ -150,14 +165,14 @@ def silent_since(tags: Mapping[str, str], now: float | None = None) -> float | N
 
 
 def refuse_second_driver(uri: str, experiment_id: str) -> None:
-    """Raise `RegistryError` while another driver beats for experiment `experiment_id`: one
+    """Raise `RegistryError` while another driver runs experiment `experiment_id`'s sweep: one
     whose last stamp is younger than `STALE_BEATS` intervals, did not say it ended, and is not
     a process of this host that is gone (a driver killed here is known dead at once)."""
     try:
         tags = get_client(uri).get_experiment(experiment_id).tags
     except Exception:  # no experiment yet, a store that hiccups: nothing to go by
         return
-    parts = tags.get(TAG_HEARTBEAT, "").split()
+    parts = tags.get(TAG_SWEEP_DRIVER, "").split()
     if len(parts) != 4 or not parts[3].isdigit():
         return  # no stamp, one that says its driver ended, or one older than driver names
     last, interval, host, pid = int(parts[0]) / 1000, float(parts[1]), parts[2], int(parts[3])
@@ -168,8 +183,8 @@ def refuse_second_driver(uri: str, experiment_id: str) -> None:
         return
     wait = STALE_BEATS * interval - age
     raise RegistryError(
-        f"another adapterfleet driver works on this pipeline (process {pid} on {host}, its last "
-        f"heartbeat {age:.0f} s ago): two would train the same trials twice; let it finish, "
+        f"another adapterfleet driver runs this pipeline's sweep (process {pid} on {host}, its "
+        f"last heartbeat {age:.0f} s ago): two would train the same trials twice; let it finish, "
         "stop it (Ctrl-C there, or adapterfleet stop JOB_ID for a submitted job), or, if it "
         f"was killed on another machine, run again in {wait:.0f} s, when it is taken for gone"
     )

@@ -25,6 +25,8 @@ TAG_OVERRIDES = "adapterfleet.overrides"  # experiment tag: JSON list of the --s
 TAG_INTERRUPTED = "adapterfleet.interrupted"  # experiment tag: ms since 1970, Ctrl-C/SIGTERM
 # experiment tag: "<ms since 1970> <interval s> <host> <pid>", then " ended" on the last stamp
 TAG_HEARTBEAT = "adapterfleet.heartbeat"
+# experiment tag: the same stamp, from the driver that runs the sweep (`run`, `sweep`) only
+TAG_SWEEP_DRIVER = "adapterfleet.sweep_driver"
 TAG_COMPANION = "adapterfleet.companion."  # + folder: "<file>:<sha256>" of a folder beside it
 
 

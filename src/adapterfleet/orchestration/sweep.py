@@ -42,6 +42,7 @@ from adapterfleet.tuning.spec import (
     TAG_METRIC,
     TAG_METRIC_VALUE,
     sweep_description,
+    sweep_summary,
     task_config_hash,
 )
 
@@ -299,10 +300,7 @@ def _sweep_summary(
         value = float(info.tags.get(TAG_METRIC_VALUE, "nan"))
     except ValueError:
         value = float("nan")
-    best = (trial, metric, value, info)
-    note = sweep_description(plan.config, task, info.tags[TAG_SWEEP], best)
-    tags = {"best_trial": trial, "registered_version": str(info.version), TAG_NOTE: note}
-    return ({f"best_dev_{metric}": value} if metric and value == value else {}), tags
+    return sweep_summary(plan.config, task, info.tags[TAG_SWEEP], (trial, metric, value, info))
 
 
 def _open_sweep_runs(

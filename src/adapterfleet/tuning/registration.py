@@ -30,7 +30,6 @@ from adapterfleet.registry import (
     register_version,
 )
 from adapterfleet.registry.descriptions import (
-    TAG_NOTE,
     adapter_model_note,
     adapter_version_note,
     tag_number,
@@ -48,7 +47,7 @@ from adapterfleet.tuning.spec import (
     TAG_METRIC_VALUE,
     SweepError,
     TrialParams,
-    sweep_description,
+    sweep_summary,
 )
 from adapterfleet.tuning.trial import FINAL_KEY, end_stopped_early, trial_settings
 
@@ -282,12 +281,10 @@ class Registrar:
         self.registered[task] = info
         if plan.sweep_run is not None:  # its summary, then its end, then the line: a driver
             # stopped between them leaves it KILLED or RUNNING, which the next run's plan ends
-            plan.sweep_run.log_metrics({f"best_dev_{metric}": value})
             best = (params.trial_id, metric, value, info)
-            note = sweep_description(self.config, task, self.sweep_name, best)
-            plan.sweep_run.set_tags(
-                {"best_trial": params.trial_id, "registered_version": info.version, TAG_NOTE: note}
-            )
+            metrics, summary = sweep_summary(self.config, task, self.sweep_name, best)
+            plan.sweep_run.log_metrics(metrics)
+            plan.sweep_run.set_tags(summary)
             plan.sweep_run.end("FINISHED")
         self.progress(
             f"task {task}: registered {info.name} v{info.version} (@best) from trial "

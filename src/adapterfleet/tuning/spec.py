@@ -16,7 +16,7 @@ from adapterfleet._hashing import sha256_file
 from adapterfleet.config import PipelineConfig
 from adapterfleet.errors import UserError
 from adapterfleet.registry import ModelVersionInfo
-from adapterfleet.registry.descriptions import sweep_note
+from adapterfleet.registry.descriptions import TAG_NOTE, sweep_note
 from adapterfleet.registry.tags import TAG_BASE_MODEL  # noqa: F401 - re-exported
 
 GRID_KEYS = ("task", "reduction_factor", "learning_rate", "seed")
@@ -196,6 +196,21 @@ def sweep_hash(config_hashes: Mapping[str, str]) -> str:
     """sha256 over every adapter task's config hash: a Tune experiment is resumed only when
     it was started for the same settings."""
     return _digest(dict(sorted(config_hashes.items())))
+
+
+def sweep_summary(
+    config: PipelineConfig,
+    task: str,
+    sweep_name: str,
+    best: tuple[str, str, float, ModelVersionInfo],
+) -> tuple[dict[str, float], dict[str, str]]:
+    """The metrics and tags of a task's sweep run once `best` (trial id, metric, value,
+    version) is registered: by the registrar, or by the next plan for a run whose driver
+    stopped first."""
+    trial, metric, value, info = best
+    note = sweep_description(config, task, sweep_name, best)
+    tags = {"best_trial": trial, "registered_version": str(info.version), TAG_NOTE: note}
+    return ({f"best_dev_{metric}": value} if metric and value == value else {}), tags
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,13 @@ from adapterfleet.config.adapter_stage import (
     AdapterStage,
     TaskGrid,
 )
-from adapterfleet.config.document import apply_budget, apply_overrides, config_file, load_config
+from adapterfleet.config.document import (
+    apply_budget,
+    apply_overrides,
+    config_file,
+    load_config,
+    override_keys,
+)
 from adapterfleet.config.fields import ConfigError, flat_changes, training_with
 from adapterfleet.config.schema import (
     DEFAULT_STORAGE,
@@ -75,6 +81,7 @@ __all__ = [
     "config_file",
     "flat_changes",
     "load_config",
+    "override_keys",
     "parse_config",
     "resolve_tracking_uri",
     "training_with",

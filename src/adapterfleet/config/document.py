@@ -59,7 +59,7 @@ def _budget_note(message: str, document: Mapping[str, Any], overrides: Sequence[
         return ""
     key = f"tasks.{task[1]}.{task[2]}" if task else found.group()
     key = key.rstrip(".")
-    if any(key == o or key.startswith(o + ".") for o in _override_keys(overrides)):
+    if any(key == o or key.startswith(o + ".") for o in override_keys(overrides)):
         return ""  # the command line set it last
     node: Any = changes
     parts = key.split(".")
@@ -71,7 +71,8 @@ def _budget_note(message: str, document: Mapping[str, Any], overrides: Sequence[
     return f" (from budgets.{name}, the budget in use)"
 
 
-def _override_keys(overrides: Sequence[str]) -> list[str]:
+def override_keys(overrides: Sequence[str]) -> list[str]:
+    """The keys `key.path=value` overrides set, as written."""
     return [item.partition("=")[0].strip() for item in overrides]
 
 

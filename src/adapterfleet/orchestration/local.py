@@ -25,7 +25,13 @@ from adapterfleet.adapters import (
 from adapterfleet.adapters.base_model import names_other_base, packaged_minilm_path
 from adapterfleet.adapters.config import DTYPES
 from adapterfleet.adapters.files import read_config
-from adapterfleet.config import BaseModelSpec, ConfigError, PipelineConfig, training_with
+from adapterfleet.config import (
+    BaseModelSpec,
+    ConfigError,
+    PipelineConfig,
+    override_keys,
+    training_with,
+)
 from adapterfleet.data import TokenizedTask, load_task, tokenize_task
 from adapterfleet.data.tasks import TaskSpec
 from adapterfleet.fusion import FUSION_CONFIG, FusionConfig, load_fusion, set_active_fusion
@@ -166,7 +172,7 @@ def evaluate_run(
     check_run_folder(run_dir)
     info = read_run_info(run_dir)
     base = run_base(config, run_dir, info)  # another named base: refused before any load
-    if not any(item.partition("=")[0].strip() == "base_model_dtype" for item in overrides):
+    if "base_model_dtype" not in override_keys(overrides):
         base = recorded_dtype(base, info)
     check_single_run(config, task, trains=False)
     model = load_run(config, task, run_dir, info, base)

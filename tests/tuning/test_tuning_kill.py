@@ -181,7 +181,7 @@ def test_ctrl_c_mid_sweep_is_one_line_and_the_same_command_continues(
     said = [line for line in output.splitlines() if line.startswith("interrupted")]
     assert said == [
         "interrupted: finished epochs, trials and registered versions are kept; run the same "
-        "command again to continue (or: adapterfleet sweep resume CONFIG)"
+        "command again to continue"
     ], output[-3000:]
     assert output.rstrip().splitlines()[-1] == said[0], output[-3000:]  # no worker line after
     status = _status(stop)  # the stopped trials are not running
@@ -244,7 +244,7 @@ def test_sigterm_mid_sweep_stops_as_ctrl_c_does(tiny_model: Path, tmp_path: Path
     assert "SIGTERM received" not in output and "Traceback" not in output, output[-3000:]
     assert output.rstrip().splitlines()[-1] == (
         "interrupted by SIGTERM: finished epochs, trials and registered versions are kept; run "
-        "the same command again to continue (or: adapterfleet sweep resume CONFIG)"
+        "the same command again to continue"
     ), output[-3000:]
     assert re.search(r"^interrupted .+ UTC", _status(stop), re.M)
 

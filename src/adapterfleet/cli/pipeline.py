@@ -32,11 +32,12 @@ from adapterfleet.masking import masked_settings
 from adapterfleet.registry.tags import BEST_ALIAS
 
 # What Ctrl-C leaves of a pipeline or sweep: every finished epoch is checkpointed and every
-# registered version kept; `run` (which resumes an interrupted sweep of the same settings) or
-# `sweep resume` goes on from there.
+# registered version kept; the same command goes on from there (`run` resumes an interrupted
+# sweep of the same settings, then fuses). Naming `sweep resume` too misled after the sweep: a
+# fusion stopped mid-way is continued by `run`, not by it.
 KEPT = (
     "finished epochs, trials and registered versions are kept; run the same command again "
-    "to continue (or: adapterfleet sweep resume CONFIG)"
+    "to continue"
 )
 
 sweep_app = typer.Typer(help="Adapter sweeps.", no_args_is_help=True)

@@ -296,6 +296,34 @@ def test_an_evaluation_after_training_steps_folds_the_stepped_weights(trainable_
     assert _rel_err(outputs[1], outputs[0]) > 1e-3
 
 
+@pytest.mark.parametrize("update", ["fused AdamW", "vector_to_parameters"])
+def test_a_model_kept_in_eval_mode_never_predicts_with_weights_it_had_before(update):
+    """Trained in eval mode throughout (no dropout) with torch's fused AdamW, or given new
+    weights by `vector_to_parameters`: neither moves a version counter, and no train()/eval()
+    call drops the caches, so the evaluation after used to be the folded form of the weights
+    before (0.02 off the true output after one fused step, a tester's count)."""
+    from torch.nn.utils import parameters_to_vector, vector_to_parameters
+
+    adapters = _adapters([12, 12, 6])
+    layer = _layer(3, FusionConfig()).eval()
+    q = torch.randn(4, 9, D)
+    params = list(layer.parameters())
+    optimizer = torch.optim.AdamW(params, lr=0.05, fused=True)
+    with torch.no_grad():
+        before = layer(q, adapters)
+    if update == "fused AdamW":
+        layer(q, adapters).pow(2).sum().backward()
+        versions = [p._version for p in params]
+        optimizer.step()
+        assert [p._version for p in params] == versions  # what the caches could not see
+    else:
+        vector_to_parameters(parameters_to_vector(params) * 1.5, params)
+    with torch.no_grad():
+        after = layer(q, adapters)
+    assert _rel_err(after, reference_fusion(layer, q, adapters)[0]) < 1e-5
+    assert _rel_err(after, before) > 1e-3
+
+
 def test_adapters_that_take_gradients_predict_through_the_cached_folded_form():
     """A loaded model predicting keeps `requires_grad` on its adapters: without gradients the
     stack and the folded form are still built once (not per call, which was also a copy from

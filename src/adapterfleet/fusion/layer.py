@@ -110,7 +110,13 @@ def _folded_products(
 
 
 def _signature(modules: Sequence[nn.Module]) -> tuple:
-    return tuple((id(p), p._version, p.device, p.dtype) for m in modules for p in m.parameters())
+    """What changes when a parameter does: its version counter (an in-place update), its storage
+    (`vector_to_parameters` and `p.data = ...` put a new tensor in), its device and dtype."""
+    return tuple(
+        (id(p), p._version, p.data_ptr(), p.device, p.dtype)
+        for m in modules
+        for p in m.parameters()
+    )
 
 
 class Folded:
@@ -206,25 +212,32 @@ class FusionLayer(nn.Module):
         counter, which some updates leave as it was: torch's own fused AdamW (2.13; the Hugging
         Face Trainer's default, where a user trains this model with it), a write through
         `.data`. So an evaluation after training steps (`evaluate` and the Trainer switch to eval
-        mode) never meets the weights of an earlier one."""
-        self._stacked = None
-        self._folded = None
+        mode) never meets the weights of an earlier one; nor does one in eval mode throughout,
+        since every forward that records gradients drops them too (`_forget`). Only an in-place
+        write through `.data` between two evaluations is unseen: call `model.eval()` after it."""
+        self._forget(adapters_too=True)
         return super().train(mode)
 
-    def _stack(self, adapters: Sequence[Bottleneck]) -> Stacked:
+    def _forget(self, adapters_too: bool) -> None:
+        self._folded = None
+        if adapters_too:
+            self._stacked = None
+
+    def _stack(self, adapters: Sequence[Bottleneck], trainable: bool | None = None) -> Stacked:
         """The adapters stacked: per call where gradients reach them (they train too), else
         cached until one changes, also without gradients for adapters that take them (a loaded
-        model predicting: its parameters keep `requires_grad`), which keep their own storage."""
-        trainable = any(p.requires_grad for a in adapters for p in a.parameters())
+        model predicting: its parameters keep `requires_grad`), which keep their own storage.
+        `trainable`: whether any adapter parameter takes gradients, where the caller knows."""
+        if trainable is None:
+            trainable = any(p.requires_grad for a in adapters for p in a.parameters())
         if trainable and torch.is_grad_enabled():
             return Stacked(adapters)
-        signature = _signature(adapters)
-        if self._stacked is None or self._stacked[0] != signature:
+        if self._stacked is None or self._stacked[0] != _signature(adapters):
             with torch.no_grad():
                 stacked = Stacked(adapters)
                 if not trainable:
-                    stacked.share_storage(adapters)
-                self._stacked = (signature, stacked)
+                    stacked.share_storage(adapters)  # their storage moves: signed after it
+                self._stacked = (_signature(adapters), stacked)
         return self._stacked[1]
 
     def query_vector(self, q: torch.Tensor) -> torch.Tensor:
@@ -256,7 +269,10 @@ class FusionLayer(nn.Module):
         """The fused adapter contribution for query `q` (..., d); the caller adds the residual.
         In eval mode without gradients through the cached folded form; in training folded per
         call when the batch is large enough (`folds`), else through the rewrite's products."""
-        stacked = self._stack(adapters)
+        trainable = any(p.requires_grad for a in adapters for p in a.parameters())
+        if torch.is_grad_enabled():  # a step may follow that the version counters miss
+            self._forget(adapters_too=trainable)
+        stacked = self._stack(adapters, trainable)
         folded = None
         if not self.training and not torch.is_grad_enabled():
             folded = self.folded(stacked, adapters)

@@ -146,6 +146,15 @@ def test_run_registers_adapters_then_the_fusion_and_a_rerun_redoes_nothing(
     assert any(re.match(retrained, line) for line in said), said  # and why
     assert not any("already registered as v1 for these adapters" in line for line in said)
     assert version_numbers(uri, "tinysweep.fusion.fruit") == [1, 2]
+    # each fusion version names the target's files it trained and scored on (fruit's: unchanged)
+    from adapterfleet.registry import get_version
+    from adapterfleet.tuning.spec import data_sha256
+
+    tagged = {
+        get_version(uri, "tinysweep.fusion.fruit", version=v).tags.get("data_sha256")
+        for v in (1, 2)
+    }
+    assert tagged == {data_sha256(config, "fruit")} != {None}
 
 
 def _check_what_the_ui_shows(uri: str, summary) -> None:

@@ -363,3 +363,41 @@ def test_a_fusion_on_another_base_is_not_ranked_against_best(
     )
     same = point_best(sqlite_uri, outcome(3, "/models/llama", 0.0100, None), "pearson")
     assert same.best_kept is not None and same.best_kept.version == 2  # one base: ranked
+
+
+def test_a_fusion_on_other_data_of_its_target_is_not_ranked_against_best(
+    sqlite_uri: str,
+    sqlite_experiment: str,
+    logged_adapter: LoggedAdapter,
+    new_name: Callable[[str], str],
+) -> None:
+    """A tester replaced the target's dev file and ran again: the new fusion scored 0.3333 on
+    it, and `best` stayed on v1 for its 0.5667 on the old file, which scored 0.3333 on the new
+    one too; predict kept serving v1. Scores on two dev files rank neither fusion."""
+    from adapterfleet.orchestration.fusion_job import FusionOutcome, point_best, registered_text
+
+    name = fusion_model_name(new_name("p"), "senti")
+
+    def outcome(seed: int, data: str | None, value: float, alias: str | None) -> FusionOutcome:
+        run_id, weights = logged_adapter(sqlite_uri, sqlite_experiment, seed=seed)
+        tags = {TAG_TRIAL_ID: f"f{seed}", "metric": "accuracy", "dev_accuracy": str(value)}
+        tags |= {"base_model": "minilm-l6"} | ({"data_sha256": data} if data else {})
+        info = register_version(sqlite_uri, name, run_id, "fusion", weights, tags, alias=alias)
+        return FusionOutcome("senti", info, {"accuracy": value}, True, 0.0, 0.0)
+
+    first = outcome(1, "aaa", 0.5667, "best")
+    edited = point_best(sqlite_uri, outcome(2, "bbb", 0.3333, None), "accuracy")
+    assert edited.best_kept is None and get_version(sqlite_uri, name, alias="best").version == 2
+    assert registered_text(edited, "accuracy") == (
+        f"registered {name} v2 (accuracy 0.3333); best moves here from v1, a fusion on other "
+        "data of senti"
+    )
+    same = point_best(sqlite_uri, outcome(3, "bbb", 0.2, None), "accuracy")
+    assert same.best_kept is not None and same.best_kept.version == 2  # one dev file: ranked
+    back = point_best(sqlite_uri, replace(first, trained=False), "accuracy")  # files restored
+    assert get_version(sqlite_uri, name, alias="best").version == 1
+    assert registered_text(back, "accuracy").endswith(
+        "; best is v1 again (it was on v2, a fusion on other data of senti)"
+    )
+    untagged = point_best(sqlite_uri, outcome(4, None, 0.1, None), "accuracy")  # before the tag
+    assert untagged.best_kept is not None and untagged.best_kept.version == 1

@@ -59,6 +59,7 @@ from adapterfleet.training import (
 from adapterfleet.training.metrics import metric_direction, signed
 from adapterfleet.training.modes import RunResult
 from adapterfleet.tuning.plan import current_keys, is_current
+from adapterfleet.tuning.spec import TAG_DATA_SHA256, data_sha256
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,9 @@ class FusionOutcome:
     start_delay: float  # from the last adapter's registration until training began (or 0.0)
     best_kept: ModelVersionInfo | None = None  # `best` stayed on this version: better on dev
     best_was: str | None = None  # the version `best` left for this one (None: it was here)
-    best_was_base: str | None = None  # that version's base model, where it was another
+    # why that version was not ranked against this one: "a fusion on <its base>", "a fusion
+    # on other data of <target>" (dev scores of two bases or two dev files rank neither)
+    best_was_apart: str | None = None
 
 
 def run_fusion_job(
@@ -167,26 +170,38 @@ def _say_not_current(
 def point_best(uri: str, outcome: FusionOutcome, metric: str) -> FusionOutcome:
     """Point `best` at the outcome's version, unless the version it is on scored better on the
     same dev metric (compared as both are tagged, to 4 decimals; a tie moves it): then it stays
-    there and the outcome says so. A version on another base model is not compared: `best`
-    serves the config's base, so it moves, and the outcome says from which."""
+    there and the outcome says so. A version on another base model, or trained and scored on
+    other data files of the target (their `data_sha256` tags), is not compared: `best` serves
+    the config's base and data, so it moves, and the outcome says from which."""
     name, number = outcome.version.name, outcome.version.version
     current = get_version(uri, name, alias=BEST_ALIAS)
     ours = outcome.dev_metrics.get(metric)
-    base = outcome.version.tags.get("base_model")
-    other_base = current.tags.get("base_model") if current is not None else None
-    if other_base == base:  # dev scores on two bases do not rank the fusions for either
-        other_base = None
+    apart = _apart(current, outcome) if current is not None else None
     if current is not None and int(current.version) != int(number) and ours is not None:
         theirs = current.tags.get(f"dev_{metric}") if current.tags.get("metric") == metric else None
         mine = float(notes.tag_number(ours))
         better = theirs is not None and signed(metric, float(theirs)) > signed(metric, mine)
-        if better and other_base is None:
+        if better and apart is None:
             return replace(outcome, best_kept=current)
     set_alias(uri, name, BEST_ALIAS, number)
     moved = current is not None and int(current.version) != int(number)
     if not moved:
         return outcome
-    return replace(outcome, best_was=str(current.version), best_was_base=other_base)
+    return replace(outcome, best_was=str(current.version), best_was_apart=apart)
+
+
+def _apart(current: ModelVersionInfo, outcome: FusionOutcome) -> str | None:
+    """Why `current` cannot be ranked against the outcome's version by their dev scores: it is
+    a fusion on another base, or on other data files of the target (a score on another dev
+    file; a train file fixed since); None where both were tagged alike (or one not at all)."""
+    ours, theirs = outcome.version.tags, current.tags
+    base = theirs.get("base_model")
+    if base is not None and base != ours.get("base_model"):
+        return f"a fusion on {base}"
+    data = theirs.get(TAG_DATA_SHA256)
+    if data is not None and ours.get(TAG_DATA_SHA256) not in (None, data):
+        return f"a fusion on other data of {outcome.target}"
+    return None
 
 
 def _fusion_for_seed(
@@ -311,10 +326,11 @@ def registered_text(outcome: FusionOutcome, metric: str) -> str:
     if kept is not None:
         theirs = kept.tags.get(f"dev_{metric}")
         text += f"; best stays on v{kept.version} ({metric} {float(theirs):.4f}), better on dev"
-    elif outcome.best_was_base is not None:
-        text += f"; best moves here from v{outcome.best_was}, a fusion on {outcome.best_was_base}"
-    elif outcome.best_was is not None and not outcome.trained:  # a config changed back
-        text += f"; best is v{outcome.version.version} again (it was on v{outcome.best_was})"
+    elif outcome.best_was is not None and not outcome.trained:  # a config or files changed back
+        apart = f", {outcome.best_was_apart}" if outcome.best_was_apart else ""
+        text += f"; best is v{outcome.version.version} again (it was on v{outcome.best_was}{apart})"
+    elif outcome.best_was_apart is not None:
+        text += f"; best moves here from v{outcome.best_was}, {outcome.best_was_apart}"
     return text
 
 
@@ -344,6 +360,8 @@ def _register(
     metrics as tags."""
     sources = config.fusion.targets[plan.target]
     versions, metric = {t: plan.versions[t] for t in sources}, config.fusion.training.metric
+    target_data = data_sha256(config, plan.target)  # None for a hub dataset: no tag
+    data = {TAG_DATA_SHA256: target_data} if target_data is not None else {}
     return register_version(
         uri,
         fusion_model_name(config.registry_prefix, plan.target),
@@ -355,6 +373,7 @@ def _register(
             TAG_LINEAGE: plan.lineage,
             TAG_LINEAGE_KEY: plan.key,
             "base_model": config.base_model,
+            **data,
             "metric": metric,
             "metric_direction": metric_direction(metric),
             TAG_SEED: config.fusion.training.seed,

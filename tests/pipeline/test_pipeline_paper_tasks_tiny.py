@@ -60,6 +60,14 @@ def test_tasks_lists_each_task_with_its_type_and_metric() -> None:
     }
     labels = {row["task"]: row["labels"] for row in rows}
     assert labels["stsb"] == "numbers in [0, 5]" and labels["csqa"] == "A, B, C, D, E"
+    majority = {row["task"]: row["dev majority"] for row in rows}  # what one label scores
+    assert majority == {
+        "rte": "entailment (56%)",
+        "mrpc": "1 (62%)",
+        "sst2": "1 (53%)",
+        "stsb": "",
+        "csqa": "A (38%)",
+    }
     texts = {row["task"]: row["text columns"] for row in rows}  # what a predict input holds
     assert texts["rte"] == "sentence1, sentence2" and texts["csqa"] == "question, choices.text"
 

@@ -22,6 +22,8 @@ from tuning_support import (
 )
 
 from adapterfleet.config import PipelineConfig, parse_config
+from adapterfleet.data import load_task
+from adapterfleet.data.baseline import majority
 from adapterfleet.orchestration.sweep import run_adapter_stage
 from adapterfleet.registry import ModelVersionInfo, adapter_model_name, pull, sha256_file
 from adapterfleet.tuning.spec import task_config_hash
@@ -116,6 +118,12 @@ def test_a_progress_line_per_epoch_and_per_finished_trial(swept: Swept) -> None:
     trials = [run.data.tags["adapterfleet.trial_id"] for run in _trial_runs(swept)]
     assert seen == sorted((trial, e) for trial in trials for e in (1, 2))  # every epoch, once
     assert sum(line.startswith("task ") and "registered" in line for line in swept.lines) == 2
+    for task in TASKS:  # each held against what always giving dev's commonest label scores
+        (line,) = [x for x in swept.lines if x.startswith(f"task {task}: registered")]
+        value = float(re.search(r"dev accuracy (\d\.\d{4})", line)[1])
+        data = load_task(swept.config.tasks[task])
+        share = majority(data.dev["label"], data.label_names).share
+        assert ("; no better than always answering" in line) == (value <= share), (line, share)
     started = [line for line in swept.lines if line.startswith("sweep ")]
     assert len(started) == 1 and started[0].endswith(": starting, 2 tasks, 4 trials"), started
 

@@ -8,7 +8,8 @@ from typing import Any
 
 from adapterfleet.config import ConfigError, PipelineConfig, training_with
 from adapterfleet.console import Say
-from adapterfleet.data import TaskSpec, load_task
+from adapterfleet.data import TaskData, TaskSpec, load_task
+from adapterfleet.data.baseline import majority
 from adapterfleet.orchestration.fusion_job import FusionOutcome, registered_text, run_fusion_job
 from adapterfleet.orchestration.limits import check_single_run
 from adapterfleet.orchestration.prune import PruneReport, prune_fusion
@@ -85,10 +86,20 @@ def task_summaries(config: PipelineConfig) -> list[dict[str, Any]]:
                 "dev": len(data.dev),
                 "labels": ", ".join(data.label_names) or _numbers(spec.value_range),
                 "metric": config.adapters.training_for(name).metric,
+                "dev majority": _majority(data),
                 "skipped rows": data.skipped,
             }
         )
     return rows
+
+
+def _majority(data: TaskData) -> str:
+    """`neg (95%)`: the dev split's most common label and its share, the accuracy of a model that
+    always gives it (empty for regression)."""
+    if data.is_regression:
+        return ""
+    found = majority(data.dev["label"], data.label_names)
+    return str(found) if found is not None else ""
 
 
 def _text_columns(spec: TaskSpec) -> str:

@@ -27,6 +27,7 @@ from adapterfleet._locks import exclusive_lock
 from adapterfleet.adapters import HEAD_WEIGHTS, load_encoder
 from adapterfleet.config import PipelineConfig
 from adapterfleet.console import Say
+from adapterfleet.data.baseline import Majority, dev_majority
 from adapterfleet.fusion import FUSION_WEIGHTS
 from adapterfleet.orchestration.fusion_plan import (
     FusionPlan,
@@ -75,6 +76,7 @@ class FusionOutcome:
     # why that version was not ranked against this one: "a fusion on <its base>", "a fusion
     # on other data of <target>" (dev scores of two bases or two dev files rank neither)
     best_was_apart: str | None = None
+    majority: Majority | None = None  # the target's dev majority class, held against its score
 
 
 def run_fusion_job(
@@ -131,7 +133,8 @@ def run_fusion_job(
         if len(seeds) > 1:
             seed = seeded.fusion.training.seed
             say(f"fusion {target}: seed {seed} {registered_text(outcome, metric)}")
-    return point_best(uri, _best_seed(outcomes, metric, say), metric)
+    best = point_best(uri, _best_seed(outcomes, metric, say), metric)
+    return replace(best, majority=dev_majority(prepare_task(config, target)))
 
 
 def _best_seed(outcomes: list[FusionOutcome], metric: str, say: Say) -> FusionOutcome:
@@ -331,6 +334,8 @@ def registered_text(outcome: FusionOutcome, metric: str) -> str:
         text += f"; best is v{outcome.version.version} again (it was on v{outcome.best_was}{apart})"
     elif outcome.best_was_apart is not None:
         text += f"; best moves here from v{outcome.best_was}, {outcome.best_was_apart}"
+    if outcome.majority is not None and value is not None:
+        text += outcome.majority.note(metric, value)
     return text
 
 

@@ -21,6 +21,7 @@ from adapterfleet.adapters import load_tokenizer
 from adapterfleet.config import PipelineConfig
 from adapterfleet.console import Say, plural
 from adapterfleet.data import TokenizedTask, load_task, tokenize_task
+from adapterfleet.data.baseline import Majority, dev_majority
 from adapterfleet.registry import MlflowRunLogger, ModelVersionInfo
 from adapterfleet.tuning.plan import SweepPlan, set_aside, write_meta
 from adapterfleet.tuning.progress import Note
@@ -91,9 +92,13 @@ def task_plans(plan: SweepPlan, sweep_runs: Mapping[str, MlflowRunLogger]) -> di
     }  # fmt: skip
 
 
-def prepare_data(ctx: SweepContext, tasks: tuple[str, ...], progress: Say) -> None:
-    """Tokenise every task once into the shared cache the trials read."""
+def prepare_data(
+    ctx: SweepContext, tasks: tuple[str, ...], progress: Say
+) -> dict[str, Majority | None]:
+    """Tokenise every task once into the shared cache the trials read; returns each task's
+    dev majority class (None for regression), which its registration line is held against."""
     tokenizer = load_tokenizer(ctx.config.base_model)
+    majorities = {}
     for task in tasks:
         tokenized = tokenize_task(
             load_task(ctx.config.tasks[task]), tokenizer, ctx.config.max_length, ctx.tokens_dir
@@ -103,6 +108,8 @@ def prepare_data(ctx: SweepContext, tasks: tuple[str, ...], progress: Say) -> No
             f"task {task}: {len(tokenized.train)} train / {len(tokenized.dev)} dev, {state}"
             + cut_note(tokenized)
         )
+        majorities[task] = dev_majority(tokenized)
+    return majorities
 
 
 def cut_note(tokenized: TokenizedTask) -> str:
@@ -236,11 +243,11 @@ def run_sweep(
         {task: run.run_id for task, run in sweep_runs.items()},
         cpu=resources.cpu,
     )
-    prepare_data(ctx, plan.pending, progress)
+    majorities = prepare_data(ctx, plan.pending, progress)
     tasks = task_plans(plan, sweep_runs)
     registrar = Registrar(
         plan.tracking_uri, plan.config, plan.sweep_name,
-        trials_root(config, plan.sweep_name), tasks, progress, note,
+        trials_root(config, plan.sweep_name), tasks, progress, note, majorities=majorities,
     )  # fmt: skip
     trainable = make_trainable(ctx, trial_resources(config))
     with activate(registrar):

@@ -83,6 +83,26 @@ def test_train_evaluate_fuse_log_each_epoch_and_agree_on_the_score(tmp_path):
     assert json.loads((tmp_path / "fusion" / "run.json").read_text())["train_config"]["seed"] == 3
 
 
+def test_train_says_when_patience_stopped_it_before_its_epochs(tmp_path):
+    """A tester's `train --epochs 5` ended after epoch 4 with no word of why. A learning rate
+    too small to move the dev accuracy: patience 1 stops it after the second epoch."""
+    trained = _run(
+        "train", "-c", "configs/demo.yaml", "--task", "demo_sentiment", "--lr", "1e-9",
+        "--epochs", "4", "--out", str(tmp_path / "run"), "-o", f"storage={tmp_path / 'runs'}",
+        "-o", "tasks.demo_sentiment.max_train_examples=32", "-o", "adapters.training.patience=1",
+        "-o", "tasks.demo_sentiment.max_dev_examples=16",
+    )  # fmt: skip
+    assert trained.returncode == 0, trained.stderr
+    assert [line.split(":")[0] for line in _epoch_lines(trained.stderr)] == [
+        "epoch 1/4",
+        "epoch 2/4",
+    ]
+    assert (
+        "stopped early after epoch 2 of 4: dev accuracy had not improved for 1 epoch (patience)"
+        in trained.stdout.splitlines()
+    ), trained.stdout
+
+
 @pytest.mark.skipif(not GLUE_DIR.is_dir(), reason=f"GLUE data not found at {GLUE_DIR}")
 def test_train_a_regression_task_reports_its_correlations(tmp_path):
     """STS-B, a regression task: trained and selected on Pearson, its metrics in the table."""

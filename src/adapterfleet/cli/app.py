@@ -32,7 +32,7 @@ from adapterfleet.cli.options import (
     chosen_config,
     load,
 )
-from adapterfleet.cli.output import metrics_table, usage_line, wrap_commands
+from adapterfleet.cli.output import metrics_table, run_report, usage_line, wrap_commands
 from adapterfleet.config import ConfigError
 from adapterfleet.registry.descriptions import COMMAND_ENV
 from adapterfleet.registry.tags import BEST_ALIAS
@@ -108,7 +108,7 @@ def train(
         train_config=training,
         callbacks=[_epoch_log(training.max_epochs)],
     )
-    _report(run)
+    run_report(run, training)
 
 
 @app.command()
@@ -161,7 +161,7 @@ def fuse(
     if not adapters or out is None:
         raise ConfigError("fuse: give --adapters DIR... and --out DIR, or --wait (registry)")
     training = fusion_training(cfg, target, progress=progress, **changes)
-    _report(
+    run_report(
         fuse_task(
             cfg,
             target,
@@ -170,7 +170,8 @@ def fuse(
             train_config=training,
             base_model=base_model,
             callbacks=[_epoch_log(training.max_epochs)],
-        )
+        ),
+        training,
     )
 
 
@@ -283,22 +284,6 @@ def _epoch_log(max_epochs: int) -> EpochLog:
     from adapterfleet.training import EpochLog
 
     return EpochLog(lambda line: typer.echo(line, err=True), max_epochs)
-
-
-def _report(run) -> None:  # noqa: ANN001
-    metrics_table(
-        [
-            {
-                "task": run.task,
-                "mode": run.mode,
-                **run.dev_metrics,
-                "best epoch": run.fit.best_epoch,
-                "trainable": run.trainable_parameters,
-                "examples/s": f"{run.fit.examples_per_second:.1f}",
-            }
-        ]
-    )
-    typer.echo(f"run folder: {run.out_dir} (its settings, metrics and lineage: run.json)")
 
 
 pipeline.register(app)

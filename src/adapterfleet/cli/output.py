@@ -12,11 +12,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
+from adapterfleet.console import plural
 from adapterfleet.errors import UserError
 from adapterfleet.masking import mask
 
 if TYPE_CHECKING:
     from adapterfleet.config import PipelineConfig
+    from adapterfleet.training import TrainConfig
+    from adapterfleet.training.modes import RunResult
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -123,3 +126,27 @@ def metrics_table(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None 
     typer.echo("|" + "|".join("-" * (w + 2) for w in widths) + "|")
     for row in cells:
         typer.echo("| " + " | ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) + " |")
+
+
+def run_report(run: RunResult, training: TrainConfig) -> None:
+    """What `train` and `fuse --adapters` print at the end: the best epoch's metrics, why it
+    stopped before `max_epochs` where patience stopped it, and the run folder."""
+    metrics_table(
+        [
+            {
+                "task": run.task,
+                "mode": run.mode,
+                **run.dev_metrics,
+                "best epoch": run.fit.best_epoch,
+                "trainable": run.trainable_parameters,
+                "examples/s": f"{run.fit.examples_per_second:.1f}",
+            }
+        ]
+    )
+    if run.fit.stop_reason == "early_stopping":  # else a reader counts the epochs and wonders
+        typer.echo(
+            f"stopped early after epoch {run.fit.epochs_run} of {training.max_epochs}: dev "
+            f"{training.metric} had not improved for {plural(training.patience or 0, 'epoch')} "
+            "(patience)"
+        )
+    typer.echo(f"run folder: {run.out_dir} (its settings, metrics and lineage: run.json)")

@@ -25,6 +25,7 @@ from adapterfleet.registry import (
     ensure_experiment,
     fusion_model_name,
     register_version,
+    set_alias,
 )
 from adapterfleet.registry.heartbeat import HEARTBEAT_ENV, heartbeat
 from adapterfleet.registry.interrupted import clear_interrupted, mark_interrupted
@@ -185,6 +186,35 @@ def test_status_counts_with_400_trials(populated: tuple[PipelineConfig, Store]) 
     assert fusion_header.split() == ["FUSION", "ADAPTERS", "STATE", "BEST"]
     row_fusion_b = next(line for line in lines if line.split()[:2] == ["b", "b,c"])
     assert row_fusion_b.split()[2:] == ["v1", "@best", "0.7867", "accuracy"]
+
+
+def test_best_is_the_registered_versions_own_once_its_sweep_is_over(tmp_path: Path) -> None:
+    """A tester edited a data file (a second sweep registered v2 at 0.6750 on it), put the file
+    back (`best` moved back to v1, 0.6333): status showed 0.6750 beside `v1 @best`, the newest
+    sweep's figure, from a model trained on other data. Once the sweep is over, BEST is the
+    `best` version's own; while one runs, its best so far."""
+    (tmp_path / "t.tsv").write_text("sentence\tlabel\nx y\t0\nz w\t1\n")
+    spec = '{train: t.tsv, dev: t.tsv, text_fields: [sentence], label_names: ["0", "1"]}'
+    (tmp_path / "pipe.yaml").write_text(
+        f"name: statusdemo\nstorage: {tmp_path / 'store'}\ndata_root: .\ntasks:\n  a: {spec}\n"
+        "adapters: {reduction_factors: [16], learning_rates: [0.1], seeds: [0]}\n"
+    )
+    store = Store(load_config(tmp_path / "pipe.yaml"), tmp_path)
+    tags = {"metric": "accuracy", TAG_TRIAL_ID: "a-1"}
+    store.trial(store.sweep("a", "sweep-1"), "a", "a-1", "FINISHED", best_dev_accuracy=0.63333)
+    first = store.register("adapter", "a", tags={**tags, "metric_value": "0.6333"})
+    store.trial(store.sweep("a", "sweep-2"), "a", "a-1", "FINISHED", best_dev_accuracy=0.675)
+    store.register("adapter", "a", tags={**tags, "metric_value": "0.675"})
+    name = adapter_model_name("statusdemo", "a")
+    set_alias(store.uri, name, "best", first)  # the files put back: the sweep reused v1
+
+    def best() -> tuple[float | None, int | None]:
+        (row,) = pipeline_status(store.config, store.uri).tasks
+        return row.best, row.adapter_version
+
+    assert best() == (pytest.approx(0.6333), 1)  # it was 0.6750
+    store.trial(store.sweep("a", "sweep-3"), "a", "a-1", "RUNNING", dev_accuracy=0.55)
+    assert best() == (pytest.approx(0.55), 1)  # a sweep that runs: its best so far
 
 
 def test_status_not_started_and_missing_store(tmp_path: Path) -> None:

@@ -304,7 +304,7 @@ def _task_status(
     scored = [(s, r) for s, r in scored if s is not None]
     sign = 1.0 if higher_is_better(metric) else -1.0
     best = max(scored, key=lambda sr: sign * sr[0], default=None)
-    return TaskStatus(
+    status = TaskStatus(
         task=task,
         metric=metric,
         total=plan.task_trials.get(task, plan.trials_per_task) if task in plan.tasks else 0,
@@ -317,6 +317,19 @@ def _task_status(
         adapter_version=model.version if model else None,
         adapter_aliases=model.aliases if model else (),
     )
+    return _registered_best(status, model)
+
+
+def _registered_best(status: TaskStatus, model: ModelVersionInfo | None) -> TaskStatus:
+    """Once the newest sweep is over, BEST is the `best` version's own score: a sweep on other
+    data (files edited, then put back: `best` moved back to the version of the sweep before)
+    is not the one `best` came from, and its figure beside `v1 @best` was another model's."""
+    if model is None or not status.registered or status.running or status.pending:
+        return status
+    value = number_from_tag(model.tags.get("metric_value"))
+    if value is None or model.tags.get("metric") != status.metric:
+        return status
+    return replace(status, best=value, best_trial=model.tags.get("adapterfleet.trial_id"))
 
 
 def _score(run: RunRecord, metric: str) -> float | None:

@@ -20,7 +20,9 @@ class LabelMap:
 
     A column is read one way: one whose values mix names and indices where the two readings
     disagree (label_names [1, 2, 3] over a file of 0, 1, 2: is 1 the first label or the
-    second?) is refused, not mapped half by name and half by index."""
+    second?) is refused, not mapped half by name and half by index; so is one that mixes text
+    names with integers (neg, pos and a stray 1), which read as indices would become labels
+    without a word. A column of integers alone is index-coded (GLUE's 0/1 with names)."""
 
     def __init__(self, spec: TaskSpec) -> None:
         self.spec = spec
@@ -29,8 +31,14 @@ class LabelMap:
             if name.lower() in ("true", "false"):
                 self.by_name.setdefault(name.lower(), i)
 
-    def check_column(self, values: Iterable[Any], split: str, source: str) -> None:
-        texts = {_label_text(v) for v in values if not is_blank(v)}
+    def check_column(self, cells: Iterable[tuple[int, Any]], split: str, source: str) -> None:
+        """Refuse a column of (record number, label cell) that mixes two readings."""
+        records: dict[str, list[int]] = {}  # what is not text is refused by `index`
+        for number, value in cells:
+            text = _label_text(value)
+            if isinstance(text, str) and not is_blank(value):
+                records.setdefault(text, []).append(number)
+        texts = set(records)
         as_index = sorted(
             int(t)
             for t in texts
@@ -52,6 +60,32 @@ class LabelMap:
                 f"{[str(i) for i in range(len(names))]}"
             )
             raise TaskError(self.spec.name, f"{split} {self.spec.label_field!r}", problem, fix)
+        self._refuse_names_with_integers(records, split, source)
+
+    def _refuse_names_with_integers(
+        self, records: dict[str, list[int]], split: str, source: str
+    ) -> None:
+        """Text names beside bare integers (neg, pos and a stray 1): refused with both kinds
+        and the integers' first records, not read half by name and half by index."""
+        named = sorted(t for t in records if t in self.by_name and not _INT.match(t))
+        integers = sorted(
+            (t for t in records if t not in self.by_name and _is_index(t, self.spec)), key=int
+        )  # one past the labels is refused as unknown, with the rest
+        if not (named and integers):
+            return
+        numbers = sorted(n for t in integers for n in records[t])
+        shown = ", ".join(map(str, numbers[:3])) + (", ..." if len(numbers) > 3 else "")
+        example = integers[0]
+        problem = (
+            f"{source} mixes label names ({', '.join(_few(named))}) with integers "
+            f"({', '.join(_few(integers))}; {len(numbers)} records: {shown}) (read as an index, "
+            f"{example} would be {self.spec.label_names[int(example)]!r})"
+        )
+        fix = (
+            f"write those records' labels as names of label_names {list(self.spec.label_names)}, "
+            "or every label as its index"
+        )
+        raise TaskError(self.spec.name, f"{split} {self.spec.label_field!r}", problem, fix)
 
     def index(self, value: Any, split: str, number: int, source: str) -> int:
         text = _label_text(value)
@@ -79,6 +113,10 @@ def _label_text(value: Any) -> Any:
     if isinstance(value, int):
         return str(value)
     return value.strip() if isinstance(value, str) else value
+
+
+def _few(texts: list[str], count: int = 5) -> list[str]:
+    return texts[:count] + (["..."] if len(texts) > count else [])
 
 
 def _is_index(text: str, spec: TaskSpec) -> bool:

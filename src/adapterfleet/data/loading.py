@@ -189,7 +189,8 @@ def _normalise(
         labels: NumberLabel | LabelMap = NumberLabel(spec)
     else:
         labels = LabelMap(spec)
-        labels.check_column((r.get(spec.label_field) for r in raw.rows), split, raw.source)
+        cells = enumerate((r.get(spec.label_field) for r in raw.rows), start=first)
+        labels.check_column(cells, split, raw.source)
     keys = [f"column {name!r} (text_fields)" for name in spec.text_fields]
     rows: list[tuple[Any, ...]] = []
     missing: list[int] = []

@@ -1,0 +1,49 @@
+"""How a classification label cell is read (`data/labels.py`): by name, else as an index, one
+reading per column, and the refusals that name the record and the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from adapterfleet.data import TaskError, TaskSpec, load_task, load_tasks_config
+
+
+def _senti(tmp_path: Path, write_config, labels: list[str], names: list[str]) -> TaskSpec:
+    """CSVs of `review,sentiment` whose sentiment cells are `labels`, as train and dev."""
+    lines = ["review,sentiment"] + [f"review {i},{label}" for i, label in enumerate(labels)]
+    (tmp_path / "train.csv").write_text("\n".join(lines) + "\n")
+    (tmp_path / "dev.csv").write_text("\n".join(lines) + "\n")
+    task = {"train": "train.csv", "dev": "dev.csv", "text_fields": ["review"]}
+    task |= {"label_field": "sentiment", "label_names": names}
+    return load_tasks_config(write_config({"senti": task}))["senti"]
+
+
+def _refusal(spec: TaskSpec) -> str:
+    with pytest.raises(TaskError) as info:
+        load_task(spec)
+    return str(info.value)
+
+
+def test_stray_integers_among_label_names_are_refused_with_their_records(
+    tmp_path: Path, write_config
+) -> None:
+    """A neg/pos column with three cells `1`, `1`, `0` loaded them as pos, pos, neg without a
+    word: only label_names that are integers were checked for a mix."""
+    labels = ["neg", "pos"] * 4 + ["1", "neg", "1", "0", "pos"]
+    message = _refusal(_senti(tmp_path, write_config, labels, ["neg", "pos"]))
+    assert message == (
+        f"task 'senti', train 'sentiment': {tmp_path / 'train.csv'} mixes label names (neg, pos) "
+        "with integers (0, 1; 3 records: 9, 11, 12) (read as an index, 0 would be 'neg'); "
+        "write those records' labels as names of label_names ['neg', 'pos'], or every label as "
+        "its index"
+    )
+
+
+def test_a_column_of_integers_alone_is_index_coded(tmp_path: Path, write_config) -> None:
+    """GLUE's 0/1 with names, and integer names read by name, stay accepted."""
+    task = load_task(_senti(tmp_path, write_config, ["0", "1", "1", "0"], ["neg", "pos"]))
+    assert task.train["label"] == [0, 1, 1, 0]
+    task = load_task(_senti(tmp_path, write_config, ["1", "2", "2"], ["1", "2"]))
+    assert task.train["label"] == [0, 1, 1]

@@ -47,3 +47,25 @@ def test_a_column_of_integers_alone_is_index_coded(tmp_path: Path, write_config)
     assert task.train["label"] == [0, 1, 1, 0]
     task = load_task(_senti(tmp_path, write_config, ["1", "2", "2"], ["1", "2"]))
     assert task.train["label"] == [0, 1, 1]
+
+
+def test_a_whole_number_written_as_a_float_reads_as_the_float_does(
+    tmp_path: Path, write_config
+) -> None:
+    """pandas writes a float column 0.0/1.0 to CSV: against label_names ["0", "1"] the CSV was
+    refused (`unknown label value '0.0'`) while the same data as Parquet (0.0 -> "0") loaded."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from_csv = load_task(_senti(tmp_path, write_config, ["0.0", "1.0", "1.00", "0.0"], ["0", "1"]))
+    table = pa.table({"review": [f"review {i}" for i in range(4)], "sentiment": [0.0, 1, 1, 0]})
+    pq.write_table(table, tmp_path / "train.parquet")
+    task = {"train": "train.parquet", "dev": "train.parquet", "text_fields": ["review"]}
+    task |= {"label_field": "sentiment", "label_names": ["0", "1"]}
+    from_parquet = load_task(load_tasks_config(write_config({"senti": task}))["senti"])
+    assert from_csv.train["label"] == from_parquet.train["label"] == [0, 1, 1, 0]
+    # a float that is no whole number, or one against text names, is still no label
+    message = _refusal(_senti(tmp_path, write_config, ["0.0", "0.5", "1.0"], ["0", "1"]))
+    assert "unknown label value '0.5' (record 2 of" in message
+    message = _refusal(_senti(tmp_path, write_config, ["1.0", "0.0"], ["neg", "pos"]))
+    assert "unknown label value '1.0' (record 1 of" in message

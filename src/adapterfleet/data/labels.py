@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from adapterfleet.data.tasks import TaskSpec
 
 _INT = re.compile(r"^[+-]?\d{1,18}$")  # more digits: no index, and `int` may refuse them
+_WHOLE_FLOAT = re.compile(r"^[+-]?\d{1,18}\.0+$")  # 1.0: pandas' CSV of a float column
 
 
 class LabelMap:
@@ -30,12 +31,21 @@ class LabelMap:
         for i, name in enumerate(spec.label_names):  # JSON's true/false find True/False
             if name.lower() in ("true", "false"):
                 self.by_name.setdefault(name.lower(), i)
+        self.integer_names = all(_INT.match(name) for name in spec.label_names)
+
+    def text(self, value: Any) -> Any:
+        """`_label_text`, and with integer label names a whole number written as a float
+        ("1.0", as pandas writes a float column to CSV) read as the float 1.0 is: as "1"."""
+        text = _label_text(value)
+        if self.integer_names and isinstance(text, str) and _WHOLE_FLOAT.match(text):
+            return str(int(text.partition(".")[0]))
+        return text
 
     def check_column(self, cells: Iterable[tuple[int, Any]], split: str, source: str) -> None:
         """Refuse a column of (record number, label cell) that mixes two readings."""
         records: dict[str, list[int]] = {}  # what is not text is refused by `index`
         for number, value in cells:
-            text = _label_text(value)
+            text = self.text(value)
             if isinstance(text, str) and not is_blank(value):
                 records.setdefault(text, []).append(number)
         texts = set(records)
@@ -88,7 +98,7 @@ class LabelMap:
         raise TaskError(self.spec.name, f"{split} {self.spec.label_field!r}", problem, fix)
 
     def index(self, value: Any, split: str, number: int, source: str) -> int:
-        text = _label_text(value)
+        text = self.text(value)
         if isinstance(text, str):
             if text in self.by_name:
                 return self.by_name[text]

@@ -69,3 +69,24 @@ def test_a_whole_number_written_as_a_float_reads_as_the_float_does(
     assert "unknown label value '0.5' (record 2 of" in message
     message = _refusal(_senti(tmp_path, write_config, ["1.0", "0.0"], ["neg", "pos"]))
     assert "unknown label value '1.0' (record 1 of" in message
+
+
+@pytest.mark.parametrize(
+    ("cell", "names", "like"),
+    [
+        (" NEG", ["neg", "pos"], "'neg'"),
+        ("Pos ", ["neg", "pos"], "'pos'"),
+        ("True", ["false", "true"], "'true'"),
+    ],
+)
+def test_a_label_in_other_case_or_spaces_says_to_clean_the_column(
+    tmp_path: Path, write_config, cell: str, names: list[str], like: str
+) -> None:
+    """' NEG' against ["neg", "pos"] (and pandas' True in a CSV against ["false", "true"]) said
+    `fix label_names`, where the data is what to fix; it is still refused, not matched."""
+    labels = [names[0], names[1], names[0], cell, names[1]]
+    message = _refusal(_senti(tmp_path, write_config, labels, names))
+    assert message.endswith(
+        f"unknown label value {cell!r} (record 4 of {tmp_path / 'train.csv'}); it is {like} "
+        "with other case or spaces; clean the column (label names match exactly)"
+    )

@@ -105,12 +105,24 @@ class LabelMap:
             if _is_index(text, self.spec):
                 return int(text)
         names = list(self.spec.label_names)
+        fix = f"label_names are {names} (or indices 0..{len(names) - 1}); fix label_names"
+        if isinstance(text, str) and (like := self._names_like(text)):
+            # ' NEG', pandas' True against "true": the data is what to fix, not label_names
+            fix = (
+                f"it is {' or '.join(map(repr, like))} with other case or spaces; clean the "
+                "column (label names match exactly)"
+            )
         raise TaskError(
             self.spec.name,
             f"{split} {self.spec.label_field!r}",
             f"unknown label value {value!r} (record {number} of {source})",
-            f"label_names are {names} (or indices 0..{len(names) - 1}); fix label_names",
+            fix,
         )
+
+    def _names_like(self, text: str) -> list[str]:
+        """The label names `text` equals but for case and surrounding spaces."""
+        folded = text.strip().casefold()
+        return [name for name in self.spec.label_names if name.strip().casefold() == folded]
 
 
 def _label_text(value: Any) -> Any:

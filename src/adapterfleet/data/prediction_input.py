@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from adapterfleet.console import plural
 from adapterfleet.data.choices import check_columns, holds, labels_of, record_texts
+from adapterfleet.data.compressed import refuse_compressed
 from adapterfleet.data.encodings import DEFAULT_ENCODING
 from adapterfleet.data.errors import TaskError
 from adapterfleet.data.quality import RowRef, cell_text, check_once, skip_places
@@ -130,6 +131,8 @@ def _spooled(task: str, path: Path, fmt: str | None) -> Iterator[Path]:
             else:
                 with path.open("rb") as stream:
                     shutil.copyfileobj(stream, out)
+        where = "standard input" if str(path) == "-" else str(path)
+        refuse_compressed(task, "input", copy, "", shown=where)
         yield copy
 
 
@@ -140,6 +143,7 @@ def _read_rows(
     task = spec.name
     if not path.is_file():
         raise TaskError(task, "input", f"file not found: {path}", "check the --input path")
+    refuse_compressed(task, "input", path, "pass the result as --input")  # before its suffix
     fmt = _input_format(task, path, fmt)
     source = _input_source(spec, path, fmt, header, columns)
     try:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from adapterfleet.data.blank import blank_file
+from adapterfleet.data.compressed import refuse_compressed
 from adapterfleet.data.encodings import reading_codec
 from adapterfleet.data.errors import TaskError
 from adapterfleet.data.sources import SplitSource
@@ -74,6 +75,8 @@ def read_file(task: str, split: str, source: SplitSource) -> RawSplit:
     path = source.path
     assert path is not None and source.format is not None
     _check_readable(task, split, path)
+    use = "pass the result as --input" if split == "input" else "point the config at the result"
+    refuse_compressed(task, f"{split}.path", path, use)
     encoding = reading_codec(source.encoding)
     if (blank := blank_file(path, encoding)) is not None:  # no header, no record: no columns
         raise TaskError(task, f"{split}.path", f"{path} is empty ({blank})", "give it its rows")

@@ -106,3 +106,18 @@ def test_a_compressed_predict_input_says_to_pass_the_result(
         "task 'senti', input: standard input is gzip-compressed; decompress it (gunzip -c FILE "
         "| adapterfleet predict ... --input -)"
     )
+
+
+def test_a_compressed_suffix_without_format_says_to_decompress(
+    tmp_path: Path, write_config
+) -> None:
+    """`train: train.csv.gz` said `no format known for '.gz'; set train.format to one of ...`,
+    and with a format set the file was then read as text."""
+    task = {**TASK, "train": "train.csv.gz", "dev": "dev.csv"}
+    with pytest.raises(TaskError) as info:
+        load_tasks_config(write_config({"senti": task}))
+    path = tmp_path / "train.csv.gz"
+    assert str(info.value).endswith(
+        f"train.format: no format known for '.gz' (train.csv.gz); decompress it (gunzip -k "
+        f"{path}) and point the config at the result"
+    )

@@ -49,6 +49,16 @@ def refuse_compressed(task: str, field: str, path: Path, use: str, shown: str = 
     raise TaskError(task, field, problem, f"decompress it ({command})" + (use and f" and {use}"))
 
 
+def decompress_fix(path: Path) -> str | None:
+    """By its name alone (a config read before any file): the fix for a compressed suffix."""
+    kind = next((k for k in _KINDS if path.suffix.lower() == k.suffix), None)
+    if kind is None:
+        return None
+    return (
+        f"decompress it ({kind.keep} {shlex.quote(str(path))}) and point the config at the result"
+    )
+
+
 def _compression(path: Path) -> _Kind | None:
     """The compression `path` starts with; None for any other file and one that cannot be
     read (its reader says why)."""

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from adapterfleet.data.choices import LAYOUT_EXAMPLE, ChoiceLayout
+from adapterfleet.data.compressed import decompress_fix
 from adapterfleet.data.encodings import parse_encoding
 from adapterfleet.data.errors import TaskError
 from adapterfleet.data.numbers import parse_fraction
@@ -323,7 +324,7 @@ class _Parser:
         path = self.path(raw["path"])
         fmt = raw.get("format") or EXTENSIONS.get(path.suffix.lower())
         if fmt not in FORMATS:
-            fix = f"set {key}.format to one of {', '.join(FORMATS)}"
+            fix = decompress_fix(path) or f"set {key}.format to one of {', '.join(FORMATS)}"
             problem = f"unknown format {fmt!r}" if fmt else f"no format known for {path.suffix!r}"
             raise self.fail(f"{key}.format", f"{problem} ({path.name})", fix)
         header = raw.get("header", True)

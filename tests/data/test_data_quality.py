@@ -245,3 +245,32 @@ def test_a_regression_task_with_one_value_is_refused(tmp_path: Path, write_confi
     with pytest.raises(TaskError, match=r"train 'score': all 4 training rows have the label "
                                         r"value 2.5"):  # fmt: skip
         load_task(load_tasks_config(write_config(tasks))["t"])
+
+
+# ------------------------------------------------------------------ dev rows copied from train
+def test_dev_rows_copied_from_train_are_said_with_count_share_and_records(
+    tmp_path: Path, write_config, caplog
+) -> None:
+    """Only dev given as the train file was said; train rows copied into a dev file of its own
+    were scored as unseen data without a word. A row of the same text under another label, or
+    a dev without copies, says nothing."""
+    train = _records(20)
+    dev = [{"text": f"dev {i}", "label": ["no", "yes"][i % 2]} for i in range(12)]
+    dev[2], dev[5] = dict(train[3]), dict(train[10])
+    dev[6] = {"text": "row 7", "label": "no"}  # train's 'row 7' is 'yes': not a copy
+    dev.insert(1, {"text": "", "label": "no"})  # skipped: the records after it count on
+    _jsonl(tmp_path / "train.jsonl", train)
+    _jsonl(tmp_path / "dev.jsonl", dev)
+    with caplog.at_level("WARNING", logger="adapterfleet.data.loading"):
+        _load(write_config, {"train": "train.jsonl", "dev": "dev.jsonl"})
+    said = [r.getMessage() for r in caplog.records if "also in train" in r.getMessage()]
+    assert said == [
+        "task 't': 2 of 12 dev rows (16.7%) are also in train, the same texts and label (dev "
+        "records 4 and 7): the dev metric scores them as seen data; drop them from dev for a "
+        "score of unseen rows"
+    ]
+    caplog.clear()
+    _jsonl(tmp_path / "dev.jsonl", [r for i, r in enumerate(dev) if i not in (3, 6)])
+    with caplog.at_level("WARNING", logger="adapterfleet.data.loading"):
+        _load(write_config, {"train": "train.jsonl", "dev": "dev.jsonl"})
+    assert not [r for r in caplog.records if "also in train" in r.getMessage()]

@@ -79,10 +79,11 @@ def load_task(spec: TaskSpec) -> TaskData:
     if spec.demo_seed is not None:
         ensure_demo_files(spec)
     skipped: dict[str, int] = {}
-    train = _rows(spec, "train", spec.train, skipped)
+    train, _ = _rows(spec, "train", spec.train, skipped)
     if spec.dev is not None:
-        dev = _rows(spec, "dev", spec.dev, skipped)
-        _warn_if_dev_is_train(spec, spec.train, spec.dev)
+        dev, numbers = _rows(spec, "dev", spec.dev, skipped)
+        if not _warn_if_dev_is_train(spec, spec.train, spec.dev):
+            _warn_dev_rows_in_train(spec, train, dev, numbers)
     else:
         _nonempty(spec, "train", train, skipped)
         train, dev = _hold_out(spec, train)
@@ -126,11 +127,12 @@ def _warn_unseen_labels(spec: TaskSpec, train: list, dev: list) -> None:
         )
 
 
-def _warn_if_dev_is_train(spec: TaskSpec, train: SplitSource, dev: SplitSource) -> None:
+def _warn_if_dev_is_train(spec: TaskSpec, train: SplitSource, dev: SplitSource) -> bool:
     """Said, not refused (a smoke test may read one small file twice): dev rows that are the
-    train rows make the dev metric, which picks the best epoch and adapter, a training score."""
+    train rows make the dev metric, which picks the best epoch and adapter, a training score.
+    Whether it was said."""
     if train.rows is not None or dev.rows is not None:
-        return  # slices of one file are checked apart when the config is read
+        return False  # slices of one file are checked apart when the config is read
     same_file = train.path is not None and dev.path is not None
     same_file = same_file and Path(train.path).resolve() == Path(dev.path).resolve()
     if same_file or (train.split is not None and train.split == dev.split):
@@ -140,11 +142,34 @@ def _warn_if_dev_is_train(spec: TaskSpec, train: SplitSource, dev: SplitSource) 
             spec.name,
             train.path or f"split {train.split}",
         )
+        return True
+    return False
+
+
+def _warn_dev_rows_in_train(spec: TaskSpec, train: list, dev: list, numbers: list[int]) -> None:
+    """Said, not refused (GLUE's own dev sets share a few rows with train): dev rows copied
+    from train (the same texts and label) are scored as seen data. One pass over each split."""
+    seen = set(train)
+    copied = [number for row, number in zip(dev, numbers, strict=True) if row in seen]
+    if copied:
+        records = " and ".join(map(str, copied[:2]))
+        logger.warning(
+            "task %r: %d of %d dev rows (%.1f%%) are also in train, the same texts and label "
+            "(dev records %s%s): the dev metric scores them as seen data; drop them from dev for "
+            "a score of unseen rows",
+            spec.name,
+            len(copied),
+            len(dev),
+            100 * len(copied) / len(dev),
+            records,
+            ", ..." if len(copied) > 2 else "",
+        )
 
 
 def _rows(
     spec: TaskSpec, split: str, source: SplitSource, skipped: dict[str, int]
-) -> list[tuple[Any, ...]]:
+) -> tuple[list[tuple[Any, ...]], list[int]]:
+    """The split's rows, and the record number of each."""
     if spec.hub is not None:
         raw = _read_hub(spec, split, source)
     else:
@@ -165,7 +190,9 @@ def _rows(
             raw.source,
             skip_places(raw, missing),
         )
-    return rows
+    dropped = set(missing)
+    numbers = [n for n in range(first, first + len(raw.rows)) if n not in dropped]
+    return rows, numbers
 
 
 def _normalise(

@@ -28,6 +28,7 @@ from typing import Any
 
 from adapterfleet.config import PipelineConfig
 from adapterfleet.console import Level, Say, plural
+from adapterfleet.data import TaskData
 from adapterfleet.errors import cause_text
 from adapterfleet.masking import masked_settings
 from adapterfleet.orchestration.baselines import (
@@ -253,7 +254,9 @@ def _run_pipeline(
     if resume:  # nothing to resume is refused before anything is written
         check_store(uri, say=say)
         check_resumable(config, uri)
-    experiment_id = _validate_and_start(config, uri, ray_address, num_cpus, overrides, relay)
+    experiment_id, loaded = _validate_and_start(
+        config, uri, ray_address, num_cpus, overrides, relay
+    )
     with heartbeat(uri, experiment_id, say, sweep=True):  # `status` tells a killed driver
         summary = PipelineSummary(config.name, uri)
         early = _early_target(config)
@@ -277,7 +280,7 @@ def _run_pipeline(
         try:
             summary.adapters = run_adapter_stage(
                 config, resume=resume, ray_address=ray_address, num_cpus=num_cpus, progress=say,
-                level=relay.level, note=lambda: fusion_note(gates),
+                level=relay.level, note=lambda: fusion_note(gates), loaded=loaded,
             )  # fmt: skip
         except BaseException as error:
             for gate in gates:
@@ -303,15 +306,16 @@ def _validate_and_start(
     num_cpus: int | None,
     overrides: Sequence[str],
     relay: WorkerRelay,
-) -> str:
+) -> tuple[str, dict[str, TaskData]]:
     """Validate the whole config (a local Ray's node included, before it starts), start (or
     join) Ray and check that its nodes can hold a trial; only then create the experiment, so a
-    refusal writes nothing. The experiment id."""
+    refusal writes nothing. The experiment id, and the tasks validation loaded (the sweep
+    tokenises them without reading them again, which said each data warning twice)."""
     shown, tasks = safe_uri(uri), plural(len(config.tasks), "task")
     relay.say(f"pipeline {config.name}: validating ({tasks}, tracking {shown})")
     address = ray_address or os.environ.get("RAY_ADDRESS")
     local = address in (None, "local") and not ray_initialized()
-    validate_pipeline(
+    loaded = validate_pipeline(
         config,
         check_tracking=lambda u: check_store(u, say=relay.say),
         tracking_uri=uri,
@@ -325,7 +329,7 @@ def _validate_and_start(
     import ray  # started just above; importing it earlier would slow every command
 
     check_resources(config, [n["Resources"] for n in ray.nodes() if n.get("Alive")])
-    return ensure_experiment(uri, config.name, tags=experiment_tags(config, overrides))
+    return ensure_experiment(uri, config.name, tags=experiment_tags(config, overrides)), loaded
 
 
 def _join_fusions(gates: Sequence[FusionGate], summary: PipelineSummary) -> None:

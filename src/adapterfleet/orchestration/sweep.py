@@ -15,11 +15,12 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import ExitStack
 
 from adapterfleet.config import ConfigError, PipelineConfig
 from adapterfleet.console import Level, Say
+from adapterfleet.data import TaskData
 from adapterfleet.orchestration.relay import console, ray_log_level
 from adapterfleet.registry import (
     MlflowRunLogger,
@@ -216,6 +217,7 @@ def run_adapter_stage(
     progress: Say = print,
     level: Level = Level.DEFAULT,
     note: Callable[[], str] | None = None,
+    loaded: Mapping[str, TaskData] | None = None,
 ) -> dict[str, ModelVersionInfo]:
     """Sweep, pick and register the adapter of every task; the `@best` version per task.
 
@@ -225,7 +227,7 @@ def run_adapter_stage(
     Ray (with `num_cpus`), "auto" or host:port joins a cluster. Raises `SweepError` when trials
     failed for good (its `.registered` holds the tasks that did get registered).
     `level`: how much it prints besides `progress` (`relay.console`); `note`: appended to the
-    trial counts of each epoch line.
+    trial counts of each epoch line; `loaded`: the tasks validation loaded, not read again.
     """
     from adapterfleet.tuning.sweep import DEFAULT_MAX_FAILURES, run_sweep  # imports ray
 
@@ -252,6 +254,7 @@ def run_adapter_stage(
                 max_failures=DEFAULT_MAX_FAILURES if max_failures is None else max_failures,
                 verbose=1 if level >= Level.VERBOSE else 0,
                 note=note,
+                loaded=loaded,
             )
         except BaseException as error:
             status = "KILLED" if isinstance(error, KeyboardInterrupt) else "FAILED"

@@ -20,7 +20,7 @@ import ray.tune
 from adapterfleet.adapters import load_tokenizer
 from adapterfleet.config import PipelineConfig
 from adapterfleet.console import Say, plural
-from adapterfleet.data import TokenizedTask, load_task, tokenize_task
+from adapterfleet.data import TaskData, TokenizedTask, load_task, tokenize_task
 from adapterfleet.data.baseline import Majority, dev_majority
 from adapterfleet.registry import MlflowRunLogger, ModelVersionInfo
 from adapterfleet.tuning.plan import SweepPlan, set_aside, write_meta
@@ -93,16 +93,17 @@ def task_plans(plan: SweepPlan, sweep_runs: Mapping[str, MlflowRunLogger]) -> di
 
 
 def prepare_data(
-    ctx: SweepContext, tasks: tuple[str, ...], progress: Say
+    ctx: SweepContext, tasks: tuple[str, ...], progress: Say, loaded: Mapping[str, TaskData]
 ) -> dict[str, Majority | None]:
     """Tokenise every task once into the shared cache the trials read; returns each task's
-    dev majority class (None for regression), which its registration line is held against."""
+    dev majority class (None for regression), which its registration line is held against.
+    A task in `loaded` (validation's) is not read again: each read says its data warnings
+    (skipped rows, ...)."""
     tokenizer = load_tokenizer(ctx.config.base_model)
     majorities = {}
     for task in tasks:
-        tokenized = tokenize_task(
-            load_task(ctx.config.tasks[task]), tokenizer, ctx.config.max_length, ctx.tokens_dir
-        )
+        data = loaded.get(task) or load_task(ctx.config.tasks[task])
+        tokenized = tokenize_task(data, tokenizer, ctx.config.max_length, ctx.tokens_dir)
         state = "cached" if tokenized.from_cache else "tokenised"
         progress(
             f"task {task}: {len(tokenized.train)} train / {len(tokenized.dev)} dev, {state}"
@@ -223,10 +224,12 @@ def run_sweep(
     max_failures: int = DEFAULT_MAX_FAILURES,
     verbose: int = 0,
     note: Note | None = None,
+    loaded: Mapping[str, TaskData] | None = None,
 ) -> dict[str, ModelVersionInfo]:
     """Run (or resume) the sweep of `plan.pending`; return the registered version per task.
     `verbose`: Tune's verbosity (0: Tune prints nothing, every line is ours); `note`: what the
-    caller adds to the trial counts of each epoch line.
+    caller adds to the trial counts of each epoch line; `loaded`: tasks the caller loaded
+    already (validation), not read again.
 
     Raises `SweepError` (with `.registered`) when a task's trials failed for good."""
     if not plan.pending:
@@ -243,7 +246,7 @@ def run_sweep(
         {task: run.run_id for task, run in sweep_runs.items()},
         cpu=resources.cpu,
     )
-    majorities = prepare_data(ctx, plan.pending, progress)
+    majorities = prepare_data(ctx, plan.pending, progress, loaded or {})
     tasks = task_plans(plan, sweep_runs)
     registrar = Registrar(
         plan.tracking_uri, plan.config, plan.sweep_name,

@@ -119,3 +119,30 @@ def test_an_id_field_not_in_the_input_lists_the_columns_there(spec, tmp_path) ->
         "give one of them"
     )
     assert read_input(spec, path).ids == ["1"]
+
+
+def test_a_quoted_tsv_input_is_read_with_predict_quotes(tmp_path, caplog) -> None:
+    """A TSV input with quoted line breaks, for a task whose train file is a CSV: the warning
+    said to set the task's train.quotes, which reads only inputs of train's own format, and
+    the malformed-rows error gave no quote hint. `--quotes` (quotes=True) reads it."""
+    spec = TaskSpec.from_mapping("rte", {**TASK, "train": "t.csv", "dev": "d.csv"}, tmp_path)
+    path = tmp_path / "in.tsv"
+    path.write_text('s1\ts2\n"A\ncat."\tAn animal.\nA dog.\t"A ""fish""."\n')
+    with (
+        caplog.at_level("WARNING", logger="adapterfleet.data.readers"),
+        pytest.raises(TaskError) as caught,
+    ):
+        read_input(spec, path)
+    assert str(caught.value).endswith(
+        "(one prediction is written per input row), or pass --quotes: line 2 looks written "
+        "with quotes"
+    )
+    (said,) = [r.getMessage() for r in caplog.records if "read without quotes" in r.getMessage()]
+    assert said.endswith(
+        "pass predict --quotes if a program (pandas, Excel, csv.writer) wrote the file"
+    )
+    read = read_input(spec, path, quotes=True)
+    assert read.texts == [("A\ncat.", "An animal."), ("A dog.", 'A "fish".')]
+    with pytest.raises(TaskError, match=r"--quotes: only for tsv/csv files, not jsonl"):
+        (tmp_path / "in.jsonl").write_text('{"s1": "a", "s2": "b"}\n')
+        read_input(spec, tmp_path / "in.jsonl", quotes=True)

@@ -18,12 +18,15 @@ from adapterfleet.cli.ending import exit_promptly
 from adapterfleet.cli.help_text import plain_flags
 from adapterfleet.cli.options import (
     BudgetOpt,
+    ColumnsOpt,
     ConfigArg,
     ConfigOpt,
     EpochsOpt,
+    IdFieldOpt,
     LrOpt,
     MaybeConfigOpt,
     QuietOpt,
+    QuotesOpt,
     SeedOpt,
     SetOpt,
     VerboseOpt,
@@ -209,13 +212,9 @@ def predict(
         str | None, typer.Option("--format", help="Input format when its suffix does not say.")
     ] = None,
     header: Annotated[bool, typer.Option(help="Whether a tsv/csv input has a header.")] = True,
-    columns: Annotated[
-        list[str] | None,
-        typer.Option("--columns", metavar="NAME", help="Columns of a headerless tsv/csv (repeat)."),
-    ] = None,
-    id_field: Annotated[
-        str | None, typer.Option(help="Input column copied as `id` (default: id/idx/index/guid).")
-    ] = None,
+    columns: ColumnsOpt = None,
+    quotes: QuotesOpt = None,
+    id_field: IdFieldOpt = None,
     batch_size: Annotated[int | None, typer.Option(help="Rows per batch.")] = None,
     use_ray: Annotated[bool, typer.Option("--ray", help="Run on Ray Data.")] = False,
     workers: Annotated[
@@ -244,6 +243,7 @@ def predict(
         input_format=input_format,
         header=header,
         columns=columns,
+        quotes=quotes,
         id_field=id_field,
         batch_size=batch_size,
         use_ray=use_ray,

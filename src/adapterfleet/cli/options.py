@@ -38,6 +38,23 @@ BudgetOpt = Annotated[
     str | None,
     typer.Option(help="A budget from the config's budgets: section (= --set budget=NAME)."),
 ]
+# How predict reads its --input, beside --format and --header.
+ColumnsOpt = Annotated[
+    list[str] | None,
+    typer.Option("--columns", metavar="NAME", help="Columns of a headerless tsv/csv (repeat)."),
+]
+IdFieldOpt = Annotated[
+    str | None, typer.Option(help="Input column copied as `id` (default: id/idx/index/guid).")
+]
+QuotesOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--quotes/--no-quotes",
+        help='Whether a tsv/csv input\'s fields may be quoted ("...", as pandas writes them); '
+        "default: as the task's file of that format, else a csv's are and a tsv's are not.",
+        show_default=False,
+    ),
+]
 # The training settings a single run may change from the command line (train, fuse).
 LrOpt = Annotated[float | None, typer.Option(help="Learning rate.")]
 EpochsOpt = Annotated[int | None, typer.Option(help="Maximum epochs.")]

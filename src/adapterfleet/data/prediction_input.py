@@ -65,11 +65,14 @@ def read_input(
     header: bool = True,
     columns: Sequence[str] | None = None,
     id_field: str | None = None,
+    quotes: bool | None = None,
 ) -> PredictionInput:
     """Read the rows of `path` (tsv, csv, jsonl, json, parquet). Columns are renamed as the
     task's splits declare; every row needs every text field; a label column is not needed.
 
     `header=False` takes column names from `columns`, else from the task's declaration.
+    `quotes` (`--quotes`): whether a tsv/csv's fields may be quoted; None: as the task's own
+    file of that format says (`quotes:`), else the format's default.
     `id_field` defaults to the first of id, idx, index, guid found in the file. `-` (or a
     pipe, `/dev/stdin`) is standard input, read whole first; it needs `fmt`."""
     task = spec.name
@@ -77,10 +80,11 @@ def read_input(
     if _is_stream(path):
         with _spooled(spec.name, path, fmt) as copy:
             data = read_input(
-                spec, copy, fmt=fmt, header=header, columns=columns, id_field=id_field
-            )
+                spec, copy, fmt=fmt, header=header, columns=columns, id_field=id_field,
+                quotes=quotes,
+            )  # fmt: skip
         return replace(data, source="standard input" if str(path) == "-" else str(path))
-    raw = _read_rows(spec, path, fmt, header, columns)
+    raw = _read_rows(spec, path, fmt, header, columns, quotes)
     renames = {old: new for s in (spec.train, spec.dev) if s for old, new in s.rename.items()}
     rows = [{renames.get(k, k): v for k, v in row.items()} for row in raw.rows]
     present = [renames.get(c, c) for c in raw.columns]
@@ -137,7 +141,12 @@ def _spooled(task: str, path: Path, fmt: str | None) -> Iterator[Path]:
 
 
 def _read_rows(
-    spec: TaskSpec, path: Path, fmt: str | None, header: bool, columns: Sequence[str] | None
+    spec: TaskSpec,
+    path: Path,
+    fmt: str | None,
+    header: bool,
+    columns: Sequence[str] | None,
+    quotes: bool | None,
 ) -> RawSplit:
     """The raw rows of `path`, refused when it is missing, unreadable, not UTF-8 or malformed."""
     task = spec.name
@@ -145,7 +154,7 @@ def _read_rows(
         raise TaskError(task, "input", f"file not found: {path}", "check the --input path")
     refuse_compressed(task, "input", path, "pass the result as --input")  # before its suffix
     fmt = _input_format(task, path, fmt)
-    source = _input_source(spec, path, fmt, header, columns)
+    source = _input_source(spec, path, fmt, header, columns, quotes)
     try:
         raw = read_file(task, "input", source)
     except OSError as error:
@@ -156,12 +165,11 @@ def _read_rows(
         problem = f"{path} is not text in {DEFAULT_ENCODING}"
         raise TaskError(task, "input", problem, "save it as UTF-8") from None
     if raw.skipped:
-        raise TaskError(
-            task,
-            "input",
-            f"{plural(raw.skipped, 'malformed row')} in {path} ({skip_places(raw, [])})",
-            "fix or remove them (one prediction is written per input row)",
-        )
+        fix = "fix or remove them (one prediction is written per input row)"
+        if raw.looks_quoted is not None:  # a row broken by a quoted line break, read unquoted
+            fix += f", or pass --quotes: line {raw.looks_quoted} looks written with quotes"
+        problem = f"{plural(raw.skipped, 'malformed row')} in {path} ({skip_places(raw, [])})"
+        raise TaskError(task, "input", problem, fix)
     return raw
 
 
@@ -183,10 +191,16 @@ def _input_format(task: str, path: Path, fmt: str | None) -> str:
 
 
 def _input_source(
-    spec: TaskSpec, path: Path, fmt: str, header: bool, columns: Sequence[str] | None
+    spec: TaskSpec,
+    path: Path,
+    fmt: str,
+    header: bool,
+    columns: Sequence[str] | None,
+    quotes: bool | None,
 ) -> SplitSource:
-    if columns and fmt not in ("tsv", "csv"):
-        raise TaskError(spec.name, "--columns", f"only for tsv/csv files, not {fmt}")
+    for option, value in (("--columns", columns), ("--quotes", quotes)):
+        if value not in (None, []) and fmt not in ("tsv", "csv"):
+            raise TaskError(spec.name, option, f"only for tsv/csv files, not {fmt}")
     if columns and header:
         raise TaskError(
             spec.name,
@@ -202,8 +216,11 @@ def _input_source(
                 spec.name, "--columns", "a file without header needs its column names", "name them"
             )
     named = tuple(columns) if columns and not header else None
-    sources = [s for s in (spec.train, spec.dev) if s and s.format == fmt and s.quotes is not None]
-    quotes = sources[0].quotes if sources else None  # read as the task's own files are
+    if quotes is None:  # read as the task's own files of that format are
+        given = [
+            s for s in (spec.train, spec.dev) if s and s.format == fmt and s.quotes is not None
+        ]
+        quotes = given[0].quotes if given else None
     return SplitSource(path, fmt, header, named, DEFAULT_ENCODING, quotes=quotes)
 
 

@@ -105,18 +105,18 @@ def read_file(task: str, split: str, source: SplitSource) -> RawSplit:
 def _warn_quoted(task: str, split: str, source: SplitSource, line: int) -> None:
     """Said, not refused: a bare quote is text in GLUE's TSV files, so a field that looks
     quoted may be either; the fix is one key."""
-    where = "the task's train.quotes (predict reads its input as the task's files)"
+    fix = "pass predict --quotes" if split == "input" else f"set {split}.quotes: true"
     logger.warning(
         "task %r, %s: %s is read without quotes (a %s's default), but line %d looks written with "
         'them ("..." around a field, "" for a quote in it): its quotes would stay in the text, '
-        "and a row holding a line break would be lost; set %s: true if a program (pandas, "
-        "Excel, csv.writer) wrote the file",
+        "and a row holding a line break would be lost; %s if a program (pandas, Excel, "
+        "csv.writer) wrote the file",
         task,
         split,
         source.path,
         source.format,
         line,
-        where if split == "input" else f"{split}.quotes",
+        fix,
     )
 
 

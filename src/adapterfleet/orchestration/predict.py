@@ -232,6 +232,7 @@ def predict_file(
     input_format: str | None = None,
     header: bool = True,
     columns: Sequence[str] | None = None,
+    quotes: bool | None = None,
     id_field: str | None = None,
     batch_size: int | None = None,
     use_ray: bool = False,
@@ -248,8 +249,9 @@ def predict_file(
     check_target(config, target, config_path)
     spec = config.tasks[target]
     data = read_input(
-        spec, input_path, fmt=input_format, header=header, columns=columns, id_field=id_field
-    )
+        spec, input_path, fmt=input_format, header=header, columns=columns, id_field=id_field,
+        quotes=quotes,
+    )  # fmt: skip
     uri = config.tracking_uri
     info = find_version(config, target, uri, adapter=adapter, alias=alias, version=version)
     training = config.adapters.training_for(target) if adapter else config.fusion.training

@@ -164,18 +164,11 @@ def fuse(
     if not adapters or out is None:
         raise ConfigError("fuse: give --adapters DIR... and --out DIR, or --wait (registry)")
     training = fusion_training(cfg, target, progress=progress, **changes)
-    run_report(
-        fuse_task(
-            cfg,
-            target,
-            adapters,
-            out,
-            train_config=training,
-            base_model=base_model,
-            callbacks=[_epoch_log(training.max_epochs)],
-        ),
-        training,
+    log = _epoch_log(training.max_epochs)
+    fused = fuse_task(
+        cfg, target, adapters, out, train_config=training, base_model=base_model, callbacks=[log]
     )
+    run_report(fused, training)
 
 
 @app.command()

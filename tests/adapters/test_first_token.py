@@ -114,7 +114,7 @@ def test_the_fusion_weight_capture_sees_every_token_of_the_last_layer():
 
 
 @pytest.mark.parametrize(
-    ("family", "layers"), [("albert", 2), ("deberta-v2", 1), ("bert", 1), ("llama", 2)]
+    ("family", "layers"), [("albert", 2), ("deberta-v2", 1), ("bert", 1), ("modernbert", 2)]
 )
 def test_a_shared_single_or_pre_norm_last_layer_runs_whole(family, layers):
     """ALBERT's one layer runs twelve times; a one-layer DeBERTa-v2 feeds its first layer's every

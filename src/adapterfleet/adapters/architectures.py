@@ -200,6 +200,23 @@ def default_pooling(model: nn.Module) -> str:
     return slot_map_for(model).pooling
 
 
+def is_decoder(model: nn.Module) -> bool:
+    """Whether `model` is a decoder: its family's (or declared layout's) heads pool the last
+    real token, as a causal model's earlier tokens see none after them."""
+    return slot_map_for(model).pooling == "last"
+
+
+def first_token_on_decoder(where: str, model_type: object) -> str:
+    """Why `cls` pooling is refused on a decoder (the config check and `add_head` both say it):
+    a causal model's first token attends to itself alone (a start token, the same in every
+    row), so the head would give every input one prediction."""
+    return (
+        f"{where}pooling: cls pools the first token, which in a decoder ({model_type}) sees no "
+        "other token, so every input would get one prediction; use last (the decoder's "
+        "default: leave pooling out) or mean"
+    )
+
+
 def default_head_dropout(model: nn.Module) -> float:
     """The dropout of a new head: the base model's classifier dropout, else its hidden dropout
     (what transformers' sequence-classification heads take), else the reference's 0.1. A base

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import functools
 import inspect
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import torch
 from torch import nn
 
+from adapterfleet.adapters.architectures import (
+    base_encoder,
+    default_pooling,
+    first_token_on_decoder,
+    is_decoder,
+)
 from adapterfleet.adapters.attention import register, use_packed_attention
 from adapterfleet.adapters.config import HEAD_DROPOUT, POOLINGS
 from adapterfleet.adapters.dropout import PackedDropout, pack_dropout
@@ -24,6 +30,9 @@ HEAD_TYPES = ("classification", "multiple_choice", "regression")
 class HeadConfig:
     """A two-layer tanh head, as in the reference implementation, on a pooled token: the first
     (`cls`), the mean of the real tokens (`mean`) or the last real token (`last`, for decoders).
+    `pooling` None (the default): what the base model's family pools (`default_pooling`: the
+    first token for encoders, the last real token for decoders), resolved by `add_head`, so a
+    head in a model (and its saved file) records the pooling it uses.
 
     A regression head has one output. With `value_range` [low, high] its last layer learns on
     that range mapped to [0, 1] and the head gives `low + (high - low) * output`: numbers in the
@@ -33,13 +42,13 @@ class HeadConfig:
     num_labels: int = 2
     label_names: list[str] = field(default_factory=list)
     dropout: float = HEAD_DROPOUT
-    pooling: str = "cls"
+    pooling: str | None = None  # None: the family's default, resolved by add_head
     value_range: list[float] | None = None  # regression only: [low, high] of the labels
 
     def __post_init__(self) -> None:
         if self.head_type not in HEAD_TYPES:
             raise ValueError(f"head_type {self.head_type!r} is unknown; use one of {HEAD_TYPES}")
-        if self.pooling not in POOLINGS:
+        if self.pooling is not None and self.pooling not in POOLINGS:
             raise ValueError(f"pooling {self.pooling!r} is unknown; use one of {POOLINGS}")
         if self.head_type == "classification" and self.num_labels < 2:
             raise ValueError(f"num_labels must be >= 2 for classification, got {self.num_labels}")
@@ -149,8 +158,12 @@ class AdapterModel(nn.Module):
         return self.encoder_model.config
 
     def add_head(self, name: str, config: HeadConfig) -> Head:
+        """Add head `name`; its pooling, when not given, is the base family's default. A head
+        pooling the first token (`cls`) of a decoder is refused: every input would get one
+        prediction."""
         if name in self.heads:
             raise ValueError(f"head {name!r} already exists in this model")
+        config = self._resolved(name, config)
         head = Head(int(self.config.hidden_size), config)
         ref = next(self.encoder_model.parameters())
         self.heads[name] = head.to(device=ref.device, dtype=trainable_dtype(ref)).train(
@@ -159,6 +172,14 @@ class AdapterModel(nn.Module):
         if self.active_head is None:
             self.active_head = name
         return head
+
+    def _resolved(self, name: str, config: HeadConfig) -> HeadConfig:
+        if config.pooling is None:
+            return replace(config, pooling=default_pooling(self))
+        if config.pooling == "cls" and is_decoder(self):
+            model_type = getattr(base_encoder(self).config, "model_type", None)
+            raise ValueError(first_token_on_decoder(f"head {name!r}, ", model_type))
+        return config
 
     def select_head(self, name: str) -> list[nn.Parameter]:
         """Make `name` the active head; returns its parameters."""

@@ -154,21 +154,16 @@ def check_model_limits(config: PipelineConfig, model_config: Any) -> None:
 
 
 def check_pooling(config: PipelineConfig, model_config: Any, tasks: Iterable[str]) -> None:
-    """No task pools the first token of a decoder: a causal model's first token attends to
-    itself alone (a start token, the same in every row), so the head would give every input
-    one prediction and train to the majority class without a word."""
-    from adapterfleet.adapters.architectures import DECODER_TYPES
+    """No task pools the first token of a decoder (`first_token_on_decoder` says why; the
+    library's `add_head` refuses it too), so no head trains to the majority class unseen."""
+    from adapterfleet.adapters.architectures import DECODER_TYPES, first_token_on_decoder
 
     declared = dict(config.base.layout) if config.base and config.base.layout else {}
     model_type = getattr(model_config, "model_type", None)
     decoder = declared.get("pooling") == "last" if declared else model_type in DECODER_TYPES
     for task in tasks:
         if decoder and config.tasks[task].pooling == "cls":
-            raise ConfigError(
-                f"task {task!r}, pooling: cls pools the first token, which in a decoder "
-                f"({model_type}) sees no other token, so every input would get one prediction; "
-                "use last (the decoder's default: leave pooling out) or mean"
-            )
+            raise ConfigError(first_token_on_decoder(f"task {task!r}, ", model_type))
 
 
 def check_base_layout(config: PipelineConfig, model_config: Any) -> None:

@@ -123,12 +123,26 @@ def add_adapter(model: nn.Module, name: str, config: AdapterConfig | None = None
 
 
 def delete_adapter(model: nn.Module, name: str) -> None:
+    """Remove adapter `name` from every layer. An adapter a fusion still mixes is refused
+    (delete the fusion first); a name the model does not hold is skipped without a word, as
+    AdapterHub's `delete_adapter` does."""
+    users = sorted({f for _, _, slot in _iter_slots(model) for f in _fusions_using(slot, name)})
+    if users:
+        raise ValueError(
+            f"adapter {name!r} is used by fusion {users[0]!r}; delete the fusion first "
+            f"(delete_fusion(model, {users[0]!r}))"
+        )
     for _, _, slot in _iter_slots(model):
         if name in slot.adapters:
             del slot.adapters[name]
             if slot.active_adapter == name:
                 slot.active_adapter = None
     adapter_configs(model).pop(name, None)
+
+
+def _fusions_using(slot: nn.Module, name: str) -> list[str]:
+    fusions = getattr(slot, "fusions", {})  # a MixSlot's fusion layers name what they mix
+    return [f for f, layer in fusions.items() if name in getattr(layer, "adapter_names", ())]
 
 
 def _iter_slots(model: nn.Module) -> Iterator[tuple[int, str, MixSlot | OutputSlot]]:

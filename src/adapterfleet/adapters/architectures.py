@@ -29,6 +29,8 @@ class SlotMap:
     the norm that receives the residual stream `r` before it (its input is what we read).
     `attention_adapter_input`, when set, names a module whose input the Houlsby attention adapter
     reads instead of `h` (ALBERT, as AdapterHub 1.3 computes it: the layer's input).
+    `positions_from_mask`: a decoder with absolute position embeddings (GPT-2), whose position
+    ids the model counts over the real tokens, so left and right padding read the same.
     """
 
     layers: str
@@ -40,6 +42,7 @@ class SlotMap:
     dropout_attr: str = "attention_probs_dropout_prob"
     pooling: str = "cls"
     attention_adapter_input: str = ""
+    positions_from_mask: bool = False
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any]) -> SlotMap:
@@ -129,6 +132,7 @@ SLOT_MAPS: dict[str, SlotMap] = {
         pre_norm=True,
         dropout_attr="attn_pdrop",
         pooling="last",
+        positions_from_mask=True,
     ),
     "llama": _LLAMA_LIKE,
     "mistral": _LLAMA_LIKE,

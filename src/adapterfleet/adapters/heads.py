@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-import inspect
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -20,6 +18,7 @@ from adapterfleet.adapters.attention import register, use_packed_attention
 from adapterfleet.adapters.config import HEAD_DROPOUT, POOLINGS
 from adapterfleet.adapters.dropout import PackedDropout, pack_dropout
 from adapterfleet.adapters.first_token import last_layer_at_first_token
+from adapterfleet.adapters.inputs import encoder_kwargs, unknown_arguments
 from adapterfleet.adapters.lean_backward import keep_less_for_backward
 from adapterfleet.adapters.model import trainable_dtype
 
@@ -124,16 +123,6 @@ def pool(hidden: torch.Tensor, mask: torch.Tensor | None, how: str) -> torch.Ten
     return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
 
 
-@functools.cache
-def _arguments(encoder_type: type) -> frozenset[str]:
-    """What the forward of an encoder class takes, read once per class (not at every call)."""
-    return frozenset(inspect.signature(encoder_type.forward).parameters)
-
-
-def _takes(encoder: nn.Module, argument: str) -> bool:
-    return argument in _arguments(type(encoder))
-
-
 class AdapterModel(nn.Module):
     """An encoder with named adapters, fusions and task heads; `forward` returns logits.
 
@@ -194,12 +183,22 @@ class AdapterModel(nn.Module):
         input_ids: torch.Tensor | dict[str, torch.Tensor],
         attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.Tensor | None = None,
-        **_: Any,
+        position_ids: torch.Tensor | None = None,
+        **unknown: Any,
     ) -> torch.Tensor:
+        """The active head's logits. Takes the inputs as keywords or one dict of them (a training
+        batch: its other keys, such as `labels`, are not read); any other keyword is refused
+        (`adapters/inputs.py`). `position_ids` go to the base; without them a decoder with
+        absolute positions (GPT-2) counts them from the mask, so either padding side works."""
+        if unknown:
+            raise TypeError(unknown_arguments(list(unknown)))
         if isinstance(input_ids, dict):
             batch = input_ids
             return self.forward(
-                batch["input_ids"], batch.get("attention_mask"), batch.get("token_type_ids")
+                batch["input_ids"],
+                batch.get("attention_mask"),
+                batch.get("token_type_ids"),
+                batch.get("position_ids"),
             )
         if self.active_head is None:
             raise RuntimeError(
@@ -209,13 +208,9 @@ class AdapterModel(nn.Module):
         choices = input_ids.shape[1] if input_ids.dim() == 3 else None
         flat = [
             t.flatten(0, 1) if t is not None and choices else t
-            for t in (input_ids, attention_mask, token_type_ids)
+            for t in (input_ids, attention_mask, token_type_ids, position_ids)
         ]
-        kwargs = {"input_ids": flat[0], "attention_mask": flat[1]}
-        if flat[2] is not None and _takes(self.encoder_model, "token_type_ids"):
-            kwargs["token_type_ids"] = flat[2]
-        if _takes(self.encoder_model, "use_cache"):  # a decoder builds a key/value cache unasked
-            kwargs["use_cache"] = False
+        kwargs = encoder_kwargs(self.encoder_model, *flat)
         with last_layer_at_first_token(self, head.config.pooling):
             hidden = self.encoder_model(**kwargs).last_hidden_state
         pooled = pool(hidden, flat[1], head.config.pooling)

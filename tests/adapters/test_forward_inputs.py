@@ -81,3 +81,12 @@ def test_gpt2_gives_the_same_logits_padded_left_or_right():
         assert torch.allclose(
             logits, model.heads["t"](pool(hidden, right["attention_mask"], "last")), atol=1e-6
         )
+
+
+def test_a_tokenizers_batch_encoding_is_taken_as_one_mapping():
+    from transformers import BatchEncoding
+
+    model = _model()
+    inputs = _inputs()
+    with torch.no_grad():
+        assert torch.equal(model(BatchEncoding(inputs)), model(**inputs))

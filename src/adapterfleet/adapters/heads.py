@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -180,19 +181,20 @@ class AdapterModel(nn.Module):
 
     def forward(
         self,
-        input_ids: torch.Tensor | dict[str, torch.Tensor],
+        input_ids: torch.Tensor | Mapping[str, torch.Tensor],
         attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.Tensor | None = None,
         position_ids: torch.Tensor | None = None,
         **unknown: Any,
     ) -> torch.Tensor:
-        """The active head's logits. Takes the inputs as keywords or one dict of them (a training
-        batch: its other keys, such as `labels`, are not read); any other keyword is refused
-        (`adapters/inputs.py`). `position_ids` go to the base; without them a decoder with
-        absolute positions (GPT-2) counts them from the mask, so either padding side works."""
+        """The active head's logits. Takes the inputs as keywords or one mapping of them (a
+        tokenizer's BatchEncoding; a training batch, whose other keys, such as `labels`, are
+        not read); any other keyword is refused (`adapters/inputs.py`). `position_ids` go to
+        the base; without them a decoder with absolute positions (GPT-2) counts them from the
+        mask, so either padding side works."""
         if unknown:
             raise TypeError(unknown_arguments(list(unknown)))
-        if isinstance(input_ids, dict):
+        if isinstance(input_ids, Mapping):
             batch = input_ids
             return self.forward(
                 batch["input_ids"],

@@ -90,3 +90,23 @@ def test_a_tokenizers_batch_encoding_is_taken_as_one_mapping():
     inputs = _inputs()
     with torch.no_grad():
         assert torch.equal(model(BatchEncoding(inputs)), model(**inputs))
+
+
+def test_a_classification_head_refuses_a_multiple_choice_batch():
+    inputs = {k: v.unsqueeze(1).expand(-1, 4, -1) for k, v in _inputs().items()}
+    with pytest.raises(
+        ValueError, match=r"classification head: .* \(batch, tokens\), got \(2, 4, 6\)"
+    ):
+        _model()(inputs)
+
+
+def test_a_multiple_choice_head_refuses_a_flat_batch():
+    model = AdapterModel(tiny_encoder("bert"))
+    model.add_head("mc", HeadConfig("multiple_choice", 4))
+    with pytest.raises(
+        ValueError,
+        match=r"'mc' is a multiple_choice head: .* \(batch, choices, tokens\), got \(2, 6\)",
+    ):
+        model(_inputs())
+    inputs = {k: v.unsqueeze(1).expand(-1, 4, -1) for k, v in _inputs().items()}
+    assert model(inputs).shape == (2, 4)

@@ -19,7 +19,7 @@ from adapterfleet.adapters.attention import register, use_packed_attention
 from adapterfleet.adapters.config import HEAD_DROPOUT, POOLINGS
 from adapterfleet.adapters.dropout import PackedDropout, pack_dropout
 from adapterfleet.adapters.first_token import last_layer_at_first_token
-from adapterfleet.adapters.inputs import encoder_kwargs, unknown_arguments
+from adapterfleet.adapters.inputs import choices_of, encoder_kwargs, unknown_arguments
 from adapterfleet.adapters.lean_backward import keep_less_for_backward
 from adapterfleet.adapters.model import trainable_dtype
 
@@ -207,7 +207,7 @@ class AdapterModel(nn.Module):
                 "the model has no head; add one with add_head(name, HeadConfig(...))"
             )
         head = self.heads[self.active_head]
-        choices = input_ids.shape[1] if input_ids.dim() == 3 else None
+        choices = choices_of(input_ids, self.active_head, head.config.head_type)
         flat = [
             t.flatten(0, 1) if t is not None and choices else t
             for t in (input_ids, attention_mask, token_type_ids, position_ids)

@@ -35,6 +35,20 @@ def unknown_arguments(unknown: list[str]) -> str:
     return text
 
 
+def choices_of(input_ids: torch.Tensor, head: str, head_type: str) -> int | None:
+    """The number of choices of a multiple-choice batch (batch, choices, tokens), None for the
+    (batch, tokens) batch of any other head; a batch of the other shape is refused, as its
+    logits would come out reshaped and wrong."""
+    choices = head_type == "multiple_choice"
+    expected = "(batch, choices, tokens)" if choices else "(batch, tokens)"
+    if input_ids.dim() != (3 if choices else 2):
+        raise ValueError(
+            f"head {head!r} is a {head_type} head: it takes input_ids of shape {expected}, "
+            f"got {tuple(input_ids.shape)}"
+        )
+    return input_ids.shape[1] if choices else None
+
+
 @functools.cache
 def _arguments(encoder_type: type) -> frozenset[str]:
     """What the forward of an encoder class takes, read once per class (not at every call)."""

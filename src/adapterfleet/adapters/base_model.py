@@ -8,9 +8,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from adapterfleet._hashing import sha256_file
 from adapterfleet._hub import hub_unreachable
 from adapterfleet.adapters.config import BaseModelSpec
-from adapterfleet.adapters.files import sha256_file
 from adapterfleet.errors import UserError
 
 MINILM = "minilm-l6"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from torch import nn
 from adapterfleet._files import follow_umask
 from adapterfleet._hashing import sha256_file  # noqa: F401 - re-exported
 from adapterfleet.adapters.architectures import describe_base
+from adapterfleet.adapters.base_model import names_other_base, public_name
 from adapterfleet.errors import UserError
 
 FORMAT_VERSION = 1
@@ -113,7 +115,9 @@ def read_weights(
 
 
 def check_base(recorded: dict[str, Any], model: nn.Module, source: str) -> None:
-    """Refuse weights trained on another architecture, hidden size or depth."""
+    """Refuse weights trained on another architecture, hidden size or depth. Weights whose
+    recorded base surely names another one than the model's (`names_other_base`, as the
+    pipeline compares them) load with a UserWarning naming both: a moved folder is fine."""
     actual = describe_base(model)
     for key in ("model_type", "hidden_size", "num_hidden_layers"):
         if key in recorded and recorded[key] != actual[key]:
@@ -122,6 +126,15 @@ def check_base(recorded: dict[str, Any], model: nn.Module, source: str) -> None:
                 f"but this model has {key}={actual[key]!r}; load it into a matching base model",
                 found=f"{key}={recorded[key]!r}, this base's {actual[key]!r}",
             )
+    saved, ours = (public_name(str(d.get("name_or_path") or "")) for d in (recorded, actual))
+    if saved and ours and names_other_base(saved, ours):
+        warnings.warn(
+            f"{source} was trained on the base {saved!r}, but this model is {ours!r} (the same "
+            "model type, width and depth); loading it anyway. It may not have been trained "
+            "for this model",
+            UserWarning,
+            stacklevel=3,
+        )
 
 
 def copy_into(module_tensors: dict[str, torch.Tensor], params: dict[str, torch.Tensor]) -> None:

@@ -1,0 +1,61 @@
+"""Weights saved on one base and loaded onto another of the same type, width and depth load
+with a UserWarning naming both bases (a moved folder is legitimate, so it is not refused)."""
+
+import warnings
+
+import pytest
+from helpers import tiny_encoder
+
+from adapterfleet.adapters import (
+    AdapterConfig,
+    AdapterModel,
+    HeadConfig,
+    add_adapter,
+    load_adapter,
+    load_encoder,
+    load_head,
+    save_adapter,
+    save_head,
+)
+from adapterfleet.fusion import add_fusion, load_fusion, save_fusion
+
+
+@pytest.fixture
+def bases(tmp_path):
+    for seed, name in enumerate(("base-a", "base-b")):
+        tiny_encoder("bert", seed=seed).save_pretrained(tmp_path / name)
+    return tmp_path / "base-a", tmp_path / "base-b"
+
+
+@pytest.fixture
+def saved(bases, tmp_path):
+    model = AdapterModel(load_encoder(str(bases[0])))
+    add_adapter(model, "a", AdapterConfig(reduction_factor=4))
+    add_fusion(model, "f", ["a"])
+    model.add_head("f", HeadConfig())
+    save_adapter(model, "a", tmp_path / "adapter")
+    save_fusion(model, "f", tmp_path / "fusion")
+    save_head(model, "f", tmp_path / "head")
+    return tmp_path
+
+
+def _load_all(base, saved):
+    model = AdapterModel(load_encoder(str(base)))
+    load_adapter(model, saved / "adapter")
+    load_fusion(model, saved / "fusion")
+    load_head(model, saved / "head")
+
+
+def test_loading_onto_another_base_warns_naming_both(bases, saved):
+    with pytest.warns(UserWarning) as caught:
+        _load_all(bases[1], saved)
+    messages = [str(w.message) for w in caught if "was trained on the base" in str(w.message)]
+    assert len(messages) == 3  # the adapter, the fusion and the head
+    assert all(str(bases[0]) in m and str(bases[1]) in m for m in messages)
+    assert caught[0].filename == __file__  # the warning points at the caller's line
+
+
+def test_loading_onto_the_same_base_says_nothing(bases, saved):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _load_all(bases[0], saved)

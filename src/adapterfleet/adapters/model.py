@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -193,12 +194,21 @@ def freeze(model: nn.Module) -> None:
 
 def train_only(model: nn.Module, params: list[nn.Parameter], head: str) -> list[nn.Parameter]:
     """Freeze `model`, then make `params` and the head called `head` (if the model has one, which
-    also becomes the active head) trainable. Returns the trainable parameters."""
+    also becomes the active head) trainable. Returns the trainable parameters. Where the model
+    has no head `head` but another head is active, that one stays frozen: a UserWarning says so."""
     freeze(model)
     trainable = list(params)
     select_head = getattr(model, "select_head", None)
     if select_head is not None and head in getattr(model, "heads", {}):
         trainable += select_head(head)
+    elif getattr(model, "active_head", None) is not None:
+        warnings.warn(
+            f"the active head {model.active_head!r} stays frozen: it is not {head!r}'s (the model "
+            f"has no head {head!r}); add one (add_head({head!r}, HeadConfig(...))) to train it "
+            "with the rest",
+            UserWarning,
+            stacklevel=3,
+        )
     for parameter in trainable:
         parameter.requires_grad_(True)
     return trainable

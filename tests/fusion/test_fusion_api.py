@@ -5,7 +5,7 @@ import torch
 from helpers import batch, tiny_encoder
 
 from adapterfleet.adapters import AdapterConfig, adapter_configs, add_adapter, delete_adapter
-from adapterfleet.fusion import add_fusion, delete_fusion, set_active_fusion
+from adapterfleet.fusion import add_fusion, delete_fusion, fusion_setups, set_active_fusion
 
 
 def _fused(family: str = "bert"):
@@ -36,3 +36,12 @@ def test_deleting_an_adapter_the_model_lacks_is_skipped_as_adapterhub_does():
     model = _fused()
     delete_adapter(model, "zzz")
     assert set(adapter_configs(model)) == {"a", "b"}
+
+
+def test_a_string_of_adapter_names_is_refused_not_read_letter_by_letter():
+    model = tiny_encoder("bert")
+    for name in ("a", "b", "ab"):
+        add_adapter(model, name, AdapterConfig(reduction_factor=4))
+    with pytest.raises(TypeError, match=r"fusion 'x': adapter_names must be a list .* \['ab'\]"):
+        add_fusion(model, "x", "ab")
+    assert "x" not in fusion_setups(model)

@@ -47,6 +47,11 @@ def add_fusion(
 ) -> None:
     """Add a fusion layer `name` to every layer, mixing the (frozen) adapters `adapter_names`."""
     config = config or FusionConfig()
+    if isinstance(adapter_names, str):
+        raise TypeError(
+            f"fusion {name!r}: adapter_names must be a list of adapter names, not the string "
+            f"{adapter_names!r}; give a list, e.g. {[adapter_names]!r}"
+        )
     if name in fusion_setups(model):
         raise ValueError(f"fusion {name!r} already exists in this model")
     if len(adapter_names) < 1 or len(set(adapter_names)) != len(adapter_names):

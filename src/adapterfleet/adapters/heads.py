@@ -171,13 +171,18 @@ class AdapterModel(nn.Module):
             raise ValueError(first_token_on_decoder(f"head {name!r}, ", model_type))
         return config
 
-    def select_head(self, name: str) -> list[nn.Parameter]:
-        """Make `name` the active head; returns its parameters."""
+    def head(self, name: str) -> Head:
+        """Head `name`; a KeyError naming the heads present when it is absent."""
         if name not in self.heads:
             known = ", ".join(self.heads) or "none"
             raise KeyError(f"head {name!r} is not in this model (heads present: {known})")
+        return self.heads[name]
+
+    def select_head(self, name: str) -> list[nn.Parameter]:
+        """Make `name` the active head; returns its parameters."""
+        parameters = list(self.head(name).parameters())
         self.active_head = name
-        return list(self.heads[name].parameters())
+        return parameters
 
     def forward(
         self,

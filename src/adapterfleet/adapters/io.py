@@ -20,7 +20,7 @@ from adapterfleet.adapters.files import (
 )
 from adapterfleet.adapters.heads import HeadConfig
 from adapterfleet.adapters.model import (
-    adapter_configs,
+    adapter_config,
     adapter_modules,
     add_adapter,
     delete_adapter,
@@ -44,7 +44,7 @@ def save_adapter(model: nn.Module, name: str, directory: str | os.PathLike[str])
     """Write adapter `name` (and nothing of the base model) to `directory`."""
     config = {
         "name": name,
-        "config": adapter_configs(model)[name].to_dict(),
+        "config": adapter_config(model, name).to_dict(),
         "base_model": describe_base(model),
     }
     return write_weights(
@@ -87,7 +87,7 @@ def load_adapter(
 
 
 def save_head(model: nn.Module, name: str, directory: str | os.PathLike[str]) -> Path:
-    head = model.heads[name]
+    head = model.head(name)
     config = {"name": name, "config": head.config.to_dict(), "base_model": describe_base(model)}
     return write_weights(directory, HEAD_CONFIG, config, HEAD_WEIGHTS, head.state_dict())
 

@@ -155,7 +155,7 @@ def _iter_slots(model: nn.Module) -> Iterator[tuple[int, str, MixSlot | OutputSl
 
 def adapter_modules(model: nn.Module, name: str) -> list[tuple[int, str, Bottleneck]]:
     """(layer index, position, module) of adapter `name`, in layer order."""
-    config = _config_of(model, name)
+    config = adapter_config(model, name)
     positions = {path: position for position, (path, _) in _slot_paths(model, config).items()}
     found = []
     for index, path, slot in _iter_slots(model):
@@ -164,7 +164,8 @@ def adapter_modules(model: nn.Module, name: str) -> list[tuple[int, str, Bottlen
     return found
 
 
-def _config_of(model: nn.Module, name: str) -> AdapterConfig:
+def adapter_config(model: nn.Module, name: str) -> AdapterConfig:
+    """The config of adapter `name`; a KeyError naming the adapters present when it is absent."""
     configs = adapter_configs(model)
     if name not in configs:
         known = ", ".join(sorted(configs)) or "none"
@@ -180,7 +181,7 @@ def adapter_parameters(model: nn.Module, name: str) -> list[nn.Parameter]:
 def set_active_adapter(model: nn.Module, name: str | None) -> None:
     """Route every layer through adapter `name` (None: the plain base model)."""
     if name is not None:
-        _config_of(model, name)
+        adapter_config(model, name)
     for _, _, slot in _iter_slots(model):
         slot.active_adapter = name
         if isinstance(slot, MixSlot):

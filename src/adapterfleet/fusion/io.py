@@ -17,7 +17,7 @@ from adapterfleet.adapters.files import (
     write_weights,
 )
 from adapterfleet.fusion.config import FusionConfig
-from adapterfleet.fusion.model import add_fusion, delete_fusion, fusion_layers, fusion_setups
+from adapterfleet.fusion.model import add_fusion, delete_fusion, fusion_layers, fusion_setup
 
 FUSION_CONFIG = "adapter_fusion_config.json"
 FUSION_WEIGHTS = "model_adapter_fusion.safetensors"
@@ -32,7 +32,7 @@ def _fusion_tensors(model: nn.Module, name: str) -> dict[str, torch.Tensor]:
 
 
 def save_fusion(model: nn.Module, name: str, directory: str | os.PathLike[str]) -> Path:
-    setup = fusion_setups(model)[name]
+    setup = fusion_setup(model, name)
     config = {
         "name": name,
         "adapters": list(setup.adapter_names),

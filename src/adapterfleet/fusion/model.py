@@ -83,10 +83,17 @@ def delete_fusion(model: nn.Module, name: str) -> None:
     fusion_setups(model).pop(name, None)
 
 
-def fusion_layers(model: nn.Module, name: str) -> list[FusionLayer]:
-    if name not in fusion_setups(model):
-        known = ", ".join(fusion_setups(model)) or "none"
+def fusion_setup(model: nn.Module, name: str) -> FusionSetup:
+    """Fusion `name`'s adapters and config; a KeyError naming the fusions present when absent."""
+    setups = fusion_setups(model)
+    if name not in setups:
+        known = ", ".join(setups) or "none"
         raise KeyError(f"fusion {name!r} is not in this model (fusions present: {known})")
+    return setups[name]
+
+
+def fusion_layers(model: nn.Module, name: str) -> list[FusionLayer]:
+    fusion_setup(model, name)
     return [slot.fusions[name] for slot in _norm_slots(model)]
 
 

@@ -34,3 +34,13 @@ def test_saving_an_unknown_name_says_what_is_present(model, tmp_path, save, kind
         save(model, "zzz", tmp_path / "out")
     assert error.value.args[0] == f"{kind} 'zzz' is not in this model ({kind}s present: {present})"
     assert not (tmp_path / "out").exists()
+
+
+def test_a_dot_in_a_head_or_fusion_name_is_refused_as_in_an_adapter_name(model):
+    with pytest.raises(ValueError, match=r"adapter name 'x\.y' must use letters, digits"):
+        add_adapter(model, "x.y")
+    with pytest.raises(ValueError, match=r"head name 'x\.y' must use letters, digits"):
+        model.add_head("x.y", HeadConfig())
+    with pytest.raises(ValueError, match=r"fusion name 'x\.y' must use letters, digits"):
+        add_fusion(model, "x.y", ["a", "b"])
+    assert "x.y" not in model.heads

@@ -21,7 +21,7 @@ from adapterfleet.adapters.dropout import PackedDropout, pack_dropout
 from adapterfleet.adapters.first_token import last_layer_at_first_token
 from adapterfleet.adapters.inputs import choices_of, encoder_kwargs, unknown_arguments
 from adapterfleet.adapters.lean_backward import keep_less_for_backward
-from adapterfleet.adapters.model import trainable_dtype
+from adapterfleet.adapters.model import check_name, trainable_dtype
 
 HEAD_TYPES = ("classification", "multiple_choice", "regression")
 
@@ -151,6 +151,7 @@ class AdapterModel(nn.Module):
         """Add head `name`; its pooling, when not given, is the base family's default. A head
         pooling the first token (`cls`) of a decoder is refused: every input would get one
         prediction."""
+        check_name("head", name)
         if name in self.heads:
             raise ValueError(f"head {name!r} already exists in this model")
         config = self._resolved(name, config)

@@ -82,6 +82,12 @@ def _slot_paths(model: nn.Module, config: AdapterConfig) -> dict[str, tuple[str,
     }
 
 
+def check_name(kind: str, name: str) -> None:
+    """Refuse a name of an adapter, fusion or head that cannot be a module's name (a '.')."""
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ValueError(f"{kind} name {name!r} must use letters, digits, '_' or '-' only")
+
+
 def trainable_dtype(reference: torch.Tensor) -> torch.dtype:
     """Adapters, fusions and heads train in float32 beside a half-precision base."""
     return torch.float32 if reference.dtype in (torch.bfloat16, torch.float16) else reference.dtype
@@ -98,8 +104,7 @@ def adapter_configs(model: nn.Module) -> dict[str, AdapterConfig]:
 def add_adapter(model: nn.Module, name: str, config: AdapterConfig | None = None) -> None:
     """Insert a fresh adapter called `name` into every layer of `model` (near-identity init)."""
     config = config or AdapterConfig()
-    if not _NAME.match(name):
-        raise ValueError(f"adapter name {name!r} must use letters, digits, '_' or '-' only")
+    check_name("adapter", name)
     configs = adapter_configs(model)
     if name in configs:
         raise ValueError(f"adapter {name!r} already exists in this model")

@@ -11,7 +11,7 @@ from torch import nn
 
 from adapterfleet.adapters.architectures import attention_dropout, base_encoder, encoder_layers
 from adapterfleet.adapters.first_token import every_position
-from adapterfleet.adapters.model import adapter_configs, train_only
+from adapterfleet.adapters.model import adapter_configs, check_name, train_only
 from adapterfleet.adapters.modules import MixSlot, OutputSlot
 from adapterfleet.fusion.config import FusionConfig
 from adapterfleet.fusion.layer import FusionLayer
@@ -52,6 +52,7 @@ def add_fusion(
             f"fusion {name!r}: adapter_names must be a list of adapter names, not the string "
             f"{adapter_names!r}; give a list, e.g. {[adapter_names]!r}"
         )
+    check_name("fusion", name)
     if name in fusion_setups(model):
         raise ValueError(f"fusion {name!r} already exists in this model")
     if len(adapter_names) < 1 or len(set(adapter_names)) != len(adapter_names):

@@ -14,6 +14,7 @@ from adapterfleet.adapters import (
     set_active_adapter,
     train_adapter,
 )
+from adapterfleet.adapters.config import bottleneck_size
 
 FAMILIES = list(ALL_FAMILIES)
 
@@ -107,6 +108,15 @@ def test_reduction_factor_must_divide_the_hidden_size(rf):
     model = tiny_encoder("bert")
     with pytest.raises(ValueError, match="reduction_factor"):
         add_adapter(model, "a", AdapterConfig(reduction_factor=rf))
+
+
+@pytest.mark.parametrize(
+    ("hidden", "suggested"), [(32, "2 or 16"), (384, "2, 16 or 64"), (45, "3, 5 or 9"), (7, "1")]
+)
+def test_the_reduction_factor_error_suggests_only_factors_that_divide(hidden, suggested):
+    with pytest.raises(ValueError) as caught:
+        bottleneck_size(4 if hidden == 45 else 5, hidden)
+    assert str(caught.value).endswith(f"choose a divisor of {hidden} such as {suggested}")
 
 
 def test_bad_config_values_name_the_field():

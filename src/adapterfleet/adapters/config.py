@@ -74,9 +74,25 @@ def bottleneck_size(reduction_factor: int, hidden_size: int) -> int:
     if reduction_factor > hidden_size or hidden_size % reduction_factor:
         raise ValueError(
             f"reduction_factor {reduction_factor} does not divide the hidden size "
-            f"{hidden_size}; choose a divisor of {hidden_size} such as 2, 16 or 64"
+            f"{hidden_size}; choose a divisor of {hidden_size} such as "
+            f"{_or(_factors_for(hidden_size))}"
         )
     return hidden_size // reduction_factor
+
+
+PAPER_REDUCTION_FACTORS = (2, 16, 64)  # the paper's sweep
+
+
+def _factors_for(hidden_size: int) -> list[int]:
+    """Reduction factors that divide `hidden_size`: the paper's where they do, else its
+    smallest divisors above 1 (1 for a hidden size with none)."""
+    paper = [f for f in PAPER_REDUCTION_FACTORS if hidden_size % f == 0]
+    return paper or [f for f in range(2, hidden_size) if hidden_size % f == 0][:3] or [1]
+
+
+def _or(values: list[int]) -> str:
+    head, last = values[:-1], values[-1]
+    return f"{', '.join(map(str, head))} or {last}" if head else str(last)
 
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")

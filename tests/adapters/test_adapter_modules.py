@@ -14,7 +14,7 @@ from adapterfleet.adapters import (
     set_active_adapter,
     train_adapter,
 )
-from adapterfleet.adapters.config import bottleneck_size
+from adapterfleet.adapters.config import BaseModelSpec, bottleneck_size
 
 FAMILIES = list(ALL_FAMILIES)
 
@@ -117,6 +117,18 @@ def test_the_reduction_factor_error_suggests_only_factors_that_divide(hidden, su
     with pytest.raises(ValueError) as caught:
         bottleneck_size(4 if hidden == 45 else 5, hidden)
     assert str(caught.value).endswith(f"choose a divisor of {hidden} such as {suggested}")
+
+
+@pytest.mark.parametrize(
+    ("dtype", "meant"), [("bf16", "bfloat16"), ("fp16", "float16"), ("float", "float32")]
+)
+def test_an_unknown_base_dtype_is_refused_with_a_did_you_mean(dtype, meant):
+    with pytest.raises(ValueError) as caught:
+        BaseModelSpec("minilm-l6", dtype=dtype)
+    assert str(caught.value) == (
+        f"dtype {dtype!r} is unknown (did you mean {meant!r}?); "
+        "use one of auto, float32, bfloat16, float16"
+    )
 
 
 def test_bad_config_values_name_the_field():

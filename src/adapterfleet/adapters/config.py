@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from adapterfleet.errors import unknown_keys
+from adapterfleet.errors import did_you_mean, unknown_keys
 
 ARCHITECTURES = ("pfeiffer", "houlsby")
 NON_LINEARITIES = ("relu", "swish", "gelu", "tanh")
@@ -96,6 +96,7 @@ def _or(values: list[int]) -> str:
 
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
+_DTYPE_SHORT = {"bf16": "bfloat16", "fp16": "float16", "half": "float16", "fp32": "float32"}
 POOLINGS = ("cls", "mean", "last")  # what a head reads: first, mean or last real token
 
 
@@ -107,6 +108,14 @@ class BaseModelSpec:
     layout: tuple[tuple[str, Any], ...] = ()  # the declared layout's items, empty when built in
     dtype: str = "auto"
     gradient_checkpointing: bool = False
+
+    def __post_init__(self) -> None:
+        if self.dtype not in DTYPES:
+            short = _DTYPE_SHORT.get(str(self.dtype).lower())
+            hint = f" (did you mean {short!r}?)" if short else did_you_mean([self.dtype], DTYPES)
+            raise ValueError(
+                f"dtype {self.dtype!r} is unknown{hint}; use one of {', '.join(DTYPES)}"
+            )
 
     @property
     def layout_mapping(self) -> dict[str, Any]:

@@ -50,6 +50,10 @@ class HeadConfig:
             raise ValueError(f"head_type {self.head_type!r} is unknown; use one of {HEAD_TYPES}")
         if self.pooling is not None and self.pooling not in POOLINGS:
             raise ValueError(f"pooling {self.pooling!r} is unknown; use one of {POOLINGS}")
+        if not _is_int(self.num_labels) or self.num_labels < 1:
+            raise ValueError(f"num_labels must be a positive integer, got {self.num_labels!r}")
+        if not _is_number(self.dropout) or not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be a number in [0, 1), got {self.dropout!r}")
         if self.head_type == "classification" and self.num_labels < 2:
             raise ValueError(f"num_labels must be >= 2 for classification, got {self.num_labels}")
         if self.head_type == "regression" and self.num_labels != 1:
@@ -75,6 +79,14 @@ class HeadConfig:
         if self.value_range is None:
             del out["value_range"]  # the files of classification heads stay as they were
         return out
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _check_value_range(head_type: str, value_range: list[float] | None) -> None:

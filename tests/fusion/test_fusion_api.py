@@ -45,3 +45,18 @@ def test_a_string_of_adapter_names_is_refused_not_read_letter_by_letter():
     with pytest.raises(TypeError, match=r"fusion 'x': adapter_names must be a list .* \['ab'\]"):
         add_fusion(model, "x", "ab")
     assert "x" not in fusion_setups(model)
+
+
+def test_mean_fusion_weights_leaves_active_what_was_active():
+    from adapterfleet.adapters import AdapterModel, HeadConfig, set_active_adapter
+    from adapterfleet.fusion import mean_fusion_weights
+
+    model = AdapterModel(_fused())
+    model.add_head("t", HeadConfig())
+    set_active_adapter(model, "a")
+    model.eval()
+    with torch.no_grad():
+        before = model(batch())
+        weights = mean_fusion_weights(model, "fab", [batch()])
+        assert torch.equal(model(batch()), before)  # adapter a alone, as before
+    assert weights.shape == (2, 2)

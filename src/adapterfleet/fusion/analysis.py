@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from adapterfleet.fusion.model import capture_fusion_weights, fusion_setups, set_active_fusion
+from adapterfleet.fusion.model import capture_fusion_weights, fusion_active, fusion_setups
 
 
 @torch.no_grad()
@@ -21,25 +21,26 @@ def mean_fusion_weights(
     model: nn.Module, name: str, batches: Iterable[dict[str, Any]]
 ) -> torch.Tensor:
     """Mean weight of each adapter in each layer over the real (unpadded) tokens of `batches`:
-    a (layers, adapters) tensor whose rows sum to 1."""
-    set_active_fusion(model, name)
+    a (layers, adapters) tensor whose rows sum to 1. The model is left as it was: in its mode,
+    with what was active before (`fusion_active`)."""
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
     totals: torch.Tensor | None = None
     tokens = 0.0
     try:
-        for batch in batches:
-            batch = {k: v.to(device) if torch.is_tensor(v) else v for k, v in batch.items()}
-            mask = batch["attention_mask"].reshape(-1).float()
-            with capture_fusion_weights(model, name) as captured:
-                model(batch)
-            per_layer = torch.stack(
-                [captured[i][0].reshape(mask.numel(), -1).float() for i in sorted(captured)]
-            )  # (layers, tokens, N)
-            summed = (per_layer * mask[None, :, None]).sum(1)
-            totals = summed if totals is None else totals + summed
-            tokens += float(mask.sum())
+        with fusion_active(model, name):
+            for batch in batches:
+                batch = {k: v.to(device) if torch.is_tensor(v) else v for k, v in batch.items()}
+                mask = batch["attention_mask"].reshape(-1).float()
+                with capture_fusion_weights(model, name) as captured:
+                    model(batch)
+                per_layer = torch.stack(
+                    [captured[i][0].reshape(mask.numel(), -1).float() for i in sorted(captured)]
+                )  # (layers, tokens, N)
+                summed = (per_layer * mask[None, :, None]).sum(1)
+                totals = summed if totals is None else totals + summed
+                tokens += float(mask.sum())
     finally:
         model.train(was_training)
     if totals is None or tokens == 0:

@@ -113,6 +113,23 @@ def set_active_fusion(model: nn.Module, name: str) -> None:
                 module.active_adapter = None
 
 
+@contextmanager
+def fusion_active(model: nn.Module, name: str) -> Iterator[None]:
+    """Fusion `name` active inside the block; whatever adapter or fusion each layer had active
+    before is active again after it."""
+    slots = [m for layer in encoder_layers(model) for m in layer.modules()]
+    slots = [m for m in slots if isinstance(m, MixSlot | OutputSlot)]
+    before = [(slot.active_adapter, getattr(slot, "active_fusion", None)) for slot in slots]
+    set_active_fusion(model, name)
+    try:
+        yield
+    finally:
+        for slot, (adapter, fusion) in zip(slots, before, strict=True):
+            slot.active_adapter = adapter
+            if isinstance(slot, MixSlot):
+                slot.active_fusion = fusion
+
+
 def train_fusion(model: nn.Module, name: str) -> list[nn.Parameter]:
     """Activate fusion `name`; only its parameters and the head of that name stay trainable."""
     set_active_fusion(model, name)

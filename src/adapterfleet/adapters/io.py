@@ -70,7 +70,9 @@ def load_adapter(
     """Add the adapter saved in `directory` to `model` (as `name`, default its saved name).
 
     Checks the base model it was trained on, every key and shape, and `sha256` when given; on any
-    mismatch the model is left as it was. Returns the adapter's name in the model.
+    mismatch the model is left as it was. Returns the adapter's name in the model. The adapter
+    is not activated (AdapterHub's default, `set_active=False`): `set_active_adapter(model,
+    name)` routes the layers through it, `train_adapter(model, name)` also makes it train.
     """
     saved_name, config, base = read_adapter_config(directory)
     check_base(base, model, str(directory))
@@ -98,6 +100,10 @@ def load_head(
     name: str | None = None,
     sha256: str | None = None,
 ) -> str:
+    """Add the head saved in `directory` to `model` (as `name`, default its saved name), checked
+    as `load_adapter` checks an adapter. Like `add_head`, it becomes the active head only when
+    the model had none (AdapterHub's `load_head` always activates it); `model.select_head(name)`
+    activates it. Returns its name in the model."""
     raw = read_config(directory, HEAD_CONFIG)
     try:
         config = HeadConfig(**raw["config"])

@@ -66,7 +66,10 @@ def load_fusion(
     name: str | None = None,
     sha256: str | None = None,
 ) -> str:
-    """Add the fusion saved in `directory`; the adapters it fuses must already be in `model`."""
+    """Add the fusion saved in `directory`; the adapters it fuses must already be in `model`.
+    The fusion is not activated (AdapterHub's default, `set_active=False`):
+    `set_active_fusion(model, name)` routes the layers through it, `train_fusion(model, name)`
+    also makes it train. Returns its name in the model."""
     saved_name, adapters, config, base = read_fusion_config(directory)
     check_base(base, model, str(directory))
     name = name or saved_name

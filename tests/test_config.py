@@ -380,10 +380,16 @@ def test_search_and_scheduler_default_to_the_grid_and_fifo(tmp_path):
     assert (stage.scheduler, stage.asha_grace_period, stage.asha_reduction) == ("asha", 2, 3.0)
 
 
-def test_a_dotted_task_name_is_one_key_of_an_override(tmp_path):
+def test_a_dotted_task_name_is_refused_when_the_config_loads(tmp_path):
+    """`glue.rte` was accepted (and `tasks` listed it), then every training of it died in a
+    traceback from torch: a '.' cannot name a module, nor a part of a registered model's name."""
     text = BASE.replace("  b: {", "  glue.rte: {")
-    config = load_config(_write(tmp_path, text), ["tasks.glue.rte.max_train_examples=1"])
-    assert config.tasks["glue.rte"].max_train_examples == 1
+    with pytest.raises(ConfigError) as refused:
+        load_config(_write(tmp_path, text), ["tasks.glue.rte.max_train_examples=1"])
+    assert str(refused.value) == (
+        "tasks: the task name 'glue.rte' has a '.', which cannot name its adapter, head and "
+        "registered models ('.' separates their parts); rename it, e.g. glue-rte"
+    )
 
 
 def test_a_config_with_a_byte_order_mark_loads(tmp_path):

@@ -235,8 +235,16 @@ def read_tasks(document: Mapping[str, Any], base_dir: Path, storage: Path) -> di
 
 
 def check_task_names(tasks: Mapping[str, TaskSpec]) -> None:
-    """A task name becomes part of folder, trial and model names: at most `NAME_MAX` long."""
+    """A task name becomes part of folder, trial and model names: at most `NAME_MAX` long, and
+    without a '.', which names the adapter's and head's modules (torch refuses a '.' there) and
+    separates the parts of a registered model's name (`<prefix>.adapter.<task>`)."""
     for name in tasks:
+        if "." in name:
+            dashed = name.replace(".", "-")
+            raise ConfigError(
+                f"tasks: the task name {name!r} has a '.', which cannot name its adapter, head "
+                f"and registered models ('.' separates their parts); rename it, e.g. {dashed}"
+            )
         if len(name) > NAME_MAX:
             raise ConfigError(
                 f"tasks: the task name {name[:20]}… has {len(name)} characters; folder and model "

@@ -330,6 +330,11 @@ def test_an_output_that_is_the_input_or_a_folder_is_refused_before_any_work(worl
     (tmp_path / "out.csv").mkdir()
     with pytest.raises(ConfigError, match=r"--out: .*out.csv is a folder; give a file name"):
         predict_file(world.config, "fruit", source, tmp_path / "out.csv", say=print)
+    # a folder that takes no file (a tester's /proc/p.csv failed after 61 s of predicting,
+    # in a traceback); one under a file; nothing made on the way
+    for out in (Path("/proc/p.csv"), tmp_path / "in.jsonl" / "deeper" / "p.csv"):
+        with pytest.raises(ConfigError, match=rf"--out: {out} cannot be written \(.+\); give"):
+            predict_file(world.config, "fruit", source, out, say=print)
     # a good run writes the whole file at once, with no partial file left beside it
     predict_file(world.config, "fruit", source, tmp_path / "p.jsonl", say=print)
     assert len(_read(tmp_path / "p.jsonl")) == 3

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,7 +44,31 @@ def check_output(out: Path, input_path: Path) -> str:
             f"--out: {out} is the --input file, and writing the predictions would replace the "
             "rows they are made from; give another file"
         )
+    _check_writable(out)
     return fmt
+
+
+def _check_writable(out: Path) -> None:
+    """A file can be made where `out` goes (in its folder, or the nearest one there is: the
+    write makes the missing ones), tried with a nameless temporary file before any row is
+    predicted: an unwritable `--out` failed only at the end, after all the work."""
+    folder = out.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        if not folder.is_dir():
+            raise NotADirectoryError(20, f"{folder} is a file")
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        raise ConfigError(
+            f"--out: {out} cannot be written ({error.strerror or error}); give a file in a "
+            "folder you can write to"
+        ) from None
+
+
+def _partial(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{os.getpid()}.partial")
 
 
 def prediction_rows(
@@ -81,7 +106,7 @@ def write_predictions(path: Path, fmt: str, rows: Iterable[dict[str, Any]]) -> i
     Written beside `path` and moved onto it at the end: a reader never sees half a file, and
     a failure leaves what was at `path` before."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    partial = _partial(path)
     count = 0
     try:
         with partial.open("w", encoding="utf-8", newline="") as handle:
@@ -96,6 +121,10 @@ def write_predictions(path: Path, fmt: str, rows: Iterable[dict[str, Any]]) -> i
                     writer.writerow(row)
                 count += 1
         os.replace(partial, path)
+    except OSError as error:  # a disk that filled up while the rows were written
+        raise ConfigError(
+            f"--out: writing {path} failed ({error.strerror or error}); what was there is kept"
+        ) from None
     finally:
         partial.unlink(missing_ok=True)
     return count

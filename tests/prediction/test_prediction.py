@@ -8,8 +8,10 @@ import json
 import math
 import os
 import random
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -418,6 +420,34 @@ def test_cli_predict_on_ray_prints_our_lines_not_rays(world, tmp_path):
     assert len(ours) == 2, lines
     theirs = [line for line in lines if line not in ours and "core_worker.cc" not in line]
     assert theirs == [], theirs
+
+
+def test_sigterm_to_predict_is_one_line_and_keeps_the_output_file(world, tmp_path):
+    """A nightly job stopped by SIGTERM: `predict` exited 143 without a word (with --ray, Ray's
+    stack dump and an abort). Now it says so in one line, as `run` does; the file at --out is
+    as it was. Stopped while it waits on standard input, which is held open."""
+    out = tmp_path / "out.csv"
+    out.write_text("yesterday's predictions\n")
+    command = [sys.executable, "-m", "adapterfleet.cli.app", "predict", "fruit"]
+    command += ["-c", str(world.config_path), "--input", "-", "--format", "tsv", "--out", str(out)]
+    waiting = subprocess.Popen(
+        command, stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        waiting.stdin.write("sentence\tlabel\n")
+        waiting.stdin.flush()
+        time.sleep(8)  # the CLI is up and reading; nothing ends the input
+        waiting.send_signal(signal.SIGTERM)
+        _, stderr = waiting.communicate(timeout=60)
+    finally:
+        waiting.kill()
+    assert waiting.returncode == 143, stderr[-3000:]
+    assert stderr.strip().splitlines()[-1] == (
+        f"interrupted by SIGTERM: nothing was written to {out} (a file there is as it was); "
+        "run it again"
+    ), stderr[-3000:]
+    assert out.read_text() == "yesterday's predictions\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.csv"]  # no partial file beside it
 
 
 def test_cli_predict_reads_standard_input_with_its_format(world, tmp_path):

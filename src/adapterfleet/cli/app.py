@@ -35,7 +35,13 @@ from adapterfleet.cli.options import (
     chosen_config,
     load,
 )
-from adapterfleet.cli.output import metrics_table, run_report, usage_line, wrap_commands
+from adapterfleet.cli.output import (
+    metrics_table,
+    resumable,
+    run_report,
+    usage_line,
+    wrap_commands,
+)
 from adapterfleet.config import ConfigError
 from adapterfleet.registry.descriptions import COMMAND_ENV
 from adapterfleet.registry.tags import BEST_ALIAS
@@ -225,26 +231,27 @@ def predict(
     at_least(batch_size, 1, "--batch-size")
     at_least(workers, 1, "--workers")
     checked_store(cfg.tracking_uri, read_only=True)
-    predict_file(
-        cfg,
-        target,
-        input_,
-        out,
-        adapter=adapter,
-        alias=alias,
-        version=version,
-        input_format=input_format,
-        header=header,
-        columns=columns,
-        quotes=quotes,
-        id_field=id_field,
-        batch_size=batch_size,
-        use_ray=use_ray,
-        workers=workers,
-        config_path=config,
-        show_progress=sys.stderr.isatty(),
-        say=lambda line: typer.echo(line, err=True),
-    )
+    with resumable(f"nothing was written to {out} (a file there is as it was); run it again"):
+        predict_file(
+            cfg,
+            target,
+            input_,
+            out,
+            adapter=adapter,
+            alias=alias,
+            version=version,
+            input_format=input_format,
+            header=header,
+            columns=columns,
+            quotes=quotes,
+            id_field=id_field,
+            batch_size=batch_size,
+            use_ray=use_ray,
+            workers=workers,
+            config_path=config,
+            show_progress=sys.stderr.isatty(),
+            say=lambda line: typer.echo(line, err=True),
+        )
 
 
 @app.command()

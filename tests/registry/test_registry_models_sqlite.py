@@ -210,6 +210,29 @@ def test_pull_never_deletes_what_it_did_not_write(
     assert list(empty.iterdir()) == [] and not any(".pull-" in p.name for p in tmp_path.iterdir())
 
 
+def test_a_store_moved_to_another_folder_says_where_its_artifacts_were(
+    tmp_path: Path, logged_adapter: LoggedAdapter
+) -> None:
+    """A tester copied the storage folder elsewhere and moved the first away: predict and pull
+    ended in a 77-line traceback (MLflow's `Failed to download artifacts`), as the store keeps
+    the absolute artifact paths it was made with. Now one line says where, and what to do."""
+    from adapterfleet.registry import default_tracking_uri, ensure_experiment
+
+    uri = default_tracking_uri(tmp_path / "store")
+    run_id, weights = logged_adapter(uri, ensure_experiment(uri, "moved"))
+    register_version(uri, "p.adapter.a", run_id, "adapter", weights, {TAG_TRIAL_ID: "t"})
+    (tmp_path / "store").rename(tmp_path / "moved")
+    with pytest.raises(RegistryError) as refused:
+        pull(default_tracking_uri(tmp_path / "moved"), "p.adapter.a", tmp_path / "out", version=1)
+    said = str(refused.value)
+    assert said.startswith("model p.adapter.a version 1: its files (adapter) are not at file://")
+    assert f"{tmp_path / 'store'}/" in said and said.endswith(
+        "does not exist: a store moved or copied to another folder still points at its artifacts "
+        "where it was made; put it back there, or train and register again in a new store"
+    )
+    assert not (tmp_path / "out").exists()
+
+
 def test_pull_missing_alias_is_a_clear_error(
     sqlite_uri: str, tmp_path: Path, new_name: Callable[[str], str]
 ) -> None:

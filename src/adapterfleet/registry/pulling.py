@@ -135,7 +135,7 @@ def _fetch_verified(
     staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.pull-", dir=dest.parent))
     follow_umask(staging)  # it becomes the pulled folder: not mkdtemp's 0700
     try:
-        local = Path(_download(uri, info.run_id, artifact_path, staging, retry_timeout_s))
+        local = _download_found(uri, info, artifact_path, staging, retry_timeout_s)
         if local.is_file():
             folder = staging / "files"
             folder.mkdir()
@@ -185,6 +185,36 @@ def check_replaceable(
             f"{where}: it holds files this pull does not write ({shown}), which replacing the "
             f"folder would delete; give a new or empty folder ({replaced} is replaced)"
         )
+
+
+def _download_found(
+    uri: str, info: ModelVersionInfo, artifact_path: str, dst: Path, timeout_s: float
+) -> Path:
+    """`_download`, with a store whose artifacts are not where it recorded them said in one
+    line: a local store copied or moved to another folder keeps the absolute artifact paths it
+    was made with (MLflow's own error was a 77-line traceback, `Failed to download ...`)."""
+    from mlflow.exceptions import MlflowException
+
+    assert info.run_id is not None
+    try:
+        return Path(_download(uri, info.run_id, artifact_path, dst, timeout_s))
+    except MlflowException as error:
+        if "Failed to download artifacts" not in str(error):
+            raise
+        where = get_client(uri).get_run(info.run_id).info.artifact_uri
+    local = where.removeprefix("file://")
+    moved = where.startswith("file://") or where.startswith("/")
+    fix = (
+        f"{local} does not exist: a store moved or copied to another folder still points at its "
+        "artifacts where it was made; put it back there, or train and register again in a new "
+        "store"
+        if moved and not Path(local).exists()
+        else "the store's artifacts were removed or cannot be read from here"
+    )
+    raise RegistryError(
+        f"model {info.name} version {info.version}: its files ({artifact_path}) are not at "
+        f"{safe_uri(where)}, where the store recorded them; {fix}"
+    ) from None
 
 
 def _download(uri: str, run_id: str, artifact_path: str, dst: Path, timeout_s: float) -> str:

@@ -200,7 +200,7 @@ def test_headerless_tsv_with_named_columns(world, tmp_path):
     [
         ("unknown target", ConfigError, ["target 'nope'", "tasks there: fruit, water"]),
         ("no fusion", RegistryError, ["tinysweep.fusion.water", "--adapter"]),
-        ("no version", RegistryError, ["version 7", "--alias/--version"]),
+        ("no version", RegistryError, ["version 7", "; its versions: v1 (@best); ", "--version"]),
         ("alias and version", ConfigError, ["--alias pruned-1 and --version 1", "give one"]),
         (
             "missing field",

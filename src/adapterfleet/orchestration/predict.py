@@ -53,6 +53,7 @@ from adapterfleet.registry import (
     pull_companion,
     safe_uri,
 )
+from adapterfleet.registry.pulling import registered_versions
 from adapterfleet.registry.tags import BEST_ALIAS
 from adapterfleet.tuning.spec import TAG_BASE_MODEL
 
@@ -114,7 +115,11 @@ def find_version(
             "train and register it first (adapterfleet run), choose another --alias/--version, "
             f"or predict with {other}"
         )
-        raise RegistryError(f"no registered {kind} {name} with {wanted} in {safe_uri(uri)}; {fix}")
+        there = registered_versions(uri, name)  # "its versions: v1 (@best), v2 (@pruned-2)"
+        there = f"; {there}" if there.startswith("its versions") else ""
+        raise RegistryError(
+            f"no registered {kind} {name} with {wanted} in {safe_uri(uri)}{there}; {fix}"
+        )
     base = info.tags.get(TAG_BASE_MODEL)
     if base is not None and names_other_base(base, config.base_model):
         raise other_base_error(f"{name} v{info.version}", base, config.base_model)

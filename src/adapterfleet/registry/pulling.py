@@ -73,11 +73,11 @@ def version_to_pull(
         return info
     wanted = f"version {version}" if version is not None else f"alias '{alias}'"
     raise RegistryError(
-        f"model {name} has no {wanted} in {safe_uri(uri)}; {_registered(uri, name)}"
+        f"model {name} has no {wanted} in {safe_uri(uri)}; {registered_versions(uri, name)}"
     )
 
 
-def _registered(uri: str, name: str) -> str:
+def registered_versions(uri: str, name: str) -> str:
     """What `name` has, for a refusal: `its versions: v1 (@best), v2 (@pruned-2)`."""
     from mlflow.exceptions import MlflowException
 

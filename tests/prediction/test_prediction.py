@@ -468,6 +468,20 @@ def test_cli_predict_reads_standard_input_with_its_format(world, tmp_path):
     from_file = predict_file(world.config, "fruit", tsv, tmp_path / "file.csv", say=print)
     assert from_file.rows == 4
     assert _read(tmp_path / "out.csv") == _read(tmp_path / "file.csv")
+    # and out again: `--out -` writes JSON lines to standard output, the lines of progress
+    # going to standard error (a pipe of stdin to stdout was impossible)
+    both = subprocess.run(
+        [*command, "--format", "tsv", "--out", "-"],
+        input=tsv.read_text(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert both.returncode == 0, both.stderr[-3000:]
+    assert "wrote 4 rows to standard output" in both.stderr
+    predict_file(world.config, "fruit", tsv, tmp_path / "file.jsonl", say=print)
+    lines = [json.loads(line) for line in both.stdout.splitlines()]
+    assert lines == _read(tmp_path / "file.jsonl")
     unsaid = subprocess.run(
         [*command, "--out", str(tmp_path / "no.csv")],
         input=tsv.read_text(),

@@ -201,7 +201,9 @@ def predict(
     input_: Annotated[
         Path, typer.Option("--input", help="Rows: tsv, csv, jsonl, json, parquet; - for stdin.")
     ],
-    out: Annotated[Path, typer.Option(help="Predictions to write: .jsonl or .csv.")],
+    out: Annotated[
+        Path, typer.Option(help="Predictions to write: .jsonl or .csv; - for JSON lines on stdout.")
+    ],
     adapter: Annotated[
         bool, typer.Option("--adapter", help="Use the task's registered adapter, not its fusion.")
     ] = False,
@@ -231,7 +233,7 @@ def predict(
     at_least(batch_size, 1, "--batch-size")
     at_least(workers, 1, "--workers")
     checked_store(cfg.tracking_uri, read_only=True)
-    with resumable(f"nothing was written to {out} (a file there is as it was); run it again"):
+    with resumable(_kept_by_predict(out)):
         predict_file(
             cfg,
             target,
@@ -252,6 +254,13 @@ def predict(
             show_progress=sys.stderr.isatty(),
             say=lambda line: typer.echo(line, err=True),
         )
+
+
+def _kept_by_predict(out: Path) -> str:
+    """What a predict stopped by Ctrl-C or SIGTERM leaves: the file at --out as it was."""
+    if str(out) == "-":
+        return "the rows on standard output are not all of them; run it again"
+    return f"nothing was written to {out} (a file there is as it was); run it again"
 
 
 @app.command()

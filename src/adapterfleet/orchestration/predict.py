@@ -38,6 +38,7 @@ from adapterfleet.data.tasks import TaskSpec
 from adapterfleet.orchestration.limits import other_base_error, version_on_other_base
 from adapterfleet.orchestration.predict_output import (
     check_output,
+    output_name,
     prediction_rows,
     write_predictions,
 )
@@ -273,7 +274,7 @@ def predict_file(
         probabilities = _predict_local(setup, data, show_progress)
     rows = prediction_rows(data, probabilities, label_names_of(spec), spec.is_regression)
     count = write_predictions(out, fmt, rows)
-    say(f"predict {target}: wrote {plural(count, 'row')} to {out}")
+    say(f"predict {target}: wrote {plural(count, 'row')} to {output_name(out)}")
     return PredictionSummary(out, count, info)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import sys
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -21,8 +22,18 @@ if TYPE_CHECKING:
 OUTPUT_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv"}
 
 
+STDOUT = "-"  # `--out -`: JSON lines to standard output
+
+
+def output_name(out: Path) -> str:
+    """`out` as the last line of predict names it."""
+    return "standard output" if str(out) == STDOUT else str(out)
+
+
 def output_format(out: Path) -> str:
-    """`jsonl` or `csv`, from the suffix of `out`."""
+    """`jsonl` or `csv`, from the suffix of `out`; JSON lines for standard output (`-`)."""
+    if str(out) == STDOUT:
+        return "jsonl"
     fmt = OUTPUT_FORMATS.get(Path(out).suffix.lower())
     if fmt is None:
         raise ConfigError(
@@ -36,6 +47,8 @@ def check_output(out: Path, input_path: Path) -> str:
     """`output_format(out)`, once `out` is known to be writable as a file that is not the
     input: checked before the input is read or a model pulled, so a mistake costs nothing."""
     fmt = output_format(out)
+    if str(out) == STDOUT:
+        return fmt
     out, input_path = Path(out), Path(input_path)
     if out.is_dir():
         raise ConfigError(f"--out: {out} is a folder; give a file name ending in {fmt!r}")
@@ -104,7 +117,10 @@ def prediction_rows(
 def write_predictions(path: Path, fmt: str, rows: Iterable[dict[str, Any]]) -> int:
     """Write `rows` as JSON lines or CSV (header from the first row); returns the row count.
     Written beside `path` and moved onto it at the end: a reader never sees half a file, and
-    a failure leaves what was at `path` before."""
+    a failure leaves what was at `path` before. `-`: JSON lines to standard output, as they
+    come."""
+    if str(path) == STDOUT:
+        return _to_stdout(rows)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = _partial(path)
     count = 0
@@ -127,4 +143,13 @@ def write_predictions(path: Path, fmt: str, rows: Iterable[dict[str, Any]]) -> i
         ) from None
     finally:
         partial.unlink(missing_ok=True)
+    return count
+
+
+def _to_stdout(rows: Iterable[dict[str, Any]]) -> int:
+    count = 0
+    for row in rows:
+        sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
+        count += 1
+    sys.stdout.flush()
     return count

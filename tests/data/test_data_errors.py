@@ -51,6 +51,13 @@ def test_missing_column_lists_the_columns(tmp_path: Path, write_config) -> None:
     assert "columns there: index, sentence1, sentence2, label" in message
 
 
+def test_a_column_named_in_other_case_is_pointed_at(tmp_path: Path, write_config) -> None:
+    """'Sentence1' declared over a file's 'sentence1' was only 'not found' (a tester's Review)."""
+    message = _load_error(tmp_path, write_config, {**SPEC, "text_fields": ["Sentence1"]})
+    assert "train column 'Sentence1' (text_fields): not found in" in message
+    assert "('sentence1' there differs only in case; names match exactly)" in message
+
+
 def test_missing_label_column(tmp_path: Path, write_config) -> None:
     message = _load_error(tmp_path, write_config, {**SPEC, "label_field": "gold"})
     assert "column 'gold' (label_field)" in message and "label" in message

@@ -88,6 +88,9 @@ def test_a_missing_text_column_gets_the_fix_of_where_the_names_came_from(spec, t
     (tmp_path / "in.jsonl").write_text('{"s1": "A cat."}\n')
     with pytest.raises(TaskError, match=r"columns there: s1; give a file with the task's fields"):
         read_input(spec, tmp_path / "in.jsonl")
+    (tmp_path / "in.jsonl").write_text('{"s1": "A cat.", "S2": "An animal."}\n')  # the case
+    with pytest.raises(TaskError, match=r"not found in .*in.jsonl \('S2' there differs only in"):
+        read_input(spec, tmp_path / "in.jsonl")
 
 
 def test_an_input_of_no_known_format_names_the_formats_and_format(spec, tmp_path) -> None:

@@ -22,6 +22,7 @@ from adapterfleet.data.quality import (
     check_once,
     check_skipped,
     is_blank,
+    other_case,
     skip_places,
 )
 from adapterfleet.data.readers import RawSplit, read_file
@@ -207,7 +208,7 @@ def _normalise(
             raise TaskError(
                 spec.name,
                 f"{split} column {column!r} ({key})",
-                f"not found in {raw.source}",
+                f"not found in {raw.source}{other_case(column, raw.columns)}",
                 f"columns there: {', '.join(raw.columns) or '(none)'}; fix {key} or {split}.rename"
                 + _separator_hint(raw.columns, split),
             )

@@ -22,7 +22,7 @@ from adapterfleet.data.choices import check_columns, holds, labels_of, record_te
 from adapterfleet.data.compressed import refuse_compressed
 from adapterfleet.data.encodings import DEFAULT_ENCODING
 from adapterfleet.data.errors import TaskError
-from adapterfleet.data.quality import RowRef, cell_text, check_once, skip_places
+from adapterfleet.data.quality import RowRef, cell_text, check_once, other_case, skip_places
 from adapterfleet.data.readers import RawSplit, read_file
 from adapterfleet.data.sources import EXTENSIONS, FORMATS, SplitSource
 from adapterfleet.data.tasks import TaskSpec
@@ -241,7 +241,8 @@ def _check_fields(
                 )
             else:
                 fix = f"{there}; name the columns with --columns, one of them {name!r}"
-            raise TaskError(task, f"input column {name!r}", f"not found in {path}", fix)
+            problem = f"not found in {path}{other_case(name, present)}"
+            raise TaskError(task, f"input column {name!r}", problem, fix)
 
 
 def _id_field(task: str, path: Path, id_field: str | None, present: Sequence[str]) -> str | None:

@@ -62,6 +62,13 @@ class RowRef:
         return TaskError(self.spec.name, f"{self.split} {key}", text, fix)
 
 
+def other_case(name: str, columns: Sequence[str]) -> str:
+    """` ('Review' there differs only in case; names match exactly)` where a column of
+    `columns` is `name` but for case, else ""."""
+    found = [c for c in columns if c != name and c.casefold() == name.casefold()]
+    return f" ({found[0]!r} there differs only in case; names match exactly)" if found else ""
+
+
 def is_blank(value: Any) -> bool:
     """A missing value: None, or a cell of spaces (a CSV or TSV cell left empty is read as "",
     where JSON and Parquet hold null). Its row is skipped, whichever format it came in."""

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -110,6 +111,7 @@ def console_ui(demo_store: tuple[Path, str, str], tmp_path: Path) -> Iterator[di
     env = {**os.environ, "PATH": path, "MLFLOW_DISABLE_TELEMETRY": "true"}
     env.pop("VIRTUAL_ENV", None)
     env.pop("MLFLOW_TRACKING_URI", None)
+    env.pop("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", None)  # as a user's shell has it: unset
     if (bare := shutil.which("mlflow", path=path)) is not None:
         assert Path(bare).resolve() != Path(venv_bin, "mlflow").resolve()
     port = free_port()
@@ -153,6 +155,10 @@ def test_console_script_serves_the_store_without_the_venv_on_path(
     assert f"model registry: {base}/#/models?{ML_VIEW}" in printed
     with urllib.request.urlopen(link.group(1).split("#")[0], timeout=10) as page:
         assert page.status == 200 and b"<html" in page.read(2000).lower()
+    # what a model version's page asks for: the server drew `Downloading artifacts: 0%|` twice
+    query = urllib.parse.urlencode({"path": "MLmodel", "name": model, "version": "1"})
+    with pytest.raises(urllib.error.HTTPError):  # an adapter has no MLmodel file: 404
+        urllib.request.urlopen(f"{base}/model-versions/get-artifact?{query}", timeout=30)
 
     groups = list(console_ui["groups"])
     _stop(proc, [])  # SIGTERM to the command's group only: it must stop its UI itself
@@ -164,6 +170,7 @@ def test_console_script_serves_the_store_without_the_venv_on_path(
     console_ui["reader"].join(timeout=5)
     printed = "".join(lines)  # uvicorn's start and stop lines and MLflow's note on other hosts
     assert "INFO:" not in printed and "Security middleware" not in printed, printed
+    assert "Downloading artifacts" not in printed, printed  # a bar drawn with \r, no line
     assert printed.count("\n") == 3, printed  # the two links and where the UI is served
 
 

@@ -144,6 +144,8 @@ def run_until_stopped(command: list[str], drop: tuple[bytes, ...] = ()) -> int:
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     # MLflow's own import of a deprecated Starlette module warns at every start, with a path
     env.setdefault("PYTHONWARNINGS", "ignore:starlette.middleware.wsgi is deprecated")
+    # a model version's page asks for its MLmodel file, and the server drew a download bar for it
+    env.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     stderr = subprocess.PIPE if drop else None
     proc = subprocess.Popen(command, env=env, stderr=stderr, start_new_session=True)
     if proc.stderr is not None:

@@ -97,6 +97,13 @@ def test_a_pulled_fusion_comes_with_its_head_and_the_adapters_it_fuses(
     ]
     assert (dest / "model_adapter_fusion.safetensors").is_file()
     assert (dest / "head" / "model_head.safetensors").is_file()
+    # the dtype its base trained in, which `evaluate --run` on the folder loads it in (a pulled
+    # folder recorded none, so evaluate took the config's)
+    from adapterfleet.orchestration.local import read_run_info
+    from adapterfleet.registry import read_pulled
+
+    assert read_pulled(dest)["base_model_dtype"] == info.tags["base_model_dtype"] == "auto"
+    assert read_run_info(dest)["base_model_dtype"] == "auto"
     for task in info.fused:
         assert (dest / "adapters" / task / "adapter.safetensors").is_file()
 

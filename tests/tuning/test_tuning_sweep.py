@@ -60,6 +60,7 @@ def test_the_best_adapter_of_each_task_is_registered_with_its_tags(swept: Swept)
         info = swept.registered[task]
         assert info.name == adapter_model_name("tinysweep", task) == f"tinysweep.adapter.{task}"
         assert info.aliases == ("best",)
+        assert info.tags["base_model_dtype"] == "auto"  # the dtype its base trained in
         winner = expected_best(trial_runs, task)
         run = next(r for r in trial_runs if r.data.tags["adapterfleet.trial_id"] == winner)
         assert info.run_id == run.info.run_id

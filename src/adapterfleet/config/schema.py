@@ -128,6 +128,11 @@ class PipelineConfig:
             object.__setattr__(self, "base", dataclasses.replace(base, name=self.base_model))
 
     @property
+    def base_model_dtype(self) -> str:
+        """The dtype the base loads in, as `base_model_dtype` names it (`auto`: its own)."""
+        return self.base.dtype if self.base is not None else "auto"
+
+    @property
     def adapter_tasks(self) -> tuple[str, ...]:
         return self.adapters.tasks or tuple(self.tasks)
 

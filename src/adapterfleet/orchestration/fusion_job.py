@@ -51,7 +51,12 @@ from adapterfleet.registry import (
     wait_for_models,
 )
 from adapterfleet.registry import descriptions as notes
-from adapterfleet.registry.tags import BEST_ALIAS, TAG_LINEAGE, TAG_LINEAGE_KEY
+from adapterfleet.registry.tags import (
+    BEST_ALIAS,
+    TAG_BASE_MODEL_DTYPE,
+    TAG_LINEAGE,
+    TAG_LINEAGE_KEY,
+)
 from adapterfleet.training import (
     JobWorkdir,
     end_quietly,
@@ -378,6 +383,7 @@ def _register(
             TAG_LINEAGE: plan.lineage,
             TAG_LINEAGE_KEY: plan.key,
             "base_model": config.base_model,
+            TAG_BASE_MODEL_DTYPE: config.base_model_dtype,
             **data,
             "metric": metric,
             "metric_direction": metric_direction(metric),

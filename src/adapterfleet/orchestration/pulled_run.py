@@ -34,4 +34,7 @@ def pulled_run_info(folder: Path) -> dict[str, Any]:
         }
     else:
         lineage = {"adapter_sha256": record.get("sha256")}
-    return {"base_model": str(record.get("base_model") or ""), "lineage": lineage}
+    info = {"base_model": str(record.get("base_model") or ""), "lineage": lineage}
+    if record.get("base_model_dtype"):  # the dtype it trained in, which evaluate loads
+        info["base_model_dtype"] = record["base_model_dtype"]
+    return info

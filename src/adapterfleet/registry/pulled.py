@@ -33,7 +33,12 @@ from adapterfleet.registry.pulling import (
     pull_companion,
     version_to_pull,
 )
-from adapterfleet.registry.tags import BEST_ALIAS, TAG_BASE_MODEL, TAG_COMPANION
+from adapterfleet.registry.tags import (
+    BEST_ALIAS,
+    TAG_BASE_MODEL,
+    TAG_BASE_MODEL_DTYPE,
+    TAG_COMPANION,
+)
 
 PULLED_FILE = "pulled.json"
 HEAD_FOLDER = "head"
@@ -116,6 +121,7 @@ def _write_record(
         "kind": info.kind,
         "task": info.task,
         "base_model": info.tags.get(TAG_BASE_MODEL),
+        "base_model_dtype": info.tags.get(TAG_BASE_MODEL_DTYPE),  # None: registered before it
         "sha256": info.sha256,
         "head_sha256": head,
         "adapters": {

@@ -35,6 +35,7 @@ from adapterfleet.registry.descriptions import (
     adapter_version_note,
     tag_number,
 )
+from adapterfleet.registry.tags import TAG_BASE_MODEL_DTYPE
 from adapterfleet.training.metrics import metric_direction, signed
 from adapterfleet.training.workdir import JobWorkdir
 from adapterfleet.tuning.progress import Note, trial_counts, trial_epoch_line, with_note
@@ -253,6 +254,7 @@ class Registrar:
             )
         tags = {
             TAG_BASE_MODEL: self.config.base_model,
+            TAG_BASE_MODEL_DTYPE: self.config.base_model_dtype,
             TAG_CONFIG_HASH: plan.config_hash,
             TAG_METRIC: metric,
             TAG_METRIC_DIRECTION: metric_direction(metric),

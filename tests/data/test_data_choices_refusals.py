@@ -254,6 +254,22 @@ def test_a_row_whose_labels_name_a_choice_twice_is_refused(tmp_path: Path, write
     assert "twice (record 2 of " in message and message.endswith("give each choice its own label")
 
 
+def test_row_labels_that_are_not_the_label_names_are_refused_in_training(
+    tmp_path: Path, write_config
+) -> None:
+    """Labels 1..5 where label_names are A..E trained (the answer resolved among the row's
+    labels) into a model whose `predict` then refused the same rows: no prob_1 column."""
+    rows = json.loads(json.dumps(CSQA_ROWS))
+    rows[1]["choices"]["label"] = ["1", "2", "3", "4", "5"]
+    rows[1]["answerKey"] = "2"
+    message = refused(tmp_path, write_config, rows, CSQA)
+    assert (
+        "train choices.labels: the row's labels ['1', '2', '3', '4', '5'] are not the task's "
+        "label_names ['A', 'B', 'C', 'D', 'E'] (record 2 of " in message
+    )
+    assert message.endswith("or list the labels the rows use in label_names"), message
+
+
 def test_a_prediction_input_reads_each_rows_own_labels_and_refuses_as_training_does(
     tmp_path: Path, write_config
 ) -> None:
@@ -275,8 +291,8 @@ def test_a_prediction_input_reads_each_rows_own_labels_and_refuses_as_training_d
                   "label"),
         "others": (["1", "2", "3", "4", "5"], "input choices.labels: the row's labels ['1', '2', "
                    "'3', '4', '5'] are not the task's label_names ['A', 'B', 'C', 'D', 'E'] "
-                   "(record 2 of ", "give each row the labels label_names lists (in any order): "
-                   "the output names the choices' prob_<label> by them"),
+                   "(record 2 of ", "give each row the labels label_names lists (in any order), or "
+                   "list the labels the rows use in label_names"),
         "missing": (None, "input row 2: no value for 'choices.label' (choices.labels) in ",
                     "which other rows have; fill it in or remove the row"),
     }  # fmt: skip

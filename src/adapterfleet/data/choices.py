@@ -363,7 +363,8 @@ def labels_of(spec: TaskSpec, record: Mapping[str, Any], where: RowRef) -> tuple
 
 
 def _row_labels(spec: TaskSpec, record: Mapping[str, Any], count: int, where: RowRef) -> Any:
-    """The row's own labels of its choices (`choices.labels`), None without that column."""
+    """The row's own labels of its choices (`choices.labels`), None without that column; they
+    must be label_names in some order, as `predict` names its columns by them."""
     column = spec.choice_layout.labels_column
     if column is None:
         return None
@@ -377,4 +378,9 @@ def _row_labels(spec: TaskSpec, record: Mapping[str, Any], count: int, where: Ro
     if len(set(texts)) != len(texts):  # the answer key would name more than one choice
         problem = f"the row's labels {texts} name a choice twice"
         raise where.error("choices.labels", problem, "give each choice its own label")
+    names = list(spec.label_names)
+    if sorted(texts) != sorted(names):  # predict names each prob_<label> column by them
+        problem = f"the row's labels {texts} are not the task's label_names {names}"
+        fix = "give each row the labels label_names lists (in any order), or list the labels the "
+        raise where.error("choices.labels", problem, fix + "rows use in label_names")
     return texts

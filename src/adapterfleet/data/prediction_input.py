@@ -307,12 +307,11 @@ def input_labels(
     order: `predict` names a row's prediction and its `prob_<label>` by them, as training
     resolves the answer by them. None when the task has no such column or the input holds it in
     no row (its choices are then named by position in label_names). A row is refused where
-    training refuses it (a count other than its choices', a label named twice), where it lacks
-    the labels that other rows have, and where they are not the task's label_names."""
+    training refuses it (a count other than its choices', a label named twice, labels that are
+    not the task's label_names) and where it lacks the labels that other rows have."""
     column = spec.choice_layout.labels_column if spec.is_multiple_choice else None
     if column is None or not any(holds(row, column) for row in rows):
         return None
-    names = list(spec.label_names)
     out = []
     for number, row in enumerate(rows, start=1):
         where = RowRef(spec, "input", str(path), number)
@@ -322,10 +321,6 @@ def input_labels(
             raise TaskError(
                 spec.name, f"input row {number}", problem, "fill it in or remove the row"
             )
-        if sorted(labels) != sorted(names):
-            problem = f"the row's labels {list(labels)} are not the task's label_names {names}"
-            fix = "give each row the labels label_names lists (in any order): the output names "
-            raise where.error("choices.labels", problem, fix + "the choices' prob_<label> by them")
         out.append(labels)
     return out
 

@@ -42,6 +42,25 @@ def plural(count: int, noun: str, *, bare: bool = False) -> str:
     return word if bare else f"{count} {word}"
 
 
+class RowCount:
+    """Called with the rows done so far, it says `predict x: 6,000 of 20,000 rows, 48 s` once
+    every `period_s` (a log file's progress, where a terminal gets a bar); the last row is left
+    to the caller's own closing line."""
+
+    def __init__(self, title: str, total: int, say: Say, period_s: float = 30.0) -> None:
+        self.title, self.total, self.say, self.period_s = title, total, say, period_s
+        self.started = self.said = time.monotonic()
+
+    def __call__(self, done: int) -> None:
+        now = time.monotonic()
+        if done >= self.total or now - self.said < self.period_s:
+            return
+        self.said = now
+        spent = duration_text(now - self.started)
+        rows = plural(self.total, "row", bare=True)
+        self.say(f"{self.title}: {done:,} of {self.total:,} {rows}, {spent}")
+
+
 class LiveFooter:
     """A `Say` for a terminal: each line printed above a footer that stays on the last row and is
     redrawn every second: the elapsed time and the latest trial counts (`[trials 2 done, ...]`,

@@ -367,6 +367,39 @@ def test_ray_data_gives_the_same_output_as_the_local_path(world, tmp_path, ray_l
         )
 
 
+@pytest.mark.parametrize("on_ray", [False, True])
+def test_off_a_terminal_predict_says_the_rows_done_as_it_goes(
+    world, tmp_path, monkeypatch, on_ray, request
+):
+    """A nightly job's log had no line between `predict x: ... 20000 rows of in.csv` and
+    `wrote ...` for 160 s. Off a terminal a line says the rows done every PROGRESS_PERIOD_S
+    (here 0: after every batch, the last left to the closing line)."""
+    from adapterfleet.orchestration import predict
+
+    if on_ray:
+        request.getfixturevalue("ray_local")
+    monkeypatch.setattr(predict, "PROGRESS_PERIOD_S", 0.0)
+    total = 600 if on_ray else 21  # Ray Data returns blocks of RAY_BATCH_ROWS (256)
+    tsv = _write_tsv(tmp_path / "in.tsv", _texts(total, seed=6))
+    lines: list[str] = []
+    options = {"use_ray": True, "workers": 1} if on_ray else {}
+    predict_file(
+        world.config, "fruit", tsv, tmp_path / "o.csv", batch_size=4, say=lines.append, **options
+    )
+    counts = [line for line in lines if f" of {total} rows, " in line]
+    assert counts and lines[-1].startswith(f"predict fruit: wrote {total} rows"), lines
+    done = [int(line.split(": ")[1].split(" of ")[0]) for line in counts]
+    assert done == sorted(done) and done[-1] < total, lines
+    assert all(line.startswith("predict fruit: ") and line.endswith(" s") for line in counts)
+    if not on_ray:
+        assert done == [4, 8, 12, 16, 20]
+
+    lines.clear()  # the default period: a quick run says only its two lines
+    monkeypatch.setattr(predict, "PROGRESS_PERIOD_S", 30.0)
+    predict_file(world.config, "fruit", tsv, tmp_path / "p.csv", say=lines.append, **options)
+    assert len(lines) == 2, lines
+
+
 def test_cli_predict_in_a_subprocess(world, tmp_path):
     texts = _texts(6, seed=5)
     tsv = _write_tsv(tmp_path / "in.tsv", texts)

@@ -15,16 +15,14 @@ A registered fusion is its run's `fusion/` folder; its head is the run's `head/`
 adapters it fuses are the versions named by its `adapter.<task>=vN` tags. A registered adapter
 is its trial run's `adapter/` folder with the same run's `head/`.
 
-With `use_ray`, the rows go through Ray Data: `map_batches` with `_RayPredictor`, an actor that
-pulls and loads the model once, then the result is sorted by row and written the same way.
+With `use_ray`, the rows go through Ray Data (`predict_ray.py`). Off a terminal, a line says
+the rows done every half minute (`console.RowCount`); on one, a bar shows them.
 """
 
 from __future__ import annotations
 
-import logging
 import tempfile
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,7 +30,7 @@ from typing import TYPE_CHECKING
 from adapterfleet.adapters.base_model import names_other_base
 from adapterfleet.adapters.files import OtherBaseError
 from adapterfleet.config import BaseModelSpec, ConfigError, PipelineConfig
-from adapterfleet.console import Level, Say, plural
+from adapterfleet.console import RowCount, Say, plural
 from adapterfleet.data.prediction_input import PredictionInput, encode_input, read_input
 from adapterfleet.data.tasks import TaskSpec
 from adapterfleet.orchestration.limits import other_base_error, version_on_other_base
@@ -42,8 +40,6 @@ from adapterfleet.orchestration.predict_output import (
     prediction_rows,
     write_predictions,
 )
-from adapterfleet.orchestration.relay import library_output, ray_log_level
-from adapterfleet.orchestration.sweep import ensure_ray
 from adapterfleet.registry import (
     ModelVersionInfo,
     RegistryError,
@@ -59,13 +55,12 @@ from adapterfleet.registry.tags import BEST_ALIAS
 from adapterfleet.tuning.spec import TAG_BASE_MODEL
 
 if TYPE_CHECKING:
-    import numpy as np
     import torch
 
     from adapterfleet.adapters import AdapterModel
 
 HEAD_ARTIFACT = "head"
-RAY_BATCH_ROWS = 256  # rows per map_batches call; each is cut into length-grouped batches
+PROGRESS_PERIOD_S = 30.0  # off a terminal, a line of rows done this often
 
 
 @dataclass(frozen=True)
@@ -213,7 +208,7 @@ def check_head(
 
 
 @dataclass(frozen=True)
-class _Setup:
+class PredictSetup:
     """What a worker needs to predict: picklable, sent to every Ray actor."""
 
     config: PipelineConfig
@@ -263,25 +258,29 @@ def predict_file(
     training = config.adapters.training_for(target) if adapter else config.fusion.training
     graphs = training.cuda_graphs is not False  # auto or true: on where it can run
     rows_per_step = batch_size or training.eval_batch_size
-    setup = _Setup(
+    setup = PredictSetup(
         config, target, uri, info, rows_per_step, training.device, graphs, training.precision
     )
     shown = plural(len(data), "row")
     say(f"predict {target}: {info.name} v{info.version}, {shown} of {data.source}")
+    title = f"predict {target}"
+    counted = None if show_progress else RowCount(title, len(data), say, PROGRESS_PERIOD_S)
     if use_ray:
-        probabilities = _predict_ray(setup, data, workers)
+        from adapterfleet.orchestration.predict_ray import ray_probabilities
+
+        probabilities = ray_probabilities(setup, data, workers, counted)
     else:
-        probabilities = _predict_local(setup, data, show_progress)
+        probabilities = PredictWorker(setup).probabilities(data, show_progress, counted)
     rows = prediction_rows(data, probabilities, label_names_of(spec), spec.is_regression)
     count = write_predictions(out, fmt, rows)
     say(f"predict {target}: wrote {plural(count, 'row')} to {output_name(out)}")
     return PredictionSummary(out, count, info)
 
 
-class _Worker:
+class PredictWorker:
     """A pulled and loaded model with its tokenizer; `probabilities` of text rows."""
 
-    def __init__(self, setup: _Setup) -> None:
+    def __init__(self, setup: PredictSetup) -> None:
         from adapterfleet.adapters import load_tokenizer
         from adapterfleet.training.predict import forward_of, prediction_dtype
         from adapterfleet.training.runtime import resolve_device
@@ -303,7 +302,13 @@ class _Worker:
         self.spec = config.tasks[setup.target]
         check_head(self.model, setup.target, self.spec)
 
-    def probabilities(self, data: PredictionInput, show_progress: bool = False) -> torch.Tensor:
+    def probabilities(
+        self,
+        data: PredictionInput,
+        show_progress: bool = False,
+        counted: Callable[[int], None] | None = None,
+    ) -> torch.Tensor:
+        """(rows, classes); a bar on a terminal, or `counted(rows done)` after each batch."""
         from adapterfleet.training.predict import predict_probabilities
 
         rows = encode_input(data, self.spec, self.tokenizer, self.setup.config.max_length)
@@ -315,85 +320,7 @@ class _Worker:
             int(pad),
             device=self.device,
             show_progress=show_progress,
+            counted=counted,
             regression=self.spec.is_regression,
             forward=self.forward,
         )
-
-
-def _predict_local(setup: _Setup, data: PredictionInput, show_progress: bool) -> torch.Tensor:
-    return _Worker(setup).probabilities(data, show_progress)
-
-
-class _RayPredictor:
-    """The `map_batches` callable: loads the model once per actor, then predicts row batches."""
-
-    def __init__(self, setup: _Setup, fields: tuple[str, ...]) -> None:
-        import torch
-
-        torch.set_num_threads(max(1, int(setup.config.resources.cpu)))
-        self.worker = _Worker(setup)
-        self.fields = fields
-
-    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        columns = [batch[f"text_{i}"].tolist() for i in range(len(self.fields))]
-        texts = [tuple(str(v) for v in values) for values in zip(*columns, strict=True)]
-        data = PredictionInput("ray batch", self.fields, texts)
-        probabilities = self.worker.probabilities(data)
-        return {"row": batch["row"], "probabilities": probabilities.numpy()}
-
-
-def _predict_ray(setup: _Setup, data: PredictionInput, workers: int | None) -> torch.Tensor:
-    """The probabilities of every row through Ray Data; what Ray and Ray Data say below a
-    warning (their INFO lines, a log-based progress report every ten seconds) stays in Ray's
-    log files, as in `run`."""
-    with library_output(Level.DEFAULT), _quiet("ray.data"):
-        ensure_ray(None, None, ray_log_level(Level.DEFAULT))
-        return _ray_probabilities(setup, data, workers)
-
-
-@contextmanager
-def _quiet(name: str) -> Iterator[None]:
-    """Logger `name` (which Ray Data sets to INFO when imported) at WARNING for the block."""
-    logger = logging.getLogger(name)
-    import ray.data  # noqa: F401 - configures its logger first
-
-    before = logger.level
-    logger.setLevel(logging.WARNING)
-    try:
-        yield
-    finally:
-        logger.setLevel(before)
-
-
-def _ray_probabilities(setup: _Setup, data: PredictionInput, workers: int | None) -> torch.Tensor:
-    import numpy as np
-    import ray
-    import torch
-
-    resources = setup.config.resources
-    if workers is None:
-        cpus = float(ray.cluster_resources().get("CPU", 1.0))
-        pool = ray.data.ActorPoolStrategy(min_size=1, max_size=max(1, int(cpus // resources.cpu)))
-    else:
-        pool = ray.data.ActorPoolStrategy(size=workers)
-    items = [
-        {"row": index, **{f"text_{i}": text for i, text in enumerate(texts)}}
-        for index, texts in enumerate(data.texts)
-    ]
-    predicted = ray.data.from_items(items).map_batches(
-        _RayPredictor,
-        fn_constructor_args=(setup, data.fields),
-        batch_size=RAY_BATCH_ROWS,
-        compute=pool,
-        num_cpus=resources.cpu,
-        num_gpus=resources.gpu or None,
-        udf_modifying_row_count=False,
-    )
-    rows, probabilities = [], []
-    for batch in predicted.iter_batches(batch_format="numpy"):  # put in order here: a Ray Data
-        rows.append(batch["row"])  # sort samples its blocks in workers of its own (one aborted)
-        probabilities.append(batch["probabilities"])
-    order = np.concatenate(rows)
-    if not np.array_equal(np.sort(order), np.arange(len(data))):
-        raise RuntimeError(f"Ray Data returned rows {order[:10]}...; expected 0..{len(data) - 1}")
-    return torch.from_numpy(np.concatenate(probabilities)[np.argsort(order)])

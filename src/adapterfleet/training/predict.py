@@ -87,13 +87,16 @@ def predict_probabilities(
     *,
     device: torch.device | None = None,
     show_progress: bool = False,
+    counted: Callable[[int], None] | None = None,
     regression: bool = False,
     cuda_graphs: bool = False,
     dtype: torch.dtype | None = None,
     forward: Forward | None = None,
 ) -> torch.Tensor:
-    """Probabilities (rows, classes) in the order of `rows`; numbers (rows, 1) for `regression`."""
+    """Probabilities (rows, classes) in the order of `rows`; numbers (rows, 1) for `regression`.
+    `counted` is called with the number of rows done after each batch."""
     out: torch.Tensor | None = None
+    done = 0
     for indices, probabilities in predict_batches(
         model,
         rows,
@@ -109,6 +112,9 @@ def predict_probabilities(
         if out is None:
             out = torch.empty(len(rows), probabilities.shape[-1])
         out[indices] = probabilities
+        done += len(indices)
+        if counted is not None:
+            counted(done)
     if out is None:
         raise ValueError("rows is empty: nothing to predict")
     return out

@@ -374,6 +374,8 @@ def test_off_a_terminal_predict_says_the_rows_done_as_it_goes(
     """A nightly job's log had no line between `predict x: ... 20000 rows of in.csv` and
     `wrote ...` for 160 s. Off a terminal a line says the rows done every PROGRESS_PERIOD_S
     (here 0: after every batch, the last left to the closing line)."""
+    from dataclasses import replace
+
     from adapterfleet.orchestration import predict
 
     if on_ray:
@@ -381,10 +383,11 @@ def test_off_a_terminal_predict_says_the_rows_done_as_it_goes(
     monkeypatch.setattr(predict, "PROGRESS_PERIOD_S", 0.0)
     total = 600 if on_ray else 21  # Ray Data returns blocks of RAY_BATCH_ROWS (256)
     tsv = _write_tsv(tmp_path / "in.tsv", _texts(total, seed=6))
+    config = replace(world.config, max_length=12)  # some of the rows are cut
     lines: list[str] = []
     options = {"use_ray": True, "workers": 1} if on_ray else {}
     predict_file(
-        world.config, "fruit", tsv, tmp_path / "o.csv", batch_size=4, say=lines.append, **options
+        config, "fruit", tsv, tmp_path / "o.csv", batch_size=4, say=lines.append, **options
     )
     counts = [line for line in lines if f" of {total} rows, " in line]
     assert counts and lines[-1].startswith(f"predict fruit: wrote {total} rows"), lines
@@ -394,10 +397,21 @@ def test_off_a_terminal_predict_says_the_rows_done_as_it_goes(
     if not on_ray:
         assert done == [4, 8, 12, 16, 20]
 
-    lines.clear()  # the default period: a quick run says only its two lines
+    # rows that reach max_length are counted, as training's task line counts its own
+    from adapterfleet.adapters import load_tokenizer
+
+    tokenizer, most = load_tokenizer(config.base_model), config.max_length
+    texts = [line.split("\t")[1] for line in tsv.read_text().splitlines()[1:]]
+    lengths = [len(tokenizer(t, truncation=True, max_length=most)["input_ids"]) for t in texts]
+    cut = sum(n >= most for n in lengths)
+    assert 0 < cut < total  # the check has teeth
+    said = f"predict fruit: {cut:,} of {total:,} rows were cut at max_length {most} tokens, as "
+    assert sum(line.startswith(said) for line in lines) == 1, lines
+
+    lines.clear()  # the default period: a quick run says no count of rows done
     monkeypatch.setattr(predict, "PROGRESS_PERIOD_S", 30.0)
-    predict_file(world.config, "fruit", tsv, tmp_path / "p.csv", say=lines.append, **options)
-    assert len(lines) == 2, lines
+    predict_file(config, "fruit", tsv, tmp_path / "p.csv", say=lines.append, **options)
+    assert len(lines) == 3 and lines[1].startswith(said), lines
 
 
 def test_cli_predict_in_a_subprocess(world, tmp_path):

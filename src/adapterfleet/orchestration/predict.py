@@ -268,17 +268,30 @@ def predict_file(
     if use_ray:
         from adapterfleet.orchestration.predict_ray import ray_probabilities
 
-        probabilities = ray_probabilities(setup, data, workers, counted)
+        probabilities, cut = ray_probabilities(setup, data, workers, counted)
     else:
-        probabilities = PredictWorker(setup).probabilities(data, show_progress, counted)
+        worker = PredictWorker(setup)
+        probabilities = worker.probabilities(data, show_progress, counted)
+        cut = sum(worker.cut_rows)
+    if cut:
+        say(f"{title}: {cut:,} of {len(data):,} rows {cut_note(config.max_length)}")
     rows = prediction_rows(data, probabilities, label_names_of(spec), spec.is_regression)
     count = write_predictions(out, fmt, rows)
     say(f"predict {target}: wrote {plural(count, 'row')} to {output_name(out)}")
     return PredictionSummary(out, count, info)
 
 
+def cut_note(max_length: int) -> str:
+    """What predict says of the rows longer than max_length: cut as training cut its own."""
+    return (
+        f"were cut at max_length {max_length} tokens, as training cuts its rows (the model "
+        "reads the first ones)"
+    )
+
+
 class PredictWorker:
-    """A pulled and loaded model with its tokenizer; `probabilities` of text rows."""
+    """A pulled and loaded model with its tokenizer; `probabilities` of text rows, and after
+    each call `cut_rows`: whether each row reached max_length (and was cut there)."""
 
     def __init__(self, setup: PredictSetup) -> None:
         from adapterfleet.adapters import load_tokenizer
@@ -300,6 +313,7 @@ class PredictWorker:
         self.forward = forward_of(self.model, self.device, setup.cuda_graphs, dtype)
         self.tokenizer = load_tokenizer(config.base_model)
         self.spec = config.tasks[setup.target]
+        self.cut_rows: list[bool] = []
         check_head(self.model, setup.target, self.spec)
 
     def probabilities(
@@ -311,7 +325,9 @@ class PredictWorker:
         """(rows, classes); a bar on a terminal, or `counted(rows done)` after each batch."""
         from adapterfleet.training.predict import predict_probabilities
 
-        rows = encode_input(data, self.spec, self.tokenizer, self.setup.config.max_length)
+        max_length = self.setup.config.max_length
+        rows = encode_input(data, self.spec, self.tokenizer, max_length)
+        self.cut_rows = [n >= max_length for n in rows.lengths]
         pad = self.tokenizer.pad_token_id or 0
         return predict_probabilities(
             self.model,

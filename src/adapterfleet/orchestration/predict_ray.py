@@ -36,11 +36,14 @@ class _RayPredictor:
         self.fields = fields
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        import numpy as np
+
         columns = [batch[f"text_{i}"].tolist() for i in range(len(self.fields))]
         texts = [tuple(str(v) for v in values) for values in zip(*columns, strict=True)]
         data = PredictionInput("ray batch", self.fields, texts)
         probabilities = self.worker.probabilities(data)
-        return {"row": batch["row"], "probabilities": probabilities.numpy()}
+        cut = np.array(self.worker.cut_rows, dtype=bool)
+        return {"row": batch["row"], "probabilities": probabilities.numpy(), "cut": cut}
 
 
 def ray_probabilities(
@@ -48,10 +51,11 @@ def ray_probabilities(
     data: PredictionInput,
     workers: int | None,
     counted: Callable[[int], None] | None = None,
-) -> torch.Tensor:
-    """The probabilities of every row through Ray Data, `counted(rows done)` as they come
-    back; what Ray and Ray Data say below a warning (their INFO lines, a log-based progress
-    report every ten seconds) stays in Ray's log files, as in `run`."""
+) -> tuple[torch.Tensor, int]:
+    """The probabilities of every row through Ray Data and the number of rows cut at
+    max_length; `counted(rows done)` as they come back. What Ray and Ray Data say below a
+    warning (their INFO lines, a log-based progress report every ten seconds) stays in Ray's
+    log files, as in `run`."""
     with library_output(Level.DEFAULT), _quiet("ray.data"):
         ensure_ray(None, None, ray_log_level(Level.DEFAULT))
         return _ray_probabilities(setup, data, workers, counted)
@@ -76,7 +80,7 @@ def _ray_probabilities(
     data: PredictionInput,
     workers: int | None,
     counted: Callable[[int], None] | None,
-) -> torch.Tensor:
+) -> tuple[torch.Tensor, int]:
     import numpy as np
     import ray
     import torch
@@ -100,13 +104,14 @@ def _ray_probabilities(
         num_gpus=resources.gpu or None,
         udf_modifying_row_count=False,
     )
-    rows, probabilities = [], []
+    rows, probabilities, cut = [], [], 0
     for batch in predicted.iter_batches(batch_format="numpy"):  # put in order here: a Ray Data
         rows.append(batch["row"])  # sort samples its blocks in workers of its own (one aborted)
         probabilities.append(batch["probabilities"])
+        cut += int(batch["cut"].sum())
         if counted is not None:
             counted(sum(len(r) for r in rows))
     order = np.concatenate(rows)
     if not np.array_equal(np.sort(order), np.arange(len(data))):
         raise RuntimeError(f"Ray Data returned rows {order[:10]}...; expected 0..{len(data) - 1}")
-    return torch.from_numpy(np.concatenate(probabilities)[np.argsort(order)])
+    return torch.from_numpy(np.concatenate(probabilities)[np.argsort(order)]), cut

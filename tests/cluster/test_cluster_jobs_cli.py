@@ -38,7 +38,8 @@ def refused_job(ray_head: Any, tmp_path_factory: pytest.TempPathFactory) -> tupl
     and the job's id."""
     project = tmp_path_factory.mktemp("project")
     (project / "bad.yaml").write_text(
-        "name: bad\ndemo_tasks: true\nstorage: runs\nadapters: {reduction_factors: [0]}\n"
+        f"name: bad\ndemo_tasks: true\nstorage: {project}/runs\n"
+        "adapters: {reduction_factors: [0]}\n"
     )
     with open(project / "big.bin", "wb") as big:  # sparse: Ray warns by size, zips it small
         big.truncate(10 * 1024 * 1024)
@@ -95,7 +96,7 @@ def test_a_cluster_without_adapterfleet_is_said_to_lack_it(
     found`, `jobs` said FAILED, and nothing said why."""
     monkeypatch.setenv("RAY_AUTH_TOKEN", ray_head.token)
     monkeypatch.delenv("RAY_AUTH_TOKEN_PATH", raising=False)
-    (tmp_path / "c.yaml").write_text("name: bare\ndemo_tasks: true\n")
+    (tmp_path / "c.yaml").write_text(f"name: bare\ndemo_tasks: true\nstorage: {tmp_path}/r\n")
     with pytest.raises(JobError) as info:
         submit_pipeline(
             tmp_path / "c.yaml",

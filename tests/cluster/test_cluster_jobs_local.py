@@ -172,6 +172,33 @@ def test_config_outside_working_dir_is_refused(tmp_path: Path, no_token: Path) -
         submit_pipeline(elsewhere / "c.yaml", "http://127.0.0.1:1", working_dir=project)
 
 
+def test_a_relative_storage_or_sqlite_store_is_refused_before_any_upload(
+    tmp_path: Path, no_token: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`storage: jobruns` put the job's runs, checkpoints and MLflow store in Ray's temporary
+    copy of the working dir: `status` here found no runs, and the next submission (a new
+    package) trained every task again. It is refused here, before Ray is reached."""
+    monkeypatch.chdir(tmp_path)
+    address = "http://127.0.0.1:1"  # nothing answers: the refusal comes first
+    cases = {
+        "storage: jobruns\n": "storage: 'jobruns' is relative: the job would write it inside",
+        "": "storage: 'adapterfleet-runs' is relative: ",  # the default
+        f"storage: {tmp_path}/r\ntracking_uri: sqlite:///r/mlflow.db\n": (
+            "tracking_uri: 'sqlite:///r/mlflow.db' is a relative SQLite path: the job would"
+        ),
+    }
+    for number, (lines, words) in enumerate(cases.items()):
+        (tmp_path / f"c{number}.yaml").write_text(f"name: x\n{lines}")
+        with pytest.raises(ConfigError) as caught:
+            submit_pipeline(f"c{number}.yaml", address, working_dir=tmp_path)
+        assert str(caught.value).startswith(words), caught.value
+        assert "absolute" in str(caught.value)
+    with pytest.raises(ConfigError, match="^storage: 'runs' is relative"):  # --set counts too
+        submit_pipeline("c1.yaml", address, ["storage=runs"], working_dir=tmp_path)
+    with pytest.raises(JobError, match="127.0.0.1:1"):  # absolute: on to the cluster
+        submit_pipeline("c1.yaml", address, [f"storage={tmp_path}/r"], working_dir=tmp_path)
+
+
 def test_storage_inside_the_working_dir_is_excluded_however_it_is_written(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -75,7 +75,7 @@ def test_stop_long_running_job(with_token: Any) -> None:
 def test_submit_pipeline_entrypoint(with_token: Any, tmp_path: Path) -> None:
     config = tmp_path / "configs" / "tiny.yaml"
     config.parent.mkdir()
-    config.write_text("name: tiny\ndemo_tasks: true\nstorage: runs\n")
+    config.write_text(f"name: tiny\ndemo_tasks: true\nstorage: {tmp_path}/runs\n")
     (tmp_path / "runs").mkdir()
     (tmp_path / "runs" / "big.bin").write_bytes(os.urandom(1024))
     job_id = submit_pipeline(
@@ -103,11 +103,12 @@ def test_the_packaged_demo_is_submitted_by_its_name(
     """`submit -c demo` from a folder of one's own: the config ships with adapterfleet, so it
     is not refused as outside the upload; the job names it as the user did."""
     monkeypatch.chdir(tmp_path)
-    job_id = submit_pipeline("demo", with_token.address, ["budget=tiny"], working_dir=tmp_path)
+    overrides = ["budget=tiny", f"storage={tmp_path}/runs"]
+    job_id = submit_pipeline("demo", with_token.address, overrides, working_dir=tmp_path)
     assert job_id.startswith("adapterfleet-demo-")
     stop_job(with_token.address, job_id)
     info = next(j for j in list_jobs(with_token.address) if j.job_id == job_id)
-    assert info.entrypoint == "adapterfleet run demo --set budget=tiny"
+    assert info.entrypoint == f"adapterfleet run demo --set {overrides[0]} --set {overrides[1]}"
     assert wait_for_job(with_token.address, job_id, timeout_s=60, poll_s=0.5) in (
         "STOPPED",
         "FAILED",
@@ -230,7 +231,7 @@ def test_storage_inside_the_working_dir_is_not_uploaded(
     project = tmp_path / "userA"
     (project / "runs").mkdir(parents=True)
     (project / "runs" / "adapter.safetensors").write_bytes(os.urandom(1024))
-    storage = project / "runs" if written == "absolute" else "../userA/runs"
+    storage = project / "runs" if written == "absolute" else f"{project}/../userA/runs"
     config = project / "team.yaml"  # refused on the cluster at once: the job ends quickly
     config.write_text(f"name: team\nstorage: {storage}\nadapters: {{reduction_factors: [0]}}\n")
     monkeypatch.chdir(project)

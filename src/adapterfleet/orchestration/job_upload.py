@@ -1,15 +1,16 @@
 """What `submit` uploads: the working dir holding the config, without the pipeline's storage.
 
-The job runs in its copy of the working dir, so a relative `storage` is that folder's `runs/`
-there as it is here (`submit` is run from the working dir, or names it). Whether written
-absolute, relative or with `..`, a storage inside the working dir would ship every run,
+The job runs in its copy of the working dir, which Ray unpacks in a temporary folder of its
+session, a new one for each upload: a relative `storage` (or SQLite store) would put the runs,
+checkpoints and registry there, out of sight of `status` here and of the next submission, so it
+is refused (`check_job_storage`). A storage inside the working dir would ship every run,
 checkpoint and MLflow store made so far with each job: it is left out of the upload.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from adapterfleet.config import DEFAULT_STORAGE, ConfigError, apply_overrides, c
 from adapterfleet.errors import user_path
 from adapterfleet.orchestration.job_errors import JobError
 
-__all__ = ["config_document", "storage_excludes", "uploaded_config"]
+__all__ = ["check_job_storage", "config_document", "storage_excludes", "uploaded_config"]
 
 # What a gitignore-style pattern (Ray's `excludes`) reads as a wildcard or an escape
 _PATTERN_CHARS = re.compile(r"([\\*?\[\]!#])")
@@ -51,6 +52,27 @@ def config_document(config_path: Path, overrides: Sequence[str]) -> dict[str, An
     document = apply_overrides(document, overrides)
     document.setdefault("name", re.sub(r"[^A-Za-z0-9_-]", "-", config_path.stem))
     return document
+
+
+def check_job_storage(document: Mapping[str, Any]) -> None:
+    """Refuse a relative `storage` or SQLite `tracking_uri`: the job would write them inside
+    its own copy of the working dir (see the module's note)."""
+    where = (
+        "the job would write it inside its copy of the working dir, a temporary folder of the "
+        "Ray session that status here and the next submission do not see"
+    )
+    storage = str(document.get("storage") or DEFAULT_STORAGE)
+    if not Path(storage).expanduser().is_absolute():
+        raise ConfigError(
+            f"storage: {storage!r} is relative: {where}; give a folder every node of the "
+            "cluster shares, as an absolute path (--set storage=/mnt/adapterfleet)"
+        )
+    uri = document.get("tracking_uri")
+    if isinstance(uri, str) and uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+        raise ConfigError(
+            f"tracking_uri: {uri!r} is a relative SQLite path: {where}; give an absolute one "
+            "(sqlite:////mnt/adapterfleet/mlflow.db) or a tracking server (http://HEAD:5000)"
+        )
 
 
 def storage_excludes(storage: object, folder: Path) -> list[str]:

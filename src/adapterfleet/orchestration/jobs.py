@@ -31,7 +31,12 @@ from adapterfleet.orchestration.job_errors import failed, not_the_job_server, un
 from adapterfleet.orchestration.job_info import JobInfo as JobInfo  # re-exported
 from adapterfleet.orchestration.job_info import ended_line, failure_note, info_of
 from adapterfleet.orchestration.job_info import jobs_note as jobs_note  # re-exported
-from adapterfleet.orchestration.job_upload import config_document, storage_excludes, uploaded_config
+from adapterfleet.orchestration.job_upload import (
+    check_job_storage,
+    config_document,
+    storage_excludes,
+    uploaded_config,
+)
 from adapterfleet.orchestration.relay import job_client_output
 
 if TYPE_CHECKING:
@@ -228,14 +233,16 @@ def submit_pipeline(
 ) -> str:
     """Upload `working_dir` and run `adapterfleet run <config>` on the cluster.
 
-    The config must lie inside `working_dir`. Its `storage` folder (runs, MLflow db), when it
-    lies inside `working_dir`, is left out of the upload. With `wait`, block until the job ends
-    and raise `JobError` unless it SUCCEEDED. `say` hears the submission id once the job is
-    submitted (before the waiting); it is also returned.
+    The config must lie inside `working_dir`, and its `storage` be an absolute path (the
+    cluster's shared folder); when that lies inside `working_dir`, it is left out of the
+    upload. With `wait`, block until the job ends and raise `JobError` unless it SUCCEEDED.
+    `say` hears the submission id once the job is submitted (before the waiting); it is also
+    returned.
     """
     folder = Path(working_dir).expanduser().resolve()
     config, config_rel = uploaded_config(Path(config_path).expanduser(), folder)
     document = config_document(config, overrides)
+    check_job_storage(document)
     excludes = storage_excludes(document.get("storage"), folder)
     env = job_env(extra_env)
     overrides = logins_out(overrides, env)

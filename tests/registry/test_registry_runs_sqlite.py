@@ -209,3 +209,31 @@ def test_a_sweep_run_a_killed_driver_left_without_its_summary_gets_it(
     ended.end("FINISHED")  # ended, killed before its summary (the order before this change)
     assert finish_sweep_run(sqlite_uri, sqlite_experiment, name, "mrpc", lambda: summary)
     assert client.get_run(ended.run_id).data.tags["registered_version"] == "3"
+
+
+def test_every_run_says_the_versions_and_commit_it_was_made_with(
+    sqlite_uri: str, sqlite_experiment: str, new_name: Callable[[str], str]
+) -> None:
+    """A reader of a run found no version of adapterfleet, torch, transformers, Ray or MLflow
+    and no commit in MLflow: nothing said what to install to rerun it."""
+    import subprocess
+    from importlib import metadata
+
+    from adapterfleet.registry.environment import TAG_GIT_COMMIT, TAG_VERSIONS
+
+    sweep = open_sweep_run(sqlite_uri, sqlite_experiment, new_name("sweep"), "rte", {"a": "b"})
+    trial = open_trial_run(sqlite_uri, sqlite_experiment, sweep.run_id, new_name("t"), "rf16", {})
+    for logger in (sweep, trial):
+        tags = MlflowClient(sqlite_uri).get_run(logger.run_id).data.tags
+        versions = tags[TAG_VERSIONS].split(", ")
+        assert versions[:2] == [
+            f"adapterfleet {metadata.version('adapterfleet')}",
+            f"torch {metadata.version('torch')}",
+        ]
+        assert f"mlflow {metadata.version('mlflow')}" in versions and versions[-1][:7] == "python "
+        root = Path(__file__).resolve().parents[2]
+        if (root / ".git").exists():  # a checkout: its commit, as MLflow's UI shows it
+            head = subprocess.run(
+                ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True
+            )
+            assert tags[TAG_GIT_COMMIT] == head.stdout.strip()

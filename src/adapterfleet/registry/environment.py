@@ -1,0 +1,59 @@
+"""What a run was made with, as tags on every run adapterfleet opens: the versions of
+adapterfleet and of the libraries it trains with, and, from a git checkout of adapterfleet, its
+commit (MLflow's own `mlflow.source.git.commit`, which the UI shows as the run's source). A
+reader of the run installs the same and reruns it; the config's settings are the run's params."""
+
+from __future__ import annotations
+
+import functools
+import platform
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+TAG_VERSIONS = "adapterfleet.versions"
+TAG_GIT_COMMIT = "mlflow.source.git.commit"
+TAG_GIT_DIRTY = "adapterfleet.git_dirty"  # "true": the checkout had uncommitted changes
+PACKAGES = ("adapterfleet", "torch", "transformers", "ray", "mlflow", "datasets", "safetensors")
+
+
+@functools.cache
+def environment_tags() -> dict[str, str]:
+    """The tags, computed once per process."""
+    tags = {TAG_VERSIONS: versions_text()}
+    commit, dirty = _checkout_commit(Path(__file__).resolve().parents[3])
+    if commit:
+        tags[TAG_GIT_COMMIT] = commit
+        if dirty:
+            tags[TAG_GIT_DIRTY] = "true"
+    return tags
+
+
+def versions_text() -> str:
+    """`adapterfleet 0.1.0, torch 2.13.0, ..., python 3.11.9` (one not installed: left out)."""
+    found = []
+    for name in PACKAGES:
+        try:
+            found.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            continue
+    return ", ".join([*found, f"python {platform.python_version()}"])
+
+
+def _checkout_commit(root: Path) -> tuple[str | None, bool]:
+    """HEAD of the git checkout adapterfleet is imported from, and whether it has uncommitted
+    changes; (None, False) for an installed wheel or without git."""
+    if not (root / ".git").exists() or not (root / "src" / "adapterfleet").is_dir():
+        return None, False
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"],
+            capture_output=True, text=True, timeout=10, check=True,
+        ).stdout.strip()  # fmt: skip
+        status = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, timeout=10, check=True,
+        ).stdout  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None, False
+    return (head or None), bool(status.strip())

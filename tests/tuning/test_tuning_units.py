@@ -124,7 +124,7 @@ def test_resume_without_an_interrupted_sweep_is_refused(config) -> None:
 
 def test_plan_resumes_only_a_sweep_of_the_same_settings(config, tmp_path: Path) -> None:
     from adapterfleet.registry import default_tracking_uri, ensure_experiment
-    from adapterfleet.tuning.plan import META_FILE, experiment_path, plan_sweep, set_aside
+    from adapterfleet.tuning.plan import META_FILE, experiment_path, place_experiment, plan_sweep
 
     uri = default_tracking_uri(tmp_path / "mlruns")
     experiment = ensure_experiment(uri, config.name)
@@ -144,7 +144,7 @@ def test_plan_resumes_only_a_sweep_of_the_same_settings(config, tmp_path: Path) 
     for resume in (None, True):
         plan = plan_sweep(config, uri, experiment, resume=resume)
         assert plan.restore and plan.sweep_name == "tinysweep-old"
-        assert set_aside(plan) is None and path.is_dir()
+        assert place_experiment(plan) is None and path.is_dir()
     anew = plan_sweep(config, uri, experiment, resume=False)
     assert not anew.restore and anew.sweep_name != "tinysweep-old"
     # other settings: resuming is refused, a plain run starts anew and moves the old one aside
@@ -153,9 +153,43 @@ def test_plan_resumes_only_a_sweep_of_the_same_settings(config, tmp_path: Path) 
         plan_sweep(config, uri, experiment, resume=True)
     plan = plan_sweep(config, uri, experiment)
     assert not plan.restore
-    moved = set_aside(plan)
-    assert moved == path.parent / "previous" / "tinysweep-old"
+    moved = path.parent / "previous" / "tinysweep-old"
+    assert place_experiment(plan) == f"set aside the earlier sweep tinysweep-old in {moved}"
     assert (moved / "tuner.pkl").is_file() and not path.exists()
+
+
+def test_a_sweep_set_aside_unfinished_is_brought_back_for_its_settings(
+    config, tmp_path: Path
+) -> None:
+    """Bob's sweep was interrupted; Alice ran the same pipeline name with other settings, which
+    set Bob's aside without a word; Bob's `run --resume` was refused ('the adapter settings or
+    tasks changed') though his had not, and a plain run trained from epoch 1."""
+    from adapterfleet.registry import default_tracking_uri, ensure_experiment
+    from adapterfleet.tuning.plan import META_FILE, experiment_path, place_experiment, plan_sweep
+
+    uri = default_tracking_uri(tmp_path / "mlruns")
+    experiment = ensure_experiment(uri, config.name)
+    digest = plan_sweep(config, uri, experiment).sweep_hash
+    path = experiment_path(config)
+    sweeps = {"tinysweep-bob": digest, "tinysweep-alice": "1" * 64}
+    for name, hashed in sweeps.items():  # Bob's set aside, Alice's in place
+        place = path if name.endswith("alice") else path.parent / "previous" / name
+        place.mkdir(parents=True)
+        (place / "tuner.pkl").write_bytes(b"")
+        note = {"sweep_name": name, "sweep_hash": hashed, "tasks": ["fruit", "water"]}
+        (place / META_FILE).write_text(json.dumps(note))
+    for resume in (True, None):
+        plan = plan_sweep(config, uri, experiment, resume=resume)
+        assert plan.restore and plan.sweep_name == "tinysweep-bob", resume
+    line = place_experiment(plan)
+    alice, bob = (path.parent / "previous" / f"tinysweep-{who}" for who in ("alice", "bob"))
+    assert line == (
+        f"set aside the earlier sweep tinysweep-alice in {alice}; "
+        f"brought back tinysweep-bob from {bob} to resume it"
+    )
+    assert json.loads((path / META_FILE).read_text())["sweep_name"] == "tinysweep-bob"
+    assert (alice / "tuner.pkl").is_file() and not bob.exists()
+    assert not plan_sweep(config, uri, experiment, resume=False).restore  # never when told anew
 
 
 def test_trials_get_absolute_paths(config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -183,3 +217,28 @@ def test_importing_the_layers_starts_nothing() -> None:
         "assert all(getattr(t, name) is not None for name in t.__all__)\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_checkpoints_tune_deleted_after_its_last_state_are_refilled(tmp_path: Path) -> None:
+    """A sweep SIGTERMed between Tune's deleting an old checkpoint and its saving the state
+    resumed with the checkpoint still listed: Tune's ERROR `Error handling checkpoint` (a
+    FileNotFoundError) on each new one, then the next resume failed the trial for good (`Could
+    not recover from checkpoint as it does not exist on storage anymore`). Empty folders stand
+    in for the latest deleted ones (those a lagging state can list), nothing else is made."""
+    from adapterfleet.tuning.plan import STATE_LAG, refill_deleted_checkpoints
+
+    experiment = tmp_path / "demo"
+    short, long, none = (experiment / name for name in ("adapter_trial_0", "adapter_trial_1", "x"))
+    for trial, kept in ((short, (2, 3)), (long, (28, 29))):
+        for index in kept:
+            (trial / f"checkpoint_{index:06d}").mkdir(parents=True)
+            (trial / f"checkpoint_{index:06d}" / "trainer_state.json").write_text("{}")
+    none.mkdir()
+    made = refill_deleted_checkpoints(experiment)
+    assert sorted(p.relative_to(experiment).as_posix() for p in made) == [
+        *(f"adapter_trial_0/checkpoint_{i:06d}" for i in (0, 1)),
+        *(f"adapter_trial_1/checkpoint_{i:06d}" for i in range(28 - STATE_LAG, 28)),
+    ]
+    assert all(p.is_dir() and not any(p.iterdir()) for p in made)
+    assert list(none.iterdir()) == [] and refill_deleted_checkpoints(experiment) == []
+    assert refill_deleted_checkpoints(tmp_path / "absent") == []

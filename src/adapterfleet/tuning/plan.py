@@ -3,16 +3,19 @@
 A Tune experiment lives in `<storage>/ray/<pipeline name>`; next to Tune's files a small
 `adapterfleet_sweep.json` records the sweep's name, the hash of the settings it was started with
 and its tasks. It is resumed only when those still match; otherwise a new sweep starts and the old
-experiment folder is moved to `<storage>/ray/previous/<its sweep name>`.
+experiment folder is moved to `<storage>/ray/previous/<its sweep name>`. A sweep set aside there
+unfinished (another config of the same pipeline name ran meanwhile) is brought back and resumed
+when its settings are the config's again.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +54,8 @@ class SweepPlan:
     changed: dict[str, ModelVersionInfo] = field(default_factory=dict)
     # `@best` registered for other settings: the version, and what changed (`key: old → new`)
     resettled: dict[str, tuple[ModelVersionInfo, list[str]]] = field(default_factory=dict)
+    # where the sweep to resume was set aside (under previous/), to bring back first
+    set_aside_at: Path | None = None
 
     @property
     def experiment_path(self) -> Path:
@@ -142,6 +147,7 @@ def plan_sweep(
         survey.data_hashes,
         survey.changed,
         survey.resettled,
+        survey.source if restore and survey.source != survey.path else None,
     )
 
 
@@ -165,6 +171,7 @@ class _Survey:
     data_hashes: dict[str, str | None]
     changed: dict[str, ModelVersionInfo]
     resettled: dict[str, tuple[ModelVersionInfo, list[str]]]
+    source: Path  # where `meta` was read: `path`, or a sweep set aside under previous/
 
     @classmethod
     def of(cls, config: PipelineConfig, tracking_uri: str) -> _Survey:
@@ -190,7 +197,20 @@ class _Survey:
         path = experiment_path(config)
         meta = read_meta(path) if pending and _restorable(path) else None
         digest = sweep_hash(hashes)
-        return cls(path, digest, hashes, registered, pending, meta, data, changed, resettled)
+        found = (registered, pending, meta, data, changed, resettled)
+        survey = cls(path, digest, hashes, *found, source=path)
+        return survey if survey.matches or not pending else survey._set_aside_match()
+
+    def _set_aside_match(self) -> _Survey:
+        """This survey reading, instead of the folder in place, the newest sweep under
+        previous/ that matches; unchanged when none does."""
+        folder = self.path.parent / PREVIOUS_DIR
+        places = sorted(folder.iterdir(), key=_modified, reverse=True) if folder.is_dir() else []
+        for place in places:
+            found = replace(self, meta=read_meta(place), source=place)
+            if found.meta is not None and found.matches and _restorable(place):
+                return found
+        return self
 
     @property
     def matches(self) -> bool:
@@ -239,16 +259,65 @@ def _restorable(path: Path) -> bool:
     return Tuner.can_restore(str(path))
 
 
-def set_aside(plan: SweepPlan) -> Path | None:
-    """Move an experiment folder that will not be resumed out of the way; its new path."""
+def _modified(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def place_experiment(plan: SweepPlan) -> str | None:
+    """Put the experiment folder the plan runs in place: an earlier sweep's folder that will
+    not be resumed is moved to previous/, and a sweep to resume that was set aside there is
+    brought back. A line saying what moved, or None."""
     path = plan.experiment_path
-    if plan.restore or not path.exists():
+    if plan.restore and plan.set_aside_at is None:
         return None
-    old = read_meta(path) or {}
+    said = []
+    if path.exists():
+        old = read_meta(path) or {}
+        moved = _set_aside(path, str(old.get("sweep_name") or path.name))
+        said.append(f"set aside the earlier sweep {moved.name} in {moved}")
+    if plan.set_aside_at is not None:
+        shutil.move(str(plan.set_aside_at), str(path))
+        said.append(f"brought back {plan.sweep_name} from {plan.set_aside_at} to resume it")
+    return "; ".join(said) or None
+
+
+def _set_aside(path: Path, name: str) -> Path:
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-    target = path.parent / PREVIOUS_DIR / str(old.get("sweep_name") or f"{path.name}-{stamp}")
+    target = path.parent / PREVIOUS_DIR / name
     if target.exists():
         target = target.with_name(f"{target.name}-{stamp}")
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.move(str(path), str(target))
     return target
+
+
+CHECKPOINT_DIR = re.compile(r"checkpoint_(\d{6})")
+STATE_LAG = 4  # checkpoints a trial may have made after Tune last saved its experiment state
+
+
+def refill_deleted_checkpoints(path: Path) -> list[Path]:
+    """Empty folders where each trial's latest deleted checkpoints were, before Tune restores
+    the experiment at `path`; the folders made.
+
+    Tune deletes a trial's older checkpoints as it makes new ones (`num_to_keep`) but saves its
+    experiment state only every few seconds: a sweep interrupted in between is restored with
+    checkpoints listed that are gone. Tune then failed to delete them again, logged an ERROR and
+    stopped recording the trial's new checkpoints, and the next resume failed the trial for good
+    (`Could not recover from checkpoint as it does not exist on storage anymore`). An empty
+    folder is deleted without a word, and a trial handed one continues from its own checkpoint
+    in its run folder (`training.lifecycle.resume_job`)."""
+    made = []
+    for trial in (p for p in path.iterdir() if p.is_dir()) if path.is_dir() else ():
+        found = {int(m[1]): c for c in trial.iterdir() if (m := CHECKPOINT_DIR.fullmatch(c.name))}
+        held = [index for index, folder in found.items() if any(folder.iterdir())]
+        if not held:
+            continue
+        for index in range(max(0, min(held) - STATE_LAG), max(held)):
+            if index not in found:
+                folder = trial / f"checkpoint_{index:06d}"
+                folder.mkdir()
+                made.append(folder)
+    return made

@@ -23,7 +23,12 @@ from adapterfleet.console import Say, plural
 from adapterfleet.data import TaskData, TokenizedTask, load_task, tokenize_task
 from adapterfleet.data.baseline import Majority, dev_majority
 from adapterfleet.registry import MlflowRunLogger, ModelVersionInfo
-from adapterfleet.tuning.plan import SweepPlan, set_aside, write_meta
+from adapterfleet.tuning.plan import (
+    SweepPlan,
+    place_experiment,
+    refill_deleted_checkpoints,
+    write_meta,
+)
 from adapterfleet.tuning.progress import Note
 from adapterfleet.tuning.registration import (
     Registrar,
@@ -153,10 +158,10 @@ def build_tuner(
 ) -> ray.tune.Tuner:
     path = plan.experiment_path
     if plan.restore:
+        refill_deleted_checkpoints(path)
         return ray.tune.Tuner.restore(
             str(path), trainable, resume_unfinished=True, resume_errored=True
         )
-    set_aside(plan)
     tuner = ray.tune.Tuner(
         trainable,
         param_space=param_space(plan.config, plan.pending),
@@ -257,6 +262,9 @@ def run_sweep(
         verb = "resuming" if plan.restore else "starting"
         trials = sum(task.size for task in tasks.values())
         counts = f"{plural(len(plan.pending), 'task')}, {plural(trials, 'trial')}"
+        moved = place_experiment(plan)
+        if moved is not None:
+            progress(f"sweep {plan.sweep_name}: {moved}")
         progress(f"sweep {plan.sweep_name}: {verb}, {counts}")
         with tune_output(verbose):
             tuner = build_tuner(plan, trainable, max_failures=max_failures, verbose=verbose)

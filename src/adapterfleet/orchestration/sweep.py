@@ -35,7 +35,7 @@ from adapterfleet.registry.heartbeat import heartbeat
 from adapterfleet.registry.interrupted import clear_interrupted, mark_interrupted
 from adapterfleet.registry.store import check_store, login_env, missing_store
 from adapterfleet.registry.sweep_run import finish_sweep_run
-from adapterfleet.registry.tags import BEST_ALIAS, TAG_SWEEP, TAG_TRIAL_ID
+from adapterfleet.registry.tags import BEST_ALIAS, TAG_CONFIG_HASH, TAG_SWEEP, TAG_TRIAL_ID
 from adapterfleet.training import end_quietly
 from adapterfleet.tuning.plan import SweepPlan, check_resumable, plan_sweep
 from adapterfleet.tuning.settings import changed_text
@@ -314,7 +314,7 @@ def _open_sweep_runs(
     runs = {}
     for task in tasks:
         tags = {
-            "config_hash": task_config_hash(config, task),
+            TAG_CONFIG_HASH: task_config_hash(config, task),
             "base_model": config.base_model,
             TAG_NOTE: sweep_description(config, task, sweep_name),
         }

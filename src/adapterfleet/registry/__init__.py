@@ -24,6 +24,7 @@ from adapterfleet.registry.redact import REDACTED, redact, redact_values
 from adapterfleet.registry.results import (
     ExperimentData,
     RunData,
+    active_runs,
     download_run_file,
     find_experiment,
     finished_runs,
@@ -76,6 +77,7 @@ __all__ = [
     "RegistryTimeout",
     "ExperimentData",
     "RunData",
+    "active_runs",
     "download_run_file",
     "find_experiment",
     "finished_runs",

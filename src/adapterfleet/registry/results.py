@@ -86,8 +86,16 @@ def finished_runs(uri: str, experiment_id: str, kinds: Sequence[str]) -> list[Ru
     runs: list[RunData] = []
     for kind in kinds:
         what = f"reading {kind} runs of experiment {experiment_id}"
-        runs += _guarded(uri, what, lambda k=kind: _search_finished(client, experiment_id, k))
+        runs += _guarded(uri, what, lambda k=kind: _search(client, experiment_id, k))
     return sorted(runs, key=lambda r: (r.start_time, r.run_id))
+
+
+def active_runs(uri: str, experiment_id: str, kind: str) -> list[RunData]:
+    """Every active run of the experiment whose `adapterfleet.kind` is `kind`, whatever its
+    status (a sweep run a Ctrl-C ended still names the settings of its finished trials)."""
+    client = _guarded(uri, "opening the tracking store", lambda: get_client(uri))
+    what = f"reading {kind} runs of experiment {experiment_id}"
+    return _guarded(uri, what, lambda: _search(client, experiment_id, kind, finished=False))
 
 
 def download_run_file(uri: str, run_id: str, path: str, dst: str | os.PathLike[str]) -> Path | None:
@@ -133,10 +141,14 @@ def _sqlite_none_finished(db: Path, experiment_id: str, kinds: Sequence[str]) ->
     )
 
 
-def _search_finished(client: MlflowClient, experiment_id: str, kind: str) -> list[RunData]:
+def _search(
+    client: MlflowClient, experiment_id: str, kind: str, *, finished: bool = True
+) -> list[RunData]:
     from mlflow.entities import ViewType
 
-    query = f"attributes.status = 'FINISHED' AND tags.`{TAG_KIND}` = {quote(kind)}"
+    query = f"tags.`{TAG_KIND}` = {quote(kind)}"
+    if finished:
+        query = f"attributes.status = 'FINISHED' AND {query}"
     out: list[RunData] = []
     token: str | None = None
     while True:

@@ -17,7 +17,7 @@ from adapterfleet.config import PipelineConfig
 from adapterfleet.errors import UserError
 from adapterfleet.registry import ModelVersionInfo
 from adapterfleet.registry.descriptions import TAG_NOTE, sweep_note
-from adapterfleet.registry.tags import TAG_BASE_MODEL  # noqa: F401 - re-exported
+from adapterfleet.registry.tags import TAG_BASE_MODEL, TAG_CONFIG_HASH  # noqa: F401 - re-exported
 
 GRID_KEYS = ("task", "reduction_factor", "learning_rate", "seed")
 POINT_KEY = "point"  # with adapters.task_grid: the Tune config holds the grid point under this key
@@ -26,7 +26,6 @@ TRIALS_DIR = "sweeps"  # <storage>/sweeps/<sweep name>/<trial id>/
 TOKENS_DIR = "tokens"  # <storage>/tokens/: the shared tokenisation cache
 RAY_DIR = "ray"  # <storage>/ray/<pipeline name>/: the Tune experiment
 # Tags written on registered adapter versions (besides the registry's own).
-TAG_CONFIG_HASH = "config_hash"
 TAG_METRIC = "metric"
 TAG_METRIC_VALUE = "metric_value"
 TAG_DATA_SHA256 = "data_sha256"  # the task's local files as the adapter trained on them

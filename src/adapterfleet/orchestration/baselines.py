@@ -18,7 +18,6 @@ resumes the others after their newest finished epoch.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from dataclasses import dataclass, field, replace
@@ -30,6 +29,7 @@ import torch
 from adapterfleet.config import PipelineConfig
 from adapterfleet.console import Say
 from adapterfleet.errors import cause_text
+from adapterfleet.orchestration.baseline_plan import BaselineJob, plan_baselines
 from adapterfleet.orchestration.baseline_training import BaselineTraining
 from adapterfleet.orchestration.relay import (
     WorkerRelay,
@@ -52,27 +52,10 @@ from adapterfleet.training import (
 from adapterfleet.training.modes import (
     RUN_FILE,
 )
-from adapterfleet.tuning.spec import RAY_DIR, data_sha256
+from adapterfleet.tuning.spec import RAY_DIR
 from adapterfleet.tuning.workers import TRAIN_DIR, fit_on_workers
 
 MT_A_KIND = "mt-a"  # the joint training run of MT-A; its per-task results are `baseline` runs
-ALL_TASKS = "all"  # the task of an MT-A job: every adapter task
-
-
-@dataclass(frozen=True)
-class BaselineJob:
-    system: str
-    task: str  # ALL_TASKS for mt-a
-    seed: int
-    key: str  # sha256 of everything that decides the result
-
-    @property
-    def job_id(self) -> str:
-        return f"{self.system}-{self.task}-s{self.seed}-{self.key[:12]}"
-
-    @property
-    def label(self) -> str:
-        return f"{self.system} {self.task} seed {self.seed}"
 
 
 @dataclass(frozen=True)
@@ -88,60 +71,6 @@ class BaselineOutcome:
 class BaselineSummary:
     outcomes: list[BaselineOutcome] = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)  # job label -> error
-
-
-def _digest(payload: Any) -> str:
-    text = json.dumps(payload, sort_keys=True, default=str, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def plan_baselines(config: PipelineConfig) -> list[BaselineJob]:
-    """Every job of the stage, MT-A jobs first (fusion-mt-a waits on them)."""
-    stage = config.baselines
-    common = {"base_model": config.base_model, "max_length": config.max_length}
-    mt_tasks = config.adapter_tasks
-    data = {t: data_sha256(config, t) for t in {*mt_tasks, *stage.tasks}}  # None: a hub dataset
-    mt_keys = {
-        seed: _digest(
-            {
-                **common,
-                "system": "mt-a",
-                "seed": seed,
-                "tasks": {t: config.tasks[t].to_mapping() for t in mt_tasks},
-                "data": {t: data[t] for t in mt_tasks},
-                "reduction_factor": stage.reduction_factor,
-                "training": _settings(stage.training_for("mt-a")),
-            }
-        )
-        for seed in stage.seeds
-    }
-    jobs = [BaselineJob("mt-a", ALL_TASKS, s, mt_keys[s]) for s in stage.seeds]
-    jobs = jobs if "mt-a" in stage.systems else []
-    for system in stage.systems:
-        if system == "mt-a":
-            continue
-        for task in stage.tasks:
-            for seed in stage.seeds:
-                payload: dict[str, Any] = {
-                    **common,
-                    "system": system,
-                    "seed": seed,
-                    "task": config.tasks[task].to_mapping(),
-                    "data": data[task],
-                    "training": _settings(stage.training_for(system, task)),
-                }
-                if system == "st-a-houlsby":
-                    payload["reduction_factor"] = stage.reduction_factor
-                if system == "fusion-mt-a":
-                    payload["mt_a"] = mt_keys[seed]
-                    payload["adapters"] = list(config.fusion.targets[task])
-                    payload["preset"] = config.fusion.preset
-                jobs.append(BaselineJob(system, task, seed, _digest(payload)))
-    return jobs
-
-
-def _settings(training: Any) -> dict[str, Any]:
-    return {k: v for k, v in training.hash_dict().items() if k != "progress"}
 
 
 def run_baseline_job(

@@ -60,7 +60,12 @@ class FusionPlan:
 
     @property
     def trial_id(self) -> str:
-        return f"fusion-{self.target}-{self.key[:12]}"
+        return fusion_id(self.target, self.key)
+
+
+def fusion_id(target: str, key: str) -> str:
+    """The id of a fusion's MLflow run (and its trial): the target and its lineage key."""
+    return f"fusion-{target}-{key[:12]}"
 
 
 def plan_fusion(

@@ -103,6 +103,13 @@ def test_fusion_seeds_and_baselines_are_trained_logged_and_not_redone(
     kinds = [row["kind"] for row in summary_rows(config, summary)]
     assert kinds.count("mt-a s0") == 2 and "fusion-mt-a s0" in kinds
 
+    # the pipeline's report counts every run it made: each is of the config's settings
+    assert summary.report is not None
+    assert {s for t, s in summary.report.cells if t == "fruit"} == {
+        "head", "full", "st-a", "st-a-houlsby", "mt-a", "fusion-st-a", "fusion-mt-a"
+    }  # fmt: skip
+    assert not [n for n in summary.report.notes if "left out" in n], summary.report.notes
+
     # the experiment says which budget ran and what it changed
     experiment = client.get_experiment_by_name(PIPELINE)
     assert experiment.tags["adapterfleet.budget"] == "small"

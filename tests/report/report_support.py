@@ -50,12 +50,15 @@ class Pipeline:
         *,
         architecture: str = "pfeiffer",
         status: str | None = "FINISHED",
+        parent: str | None = None,
     ) -> str:
+        """A trial run; `parent`: its sweep run's id (the sweep's `config_hash` names its
+        settings)."""
         params = {"reduction_factor": rf, "learning_rate": lr, "seed": seed}
         run = open_trial_run(
             self.uri,
             self.experiment_id,
-            None,
+            parent,
             uid(f"{task}-rf{rf}-lr{lr:g}-s{seed}"),
             params={**params, "architecture": architecture},
             tags={TAG_TASK: task},
@@ -76,7 +79,9 @@ class Pipeline:
         seed_as_tag: bool = True,
         pruned_from: str | None = None,
         status: str | None = "FINISHED",
+        fusion_id: str | None = None,
     ) -> str:
+        """A fusion run; `fusion_id`: the id its settings give it (`FusionPlan.trial_id`)."""
         tags: dict[str, Any] = {TAG_LINEAGE: lineage}
         if seed_as_tag:
             tags["seed"] = seed
@@ -86,7 +91,7 @@ class Pipeline:
             self.uri,
             self.experiment_id,
             target,
-            uid("fusion"),
+            fusion_id or uid("fusion"),
             params={"target": target, "adapters": lineage, "train.seed": seed},
             tags=tags,
         )
@@ -104,8 +109,13 @@ class Pipeline:
         adapters: Sequence[str] = ("rte", "mrpc"),
         status: str | None = "FINISHED",
         params: Mapping[str, Any] | None = None,
+        job_id: str | None = None,
     ) -> str:
-        run = _baseline_run(self.uri, self.experiment_id, system, task, seed, kind, params)
+        """A baseline run; `job_id`: the id its settings give it (`BaselineJob.job_id`)."""
+        job_id = job_id or uid(system)
+        run = open_baseline_run(
+            self.uri, self.experiment_id, job_id, system, task, seed, params, kind=kind
+        )
         return self._finish(run, metrics, weights, adapters, status)
 
     def _finish(
@@ -131,21 +141,6 @@ class Pipeline:
             run.end(status)
         time.sleep(0.01)  # distinct start times, so "newest" is well defined
         return run.run_id
-
-
-def _baseline_run(
-    uri: str,
-    experiment_id: str,
-    system: str,
-    task: str,
-    seed: int,
-    kind: str,
-    params: Mapping[str, Any] | None = None,
-) -> MlflowRunLogger:
-    """A baseline run under a fresh job id (the job id names a baseline's settings: two jobs of
-    one (system, task, seed) are two runs)."""
-    job_id = uid(system)
-    return open_baseline_run(uri, experiment_id, job_id, system, task, seed, params, kind=kind)
 
 
 def table1_pipeline_in(uri: str, folder: Path) -> Pipeline:

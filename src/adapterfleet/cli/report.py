@@ -36,17 +36,21 @@ def report(
     set_: SetOpt = None,
 ) -> None:
     """Table 1 (mean ± std over seeds per task and system, the paper's BERT-base numbers beside
-    them) and Figure 4 (mean fusion weights per layer) from the pipeline's finished MLflow runs:
-    written to a folder (table1.md, figure4.png, report.json) and logged to MLflow."""
+    them) and Figure 4 (mean fusion weights per layer) from the pipeline's finished MLflow runs
+    (with -c, only those made with the config's settings): written to a folder (table1.md,
+    figure4.png, report.json) and logged to MLflow."""
+    from adapterfleet.orchestration.report_scope import report_scope
     from adapterfleet.results.report import build_report
 
     ref = resolve(name, config, tracking_uri, budget, set_)
     checked_store(ref.tracking_uri, read_only=True)
+    scope = None
     if ref.config is not None:
         folder = Path(ref.config.storage) / "report" / ref.name
+        scope = report_scope(ref.config, ref.tracking_uri)
     else:
         folder = DEFAULT_FOLDER / ref.name
-    result = build_report(ref.name, ref.tracking_uri, out or folder)
+    result = build_report(ref.name, ref.tracking_uri, out or folder, scope=scope)
     typer.echo(result.table)
     typer.echo(f"\nreport: {result.out_dir} ({', '.join(p.name for p in result.files)})")
     if result.run_id:

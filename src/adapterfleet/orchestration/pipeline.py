@@ -46,6 +46,7 @@ from adapterfleet.orchestration.relay import (
     ray_log_level,
     relayed_remote,
 )
+from adapterfleet.orchestration.report_scope import report_scope
 from adapterfleet.orchestration.sweep import (
     cancel_while_joined,
     check_ray_address,
@@ -294,7 +295,7 @@ def _run_pipeline(
         _join_baselines(config, launcher, summary, relay)
         if config.baselines.systems:
             folder = Path(config.storage) / "report" / config.name
-            summary.report = build_report(config.name, uri, folder)
+            summary.report = build_report(config.name, uri, folder, scope=report_scope(config, uri))
     summary.seconds = time.time() - started
     return summary
 

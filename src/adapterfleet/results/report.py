@@ -1,6 +1,7 @@
 """`adapterfleet report NAME`: the paper's Table 1 and Figure 4 from what is in MLflow.
 
-Reads every finished trial, fusion and baseline run of the pipeline's experiment, makes the
+Reads every finished trial, fusion and baseline run of the pipeline's experiment (with a
+config's `ReportScope`, only those made with its settings: `report_scope`), makes the
 Table 1 cells (`report_data`), averages the fusion runs' `fusion_weights.json` into Figure 4
 (`report_figure`), and writes `table1.md`, `figure4.png`, `figure4.json` and `report.json` to a
 folder; the same files are logged to the experiment's report run (reused by every report).
@@ -18,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from adapterfleet.registry import (
+    ExperimentData,
     RegistryError,
+    active_runs,
     download_run_file,
     find_experiment,
     finished_runs,
@@ -59,6 +62,7 @@ from adapterfleet.results.report_render import (
     missing_notes,
     table1,
 )
+from adapterfleet.results.report_scope import ReportScope, in_scope
 from adapterfleet.results.status_plan import TAG_PLAN, StatusPlan
 
 TABLE_FILE = "table1.md"
@@ -82,18 +86,18 @@ class ReportResult:
 
 
 def build_report(
-    name: str, tracking_uri: str, out_dir: str | Path, *, log_to_mlflow: bool = True
+    name: str,
+    tracking_uri: str,
+    out_dir: str | Path,
+    *,
+    log_to_mlflow: bool = True,
+    scope: ReportScope | None = None,
 ) -> ReportResult:
-    """Build the report of pipeline `name` from the store at `tracking_uri` into `out_dir`."""
+    """Build the report of pipeline `name` from the store at `tracking_uri` into `out_dir`.
+    `scope`: a config's settings (`orchestration.report_scope`); only its runs count. Without
+    it, every run of the experiment does, under the plan its last `run` tagged."""
     experiment = find_experiment(tracking_uri, name)
-    runs = finished_runs(tracking_uri, experiment.experiment_id, KINDS)
-    if not runs:
-        raise RegistryError(
-            f"experiment {name!r} in {safe_uri(tracking_uri)} has no finished trial, fusion or "
-            f"baseline runs yet; nothing to report (see `adapterfleet status {name}`)"
-        )
-    plan = StatusPlan.from_tags(name, experiment.tags, [])
-    collected = collect_cells(runs, plan.metric_for)
+    plan, collected = collect(tracking_uri, experiment, scope)
     tasks = task_order(plan, collected.cells)
     out = Path(out_dir)
     try:
@@ -106,7 +110,7 @@ def build_report(
     rows = fusion_rows(tracking_uri, tasks, collected)
     figure = write_figure(rows, out)
     budget = budget_data(experiment.tags)
-    planned = planned_systems(plan) if TAG_PLAN in experiment.tags else None
+    planned = planned_systems(plan) if scope or TAG_PLAN in experiment.tags else None
     notes = [*missing_notes(tasks, collected.cells, planned), *collected.notes]
     if figure is None:
         notes.append("Figure 4 not drawn: no fusion run has a readable fusion_weights.json")
@@ -132,6 +136,28 @@ def build_report(
     files = tuple(f for f in files if f.is_file())
     run_id = log_report(tracking_uri, experiment.experiment_id, files) if log_to_mlflow else None
     return ReportResult(name, out, table, markdown, files, collected.cells, tuple(notes), run_id)
+
+
+def collect(
+    uri: str, experiment: ExperimentData, scope: ReportScope | None
+) -> tuple[StatusPlan, Collected]:
+    """The plan and the cells of the experiment's finished runs (those of `scope` only, with
+    notes on the others, when given)."""
+    runs = finished_runs(uri, experiment.experiment_id, KINDS)
+    if not runs:
+        raise RegistryError(
+            f"experiment {experiment.name!r} in {safe_uri(uri)} has no finished trial, fusion "
+            f"or baseline runs yet; nothing to report (see `adapterfleet status "
+            f"{experiment.name}`)"
+        )
+    if scope is None:
+        plan = StatusPlan.from_tags(experiment.name, experiment.tags, [])
+        return plan, collect_cells(runs, plan.metric_for)
+    sweeps = active_runs(uri, experiment.experiment_id, "sweep")
+    runs, left_out = in_scope(runs, scope, sweeps)
+    collected = collect_cells(runs, scope.plan.metric_for)
+    collected.notes[:0] = left_out
+    return scope.plan, collected
 
 
 def planned_systems(plan: StatusPlan) -> set[str]:

@@ -1,0 +1,183 @@
+"""`report -c CONFIG` counts only the runs made with the settings the config gives now.
+
+One pipeline name, two settings of one config (as a re-run with `-o` makes them): first every
+stage with seeds 0 and 1 and one epoch, then three epochs and seed 0 only. Each run is named by
+its settings the way its producer names it (a trial by its sweep run's `config_hash`, a fusion
+by `FusionPlan.trial_id`, a baseline by `BaselineJob.job_id`), in the real SQLite store. The
+report of the second settings must not fill seed 1 from the first (the newest run per seed
+would: ST-A 55.00 ± 2.83 (2) from 53 and 57), and shows nothing of a task the config does not
+declare.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from report_support import Pipeline, table_rows, uid
+from typer.testing import CliRunner
+
+from adapterfleet.cli.app import app
+from adapterfleet.config import PipelineConfig, load_config
+from adapterfleet.orchestration.baselines import plan_baselines
+from adapterfleet.orchestration.fusion_plan import plan_fusion, seed_configs
+from adapterfleet.registry import (
+    ModelVersionInfo,
+    adapter_model_name,
+    open_sweep_run,
+    open_trial_run,
+    register_version,
+)
+from adapterfleet.results.report import build_report
+from adapterfleet.tuning.spec import TAG_CONFIG_HASH, task_config_hash
+
+CONFIG = """\
+name: {name}
+tracking_uri: {uri}
+storage: {storage}
+data_root: {storage}
+tasks:
+  sst2: {{train: sst2.tsv, dev: sst2.tsv, text_fields: [sentence], label_names: ["0", "1"]}}
+adapters:
+  reduction_factors: [16]
+  learning_rates: [0.001]
+  seeds: [0, 1]
+  training: {{max_epochs: 1}}
+fusion: {{targets: {{sst2: [sst2]}}, seeds: [0, 1], training: {{max_epochs: 1}}}}
+baselines: {{systems: [head], tasks: [sst2], seeds: [0, 1], training: {{max_epochs: 1}}}}
+"""
+RERUN = [
+    "adapters.training.max_epochs=3",
+    "adapters.seeds=[0]",
+    "fusion.seeds=[0]",
+    "fusion.training.max_epochs=3",
+    "baselines.seeds=[0]",
+    "baselines.training.max_epochs=3",
+]
+
+
+@pytest.fixture
+def two_settings(new_pipeline, tmp_path: Path) -> tuple[Pipeline, Path]:
+    """The pipeline run with the config at the path as written, then re-run with `RERUN`."""
+    p: Pipeline = new_pipeline()
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(CONFIG.format(name=p.name, uri=p.uri, storage=tmp_path / "runs"))
+    first, rerun = load_config(path), load_config(path, RERUN)
+    _stages(p, first, {0: 0.52, 1: 0.57}, {0: 0.60, 1: 0.50}, {0: 0.54, 1: 0.58}, "KILLED")
+    _stages(p, rerun, {0: 0.53}, {0: 0.70}, {0: 0.69}, "FINISHED")
+    return p, path
+
+
+def _stages(
+    p: Pipeline,
+    config: PipelineConfig,
+    sweep: dict[int, float],
+    fusion: dict[int, float],
+    head: dict[int, float],
+    sweep_status: str,
+) -> None:
+    """Runs of every stage with `config`'s settings: dev accuracy by seed."""
+    parent = _sweep_run(p, config, "sst2", sweep_status)
+    for seed, accuracy in sweep.items():
+        p.trial("sst2", 16, 1e-3, seed, {"accuracy": accuracy}, parent=parent)
+    versions = {"sst2": _registered_adapter(p, config, parent)}
+    for seeded in seed_configs(config):
+        plan = plan_fusion(seeded, "sst2", p.uri, versions)
+        seed = seeded.fusion.training.seed
+        p.fusion("sst2", plan.lineage, seed, {"accuracy": fusion[seed]}, fusion_id=plan.trial_id)
+    for job in plan_baselines(config):
+        p.baseline("head", job.task, job.seed, {"accuracy": head[job.seed]}, job_id=job.job_id)
+
+
+def _sweep_run(p: Pipeline, config: PipelineConfig, task: str, status: str) -> str:
+    """A task's sweep run tagged with the task's config hash, as the adapter stage opens it
+    (`KILLED`: a Ctrl-C after its trials finished)."""
+    run = open_sweep_run(
+        p.uri,
+        p.experiment_id,
+        uid("sweep"),
+        task,
+        {TAG_CONFIG_HASH: task_config_hash(config, task)},
+    )
+    run.end(status)
+    return run.run_id
+
+
+def _registered_adapter(p: Pipeline, config: PipelineConfig, parent: str) -> ModelVersionInfo:
+    """sst2's adapter registered for `config`'s settings (`@best`), as the sweep registers it."""
+    folder = p.folder / uid("adapter")
+    folder.mkdir(parents=True)
+    (folder / "adapter.safetensors").write_bytes(uid("weights").encode())
+    run = open_trial_run(p.uri, p.experiment_id, parent, uid("sst2-best"))
+    run.log_artifacts(folder, "adapter")
+    run.end("KILLED")  # not a finished trial: no cell of its own
+    name = adapter_model_name(config.registry_prefix, "sst2")
+    tags = {TAG_CONFIG_HASH: task_config_hash(config, "sst2")}
+    return register_version(
+        p.uri, name, run.run_id, "adapter", folder / "adapter.safetensors", tags
+    )
+
+
+def report_of(
+    config: Path, overrides: list[str], out: Path
+) -> tuple[dict[str, dict[str, str]], list[str]]:
+    """`adapterfleet report -c CONFIG -o ...` as a user runs it: Table 1's rows and the notes."""
+    options = [arg for item in overrides for arg in ("-o", item)]
+    result = CliRunner().invoke(app, ["report", "-c", str(config), *options, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    notes = json.loads((out / "report.json").read_text())["notes"]
+    return table_rows((out / "table1.md").read_text()), notes
+
+
+def test_a_rerun_of_some_seeds_is_not_averaged_with_other_settings(
+    two_settings: tuple[Pipeline, Path], tmp_path: Path
+) -> None:
+    _, config = two_settings
+    rows, notes = report_of(config, RERUN, tmp_path / "out")
+    assert rows["sst2"]["ST-A"] == "53.00 (1)"
+    assert rows["sst2"]["Fusion w/ ST-A"] == "70.00 (1)"
+    assert rows["sst2"]["Head"] == "69.00 (1)"
+    other = "2 run(s) made with other settings than the config's left out"
+    for column in ("ST-A", "Fusion w/ ST-A", "Head"):
+        assert f"sst2 / {column}: {other}" in notes
+    assert f"- sst2 / ST-A: {other}" in (tmp_path / "out" / "table1.md").read_text()
+
+
+def test_the_first_settings_still_report_their_own_runs(
+    two_settings: tuple[Pipeline, Path], tmp_path: Path
+) -> None:
+    _, config = two_settings
+    rows, _ = report_of(config, [], tmp_path / "out")
+    assert rows["sst2"]["ST-A"] == "54.50 ± 3.54 (2)"  # 52 and 57, its sweep run KILLED
+    assert rows["sst2"]["Fusion w/ ST-A"] == "55.00 ± 7.07 (2)"
+    assert rows["sst2"]["Head"] == "56.00 ± 2.83 (2)"
+
+
+def test_runs_of_a_task_the_config_does_not_declare_are_not_shown(
+    two_settings: tuple[Pipeline, Path], tmp_path: Path
+) -> None:
+    """Another user's config under the same name trains qnli and a Full baseline of sst2."""
+    p, config = two_settings
+    other = open_sweep_run(p.uri, p.experiment_id, uid("sweep"), "qnli", {TAG_CONFIG_HASH: "x"})
+    other.end("FINISHED")
+    p.trial("qnli", 16, 1e-3, 0, {"accuracy": 0.9}, parent=other.run_id)
+    p.fusion("qnli", "qnli:v1", 0, {"accuracy": 0.91})
+    p.baseline("full", "sst2", 0, {"accuracy": 0.92})
+    rows, notes = report_of(config, RERUN, tmp_path / "out")
+    assert [label for label in rows if "paper" not in label] == ["sst2"]
+    assert rows["sst2"]["Full"] == "—"
+    assert rows["sst2"]["ST-A"] == "53.00 (1)"
+    undeclared = "left out (the config does not declare this task and system)"
+    assert f"qnli / ST-A: 1 run(s) {undeclared}" in notes
+    assert f"qnli / Fusion w/ ST-A: 1 run(s) {undeclared}" in notes
+    assert f"sst2 / Full: 1 run(s) {undeclared}" in notes
+
+
+def test_without_a_config_every_run_still_counts(
+    two_settings: tuple[Pipeline, Path], tmp_path: Path
+) -> None:
+    """`report NAME` knows no settings: the newest run per seed, as before."""
+    p, _ = two_settings
+    rows = table_rows(build_report(p.name, p.uri, tmp_path / "out", log_to_mlflow=False).table)
+    assert rows["sst2"]["ST-A"] == "55.00 ± 2.83 (2)"

@@ -11,7 +11,6 @@ or what it waits for."""
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -29,10 +28,10 @@ from adapterfleet.registry.interrupted import interrupted_at
 from adapterfleet.registry.status import FAILED, RUNNING, best_logged, experiment_runs_and_tags
 from adapterfleet.registry.status import experiment_names as experiments_in
 from adapterfleet.results.formats import metric_label, number_from_tag, version_label
+from adapterfleet.results.status_notes import INTERRUPTED, interruption, silence
 from adapterfleet.results.status_plan import StatusPlan
 
 BEST_ALIAS = "best"
-INTERRUPTED = "INTERRUPTED"  # `status`'s word for a run Ctrl-C/SIGTERM left RUNNING
 
 
 @dataclass(frozen=True)
@@ -196,7 +195,7 @@ def plan_status(
         elapsed_s=time.perf_counter() - started,
         baselines=baselines,
         metric=plan.metric,
-        interrupted=_interruption(stopped_at, records) or _silence(silent_at, records),
+        interrupted=interruption(stopped_at, records) or silence(silent_at, records),
     )
 
 
@@ -225,44 +224,6 @@ def _with_best_so_far(plan: StatusPlan, uri: str, records: list[RunRecord]) -> l
 def _stopped(run: RunRecord) -> RunRecord:
     """A run Ctrl-C left RUNNING: interrupted, counted neither running nor failed (pending)."""
     return replace(run, status=INTERRUPTED) if run.status in RUNNING else run
-
-
-def _interruption(at: float | None, records: Sequence[RunRecord]) -> str:
-    """The line that says what Ctrl-C or SIGTERM stopped; "" when the last run was not stopped."""
-    if at is None:
-        return ""
-    what = _stopped_runs(records)
-    stopped = f": {what} stopped mid-way (counted as pending)" if what else ""
-    return f"interrupted {_utc(at)}{stopped}; run the same command again to continue"
-
-
-def _silence(at: float | None, records: Sequence[RunRecord]) -> str:
-    """The line that says what a driver gone without a word (killed at once, its node lost)
-    left RUNNING; "" when its heartbeat is recent or it left nothing running."""
-    what = _stopped_runs(records) if at is not None else ""
-    if not what:
-        return ""
-    return (
-        f"no heartbeat from the driver since {_utc(at)} (killed, or its node was lost): {what} "
-        "stopped mid-way (counted as pending); run the same command again to continue"
-    )
-
-
-def _stopped_runs(records: Sequence[RunRecord]) -> str:
-    """The runs counted as stopped, by kind: "2 trials, 1 fusion"; "" for none."""
-    kinds = {"trial": "trial", "fusion": "fusion", "baseline": "baseline", "mt-a": "MT-A run"}
-    stopped_runs = {
-        (r.kind, r.trial_id or r.run_id)  # a trial reopened by a resume counts once
-        for r in records
-        if r.status == INTERRUPTED and r.kind in kinds
-    }
-    counts = Counter(kind for kind, _ in stopped_runs)
-    counted = [(kinds[kind], counts[kind]) for kind in kinds if counts[kind]]
-    return ", ".join(f"{n} {kind}{'s' if n > 1 else ''}" for kind, n in counted)
-
-
-def _utc(at: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at))
 
 
 def _tasks(plan: StatusPlan) -> tuple[str, ...]:

@@ -322,6 +322,35 @@ def test_status_shows_the_plan_without_creating_a_store(pipeline: Path) -> None:
     assert not (pipeline.parent / "runs").exists()
 
 
+def test_status_of_a_config_names_the_store_it_did_not_find(
+    pipeline: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A relative `storage: jobruns` read from another folder than the run's: `status -c` showed
+    the plan all pending under `no runs yet (experiment not found)`, exit 0, as if the pipeline
+    had never run, while `pull`, `report` and `status NAME` said `no tracking store at ...`.
+    A pipeline not run yet has no store either, and its plan is still shown (documented): the
+    line now names the store it looked for and how to point at another."""
+    from adapterfleet.registry import default_tracking_uri, ensure_experiment
+
+    ran, elsewhere = pipeline.parent / "ran", pipeline.parent / "elsewhere"
+    ensure_experiment(default_tracking_uri(ran / "jobruns"), "another")  # no `p` there yet
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    command = ["status", "-c", str(pipeline), "-o", "storage=jobruns"]
+    result = runner.invoke(app, command)
+    assert result.exit_code == 0, result.output
+    where = elsewhere / "jobruns" / "mlflow.db"
+    assert result.output.splitlines()[1] == (
+        f"no runs yet: no tracking store at {where}; run the pipeline, or point at the store "
+        "it wrote (-o storage=DIR, --tracking-uri URI)"
+    )
+    assert "PEND" in result.output and not (elsewhere / "jobruns").exists()
+    monkeypatch.chdir(ran)  # a store without the pipeline's experiment: not started yet
+    result = runner.invoke(app, command)
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[1] == "no runs yet (experiment not found)"
+
+
 @pytest.fixture
 def silent_server() -> Iterator[str]:
     """A loopback port that accepts connections and never answers (a hung server)."""

@@ -27,8 +27,9 @@ from adapterfleet.registry.heartbeat import silent_since
 from adapterfleet.registry.interrupted import interrupted_at
 from adapterfleet.registry.status import FAILED, RUNNING, best_logged, experiment_runs_and_tags
 from adapterfleet.registry.status import experiment_names as experiments_in
+from adapterfleet.registry.store import missing_store
 from adapterfleet.results.formats import metric_label, number_from_tag, version_label
-from adapterfleet.results.status_notes import INTERRUPTED, interruption, silence
+from adapterfleet.results.status_notes import INTERRUPTED, interruption, no_store, silence
 from adapterfleet.results.status_plan import StatusPlan
 
 BEST_ALIAS = "best"
@@ -95,11 +96,14 @@ class PipelineStatus:
     baselines: tuple[BaselineStatus, ...] = ()
     metric: str = "accuracy"
     interrupted: str = ""  # what Ctrl-C, SIGTERM or a driver gone silent stopped, if so
+    missing_store: str = ""  # the SQLite or file store that is not there, if so
 
     def render(self) -> str:
         """A compact plain-text table."""
         lines = [f"pipeline {self.name}  (tracking {safe_uri(self.tracking_uri)})"]
-        if not self.experiment_found:
+        if self.missing_store:
+            lines.append(no_store(self.missing_store))
+        elif not self.experiment_found:
             lines.append("no runs yet (experiment not found)")
         if self.interrupted:
             lines.append(self.interrupted)
@@ -196,6 +200,7 @@ def plan_status(
         baselines=baselines,
         metric=plan.metric,
         interrupted=interruption(stopped_at, records) or silence(silent_at, records),
+        missing_store=str(missing_store(uri) or ""),
     )
 
 

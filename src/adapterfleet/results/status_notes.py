@@ -1,5 +1,5 @@
-"""The lines `status` says beside its tables: what Ctrl-C, SIGTERM or a driver gone silent
-stopped."""
+"""The lines `status` says beside its tables: a store that is not there, what Ctrl-C, SIGTERM
+or a driver gone silent stopped."""
 
 from __future__ import annotations
 
@@ -48,3 +48,12 @@ def _stopped_runs(records: Sequence[RunRecord]) -> str:
 
 def _utc(at: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at))
+
+
+def no_store(where: str) -> str:
+    """The line for a config whose SQLite or file store is not there: its pipeline has not run
+    yet, or ran with its storage elsewhere (a relative `storage` read from another folder)."""
+    return (
+        f"no runs yet: no tracking store at {where}; run the pipeline, or point at the store it "
+        "wrote (-o storage=DIR, --tracking-uri URI)"
+    )

@@ -63,5 +63,5 @@ def test_the_demo_runs_end_to_end_and_ends_with_its_summary(tmp_path: Path) -> N
     status = [str(command), "status", *shlex.split(ui[2])[2:]]
     shown = subprocess.run(status, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert shown.returncode == 0, shown.stdout + shown.stderr
-    fusion = r"^FUSION .*\n^demo_delivery +demo_sentiment,\S+ +v1 @best "
+    fusion = r"^FUSION .*\n^demo_delivery +demo_sentiment:v1,\S+ +v1 @best "
     assert re.search(fusion, shown.stdout, re.M), shown.stdout

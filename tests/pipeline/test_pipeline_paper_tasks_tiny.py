@@ -98,7 +98,8 @@ def test_each_task_and_both_fusions_are_registered(ran: tuple[Path, str]) -> Non
     fusions = fusions.splitlines()[1:]
     for target in TARGETS:
         line = next(row for row in fusions if row.startswith(f"{target} "))
-        assert ",".join(TASKS) in line and "v1 @best" in line, status.stdout
+        fused = ",".join(f"{task}:v1" for task in TASKS)  # the versions it fuses
+        assert fused in line and "v1 @best" in line, status.stdout
         assert line.rstrip().endswith(" accuracy"), status.stdout
 
 

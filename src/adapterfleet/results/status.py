@@ -29,7 +29,14 @@ from adapterfleet.registry.status import FAILED, RUNNING, best_logged, experimen
 from adapterfleet.registry.status import experiment_names as experiments_in
 from adapterfleet.registry.store import missing_store
 from adapterfleet.results.formats import metric_label, number_from_tag, version_label
-from adapterfleet.results.status_notes import INTERRUPTED, interruption, no_store, silence
+from adapterfleet.results.status_notes import (
+    INTERRUPTED,
+    fused_adapters,
+    interruption,
+    no_store,
+    other_adapters,
+    silence,
+)
 from adapterfleet.results.status_plan import StatusPlan
 
 BEST_ALIAS = "best"
@@ -67,6 +74,13 @@ class FusionStatus:
     missing: tuple[str, ...] = ()
     best: float | None = None  # the registered fusion's dev metric
     metric: str = ""  # the metric `best` is in (the registered fusion's `metric` tag)
+    fused: tuple[tuple[str, int], ...] = ()  # (task, version) the registered fusion fuses
+    note: str = ""  # a registered fusion of other adapters than `adapters`
+
+    @property
+    def adapters_label(self) -> str:
+        """`a:v4,b:v3`: what the registered version fuses, else the adapters planned."""
+        return ",".join(f"{t}:v{n}" for t, n in self.fused) or ",".join(self.adapters)
 
 
 @dataclass(frozen=True)
@@ -119,13 +133,13 @@ class PipelineStatus:
             rows += [
                 (
                     f.target,
-                    ",".join(f.adapters),
+                    f.adapters_label,
                     f.state,
                     metric_label(f.best, f.metric or self.metric),
                 )
                 for f in self.fusions
             ]
-            lines += ["", *_table(rows)]
+            lines += ["", *_table(rows), *(f.note for f in self.fusions if f.note)]
         if self.baselines:
             rows = [("BASELINE", "TASK", "DONE", "RUN", "FAIL", "PEND", "MEAN")]
             for b in self.baselines:
@@ -182,8 +196,8 @@ def plan_status(
     records = _with_best_so_far(plan, uri, records)
     tasks = tuple(_task_status(plan, t, records, adapters.get(t)) for t in _tasks(plan))
     fusion_rows = tuple(
-        _fusion_status(target, sources, adapters, fusions.get(target), records)
-        for target, sources in plan.targets.items()
+        _fusion_status(plan, target, adapters, fusions.get(target), records)
+        for target in plan.targets
     )
     baselines = tuple(
         _baseline_status(plan, system, task, records)
@@ -331,18 +345,22 @@ def _baseline_status(
 
 
 def _fusion_status(
+    plan: StatusPlan,
     target: str,
-    sources: Sequence[str],
     adapters: dict[str, ModelVersionInfo],
     model: ModelVersionInfo | None,
     records: Sequence[RunRecord],
 ) -> FusionStatus:
-    sources = tuple(sources)
+    sources = plan.targets[target]
     if model is not None:
         text = version_label(model.version, model.aliases)
         metric = model.tags.get("metric") or ""
         best = number_from_tag(model.tags.get(f"dev_{metric}"))
-        return FusionStatus(target, sources, text, version=model.version, best=best, metric=metric)
+        fused = fused_adapters(model)
+        note = other_adapters(f"fusion {target} {text}", fused, sources, plan.source, model)
+        return FusionStatus(
+            target, sources, text, model.version, best=best, metric=metric, fused=fused, note=note
+        )
     missing = tuple(s for s in sources if BEST_ALIAS not in getattr(adapters.get(s), "aliases", ()))
     if missing:
         return FusionStatus(target, sources, f"waiting for {', '.join(missing)}", missing=missing)

@@ -1,5 +1,6 @@
 """The lines `status` says beside its tables: a store that is not there, what Ctrl-C, SIGTERM
-or a driver gone silent stopped."""
+or a driver gone silent stopped, a registered version made for another plan than the one shown
+(two configs of one pipeline name share its experiment and registry)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 
-from adapterfleet.registry import RunRecord
+from adapterfleet.registry import ModelVersionInfo, RunRecord
+from adapterfleet.registry.tags import TAG_LINEAGE, TAG_PRUNED_FROM
 
 INTERRUPTED = "INTERRUPTED"  # `status`'s word for a run Ctrl-C/SIGTERM left RUNNING
 
@@ -56,4 +58,39 @@ def no_store(where: str) -> str:
     return (
         f"no runs yet: no tracking store at {where}; run the pipeline, or point at the store it "
         "wrote (-o storage=DIR, --tracking-uri URI)"
+    )
+
+
+def fused_adapters(fusion: ModelVersionInfo) -> tuple[tuple[str, int], ...]:
+    """(task, version) of each adapter a registered fusion fuses, from its `adapter.<task>=vN`
+    tags, in its lineage tag's order; empty for a version without them."""
+    fused = fusion.fused
+    lineage = [part.partition(":")[0] for part in fusion.tags.get(TAG_LINEAGE, "").split(",")]
+    order = [t for t in lineage if t in fused] + sorted(set(fused) - set(lineage))
+    return tuple((task, fused[task]) for task in order)
+
+
+def other_adapters(
+    what: str,
+    fused: Sequence[tuple[str, int]],
+    planned: Sequence[str],
+    source: str,
+    fusion: ModelVersionInfo,
+) -> str:
+    """The line for a registered fusion (`what`: "fusion t v6 @best") of other adapters than
+    the target `planned` (in `source`, "this config"); "" when they agree, when the version
+    does not say, or for a version `prune` registered (fewer of them, by design)."""
+    tasks = [task for task, _ in fused]
+    extra = [task for task in tasks if task not in planned]
+    missing = [task for task in planned if task not in tasks]
+    if not tasks or (not extra and not missing) or (not extra and TAG_PRUNED_FROM in fusion.tags):
+        return ""
+    if extra and missing:
+        how = f"fuses {', '.join(extra)} and not {', '.join(missing)}, unlike {source}"
+    elif extra:
+        how = f"fuses {', '.join(extra)}, which {source} does not list for it"
+    else:
+        how = f"does not fuse {', '.join(missing)}, which {source} lists for it"
+    return (
+        f"{what} {how}: made by another config of this pipeline name, or before its target changed"
     )

@@ -29,6 +29,7 @@ class StatusPlan:
     baseline_seeds: int = 0
     task_trials: dict[str, int] = field(default_factory=dict)  # tasks with a grid of their own
     task_metrics: dict[str, str] = field(default_factory=dict)  # tasks selected on another metric
+    source: str = "this config"  # where the plan came from, as a note says it
 
     def metric_for(self, task: str) -> str:
         """The metric `task` is selected on: its own (a regression task's pearson), else
@@ -100,6 +101,7 @@ class StatusPlan:
             targets={t: tuple(s) for t, s in plan.get("targets", {}).items()},
             baselines={s: tuple(t) for s, t in plan.get("baselines", {}).items()},
             baseline_seeds=int(plan.get("baseline_seeds", 0)),
+            source="the last run's plan",
         )
 
 

@@ -19,16 +19,20 @@ from adapterfleet.registry import (
     register_version,
 )
 from adapterfleet.registry.tags import TAG_KIND, TAG_LINEAGE
+from adapterfleet.tuning.settings import TAG_SETTINGS, settings_tag
+from adapterfleet.tuning.spec import TAG_CONFIG_HASH, task_config_hash
 
 runner = CliRunner()
 TASK = '{train: t.tsv, dev: t.tsv, text_fields: [sentence], label_names: ["0", "1"]}'
 
 
-def write_config(folder: Path, file: str, tasks: tuple[str, ...], target: list[str]) -> Path:
+def write_config(
+    folder: Path, file: str, tasks: tuple[str, ...], target: list[str], rf: int = 16
+) -> Path:
     """A config of pipeline `shared` whose fusion target `c` fuses `target`, and `b` fuses a, b."""
     lines = ["name: shared", f"storage: {folder / 'store'}", "data_root: .", "tasks:"]
     lines += [f"  {task}: {TASK}" for task in tasks]
-    lines += ["adapters: {reduction_factors: [16], learning_rates: [0.001], seeds: [0]}"]
+    lines += [f"adapters: {{reduction_factors: [{rf}], learning_rates: [0.001], seeds: [0]}}"]
     lines += [f"fusion: {{targets: {{c: [{', '.join(target)}], b: [a, b]}}}}"]
     (folder / file).write_text("\n".join(lines) + "\n")
     return folder / file
@@ -85,3 +89,29 @@ def test_a_fusion_row_shows_what_its_version_fuses(mine: Path) -> None:
         "fusion c v1 @best fuses d and not b, unlike this config: made by another config of "
         "this pipeline name, or before its target changed"
     ]
+
+
+def trained_for(config: PipelineConfig, task: str) -> dict[str, str]:
+    """The tags the sweep's registration gives an adapter of `config`'s settings."""
+    settings = settings_tag(config, task)
+    assert settings is not None
+    hashed = {TAG_CONFIG_HASH: task_config_hash(config, task), TAG_SETTINGS: settings}
+    return {**hashed, "metric": "accuracy", "metric_value": "0.5"}
+
+
+def test_a_task_row_notes_an_adapter_trained_with_other_settings(mine: Path) -> None:
+    """The other config of the name (rf 4) registered a's `@best`: its row read `v1 @best`
+    beside that version's score, with no word that this config (rf 16) did not train it."""
+    config = load_config(mine)
+    other = write_config(mine.parent, "theirs.yaml", ("a", "b", "c", "d"), ["a", "d", "c"], rf=4)
+    register(config, "adapter", "a", trained_for(load_config(other), "a"))
+    register(config, "adapter", "b", trained_for(config, "b"))
+    register(config, "adapter", "c", {"metric": "accuracy"})  # an import: no settings to compare
+    lines = status_lines(mine)
+    rows = [line.partition(" ")[0] for line in lines[1:]]
+    assert rows[:5] == ["TASK", "a", "b", "c", "adapter"] and rows[5:7] == ["", "FUSION"], lines
+    assert lines[5] == (
+        "adapter a v1 @best was trained with other settings than this config's "
+        "(adapters.reduction_factors: [4] → [16]): made by another config of this pipeline "
+        "name, or before this one changed"
+    )

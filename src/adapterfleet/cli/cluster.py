@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Annotated
 
@@ -65,7 +66,10 @@ def status(
     # a NAME alone has no plan, so a missing store is said as such)
     checked_store(ref.tracking_uri, read_only=True, must_exist=ref.config is None)
     if ref.config is not None:
-        typer.echo(pipeline_status(ref.config, ref.tracking_uri).render())
+        from adapterfleet.tuning.settings import other_settings  # what the config trains
+
+        settings = partial(other_settings, ref.config)
+        typer.echo(pipeline_status(ref.config, ref.tracking_uri, settings).render())
     else:
         typer.echo(status_by_name(ref.name, ref.tracking_uri).render())
 

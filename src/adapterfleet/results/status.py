@@ -11,7 +11,7 @@ or what it waits for."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from adapterfleet.config import PipelineConfig
@@ -35,11 +35,15 @@ from adapterfleet.results.status_notes import (
     interruption,
     no_store,
     other_adapters,
+    other_settings,
     silence,
 )
 from adapterfleet.results.status_plan import StatusPlan
 
 BEST_ALIAS = "best"
+# How a task's registered adapter was trained otherwise than the config says (`" (key: old →
+# new)"`, "" when its tags do not say which settings), None when it was trained for them
+SettingsCheck = Callable[[str, ModelVersionInfo], str | None]
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,7 @@ class TaskStatus:
     adapter_version: int | None
     adapter_aliases: tuple[str, ...] = ()
     stopped: int = 0  # stopped early by the scheduler (ASHA): ended, no adapter
+    note: str = ""  # a registered adapter trained with other settings than the config's
 
     @property
     def pending(self) -> int:
@@ -127,7 +132,7 @@ class PipelineStatus:
             counts = (t.done, t.stopped, t.running, t.failed, t.pending)
             version = version_label(t.adapter_version, t.adapter_aliases)
             task_rows.append((t.task, *map(str, counts), best, version))
-        lines += _table(task_rows)
+        lines += [*_table(task_rows), *(t.note for t in self.tasks if t.note)]
         if self.fusions:
             rows = [("FUSION", "ADAPTERS", "STATE", "BEST")]
             rows += [
@@ -157,9 +162,12 @@ def _table(rows: Sequence[Sequence[str]]) -> list[str]:
     ]
 
 
-def pipeline_status(config: PipelineConfig, tracking_uri: str) -> PipelineStatus:
-    """The status of `config`'s pipeline in the tracking store at `tracking_uri`."""
-    return plan_status(StatusPlan.from_config(config), tracking_uri)
+def pipeline_status(
+    config: PipelineConfig, tracking_uri: str, settings: SettingsCheck | None = None
+) -> PipelineStatus:
+    """The status of `config`'s pipeline in the tracking store at `tracking_uri`; `settings`
+    notes registered adapters trained otherwise than `config` says."""
+    return plan_status(StatusPlan.from_config(config), tracking_uri, settings=settings)
 
 
 def status_by_name(name: str, tracking_uri: str) -> PipelineStatus:
@@ -182,6 +190,7 @@ def plan_status(
     uri: str,
     found: tuple[Sequence[RunRecord], Mapping[str, str]] | None = None,
     started: float | None = None,
+    settings: SettingsCheck | None = None,
 ) -> PipelineStatus:
     """`found`: the experiment's runs and tags, read here when not given."""
     started = time.perf_counter() if started is None else started
@@ -194,7 +203,7 @@ def plan_status(
     gone = stopped_at is not None or silent_at is not None
     records = [_stopped(r) for r in runs or []] if gone else runs or []
     records = _with_best_so_far(plan, uri, records)
-    tasks = tuple(_task_status(plan, t, records, adapters.get(t)) for t in _tasks(plan))
+    tasks = tuple(_task_status(plan, t, records, adapters.get(t), settings) for t in _tasks(plan))
     fusion_rows = tuple(
         _fusion_status(plan, target, adapters, fusions.get(target), records)
         for target in plan.targets
@@ -274,7 +283,11 @@ def task_trials(records: Sequence[RunRecord], task: str) -> list[RunRecord]:
 
 
 def _task_status(
-    plan: StatusPlan, task: str, records: Sequence[RunRecord], model: ModelVersionInfo | None
+    plan: StatusPlan,
+    task: str,
+    records: Sequence[RunRecord],
+    model: ModelVersionInfo | None,
+    settings: SettingsCheck | None = None,
 ) -> TaskStatus:
     metric = plan.metric_for(task)
     trials = task_trials(records, task)
@@ -297,7 +310,12 @@ def _task_status(
         adapter_version=model.version if model else None,
         adapter_aliases=model.aliases if model else (),
     )
-    return _registered_best(status, model)
+    status = _registered_best(status, model)
+    differs = settings(task, model) if settings is not None and model is not None else None
+    if differs is None or model is None:
+        return status
+    what = f"adapter {task} {version_label(model.version, model.aliases)}"
+    return replace(status, note=other_settings(what, differs))
 
 
 def _registered_best(status: TaskStatus, model: ModelVersionInfo | None) -> TaskStatus:

@@ -61,6 +61,15 @@ def no_store(where: str) -> str:
     )
 
 
+def other_settings(what: str, differences: str) -> str:
+    """The line for a task's registered adapter (`what`: "adapter a v5 @best") trained with other
+    settings than the config's (`differences`: " (key: old → new)", or "")."""
+    return (
+        f"{what} was trained with other settings than this config's{differences}: made by "
+        "another config of this pipeline name, or before this one changed"
+    )
+
+
 def fused_adapters(fusion: ModelVersionInfo) -> tuple[tuple[str, int], ...]:
     """(task, version) of each adapter a registered fusion fuses, from its `adapter.<task>=vN`
     tags, in its lineage tag's order; empty for a version without them."""

@@ -13,7 +13,8 @@ import json
 from typing import Any
 
 from adapterfleet.config import PipelineConfig
-from adapterfleet.tuning.spec import task_settings
+from adapterfleet.registry import ModelVersionInfo
+from adapterfleet.tuning.spec import TAG_CONFIG_HASH, task_config_hash, task_settings
 
 TAG_SETTINGS = "settings"
 MAX_TAG_CHARS = 5000  # a model version tag's column in MLflow's SQL stores
@@ -52,6 +53,18 @@ def changed_text(changes: list[str]) -> str:
     more = len(changes) - SHOWN
     shown = ", ".join(changes[:SHOWN]) + (f" and {more} more" if more > 0 else "")
     return f" ({shown})"
+
+
+def other_settings(config: PipelineConfig, task: str, info: ModelVersionInfo) -> str | None:
+    """How the registered adapter `info` of `task` was trained otherwise than `config` says,
+    as `changed_text` writes it ("" when the version records no settings to compare); None
+    when it was trained for these settings, or records no config hash (an import)."""
+    recorded = info.tags.get(TAG_CONFIG_HASH)
+    if recorded is None or task not in config.adapter_tasks:
+        return None
+    if recorded == task_config_hash(config, task):
+        return None
+    return changed_text(changed_settings(config, task, info.tags.get(TAG_SETTINGS)))
 
 
 def _flat(value: Any, prefix: str) -> dict[str, Any]:

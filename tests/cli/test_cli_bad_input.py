@@ -383,6 +383,14 @@ def test_a_silent_store_is_waited_on_with_a_word_and_a_bound(
         (["run", "x.yaml", "--num-cpus", "many"], ("Invalid value for '--num-cpus'", "run --help")),
         (["train", "-c", "x.yaml"], ("Missing option '--task'", "train --help")),
         (["trian"], ("No such command 'trian'",)),
+        (  # it sized nothing: a cluster's nodes say their own CPUs (it was ignored silently)
+            ["run", "x.yaml", "--address", "10.0.0.1:6379", "--num-cpus", "8"],
+            ("--num-cpus 8: sizes the local Ray a run starts, not the cluster at", "leave it out"),
+        ),
+        (
+            ["sweep", "resume", "x.yaml", "--address", "auto", "--num-cpus", "2"],
+            ("--num-cpus 2: ", "--address auto"),
+        ),
     ],
 )
 def test_the_command_lines_own_mistakes_are_one_line_too(

@@ -132,6 +132,19 @@ def checked_store(uri: str, *, read_only: bool, must_exist: bool = True) -> str:
     return uri
 
 
+def local_cpus(num_cpus: int | None, address: str | None) -> int | None:
+    """`--num-cpus`, which sizes the local Ray a command starts: refused beside an `--address`
+    of a cluster, whose nodes say their own CPUs (it was ignored without a word)."""
+    at_least(num_cpus, 1, "--num-cpus")
+    if num_cpus is not None and address not in (None, "local"):
+        raise ConfigError(
+            f"--num-cpus {num_cpus}: sizes the local Ray a run starts, not the cluster at "
+            f"--address {address}, whose nodes give their own (ray start --num-cpus); leave it "
+            "out, or set resources.cpu to size each trial"
+        )
+    return num_cpus
+
+
 def at_least(value: N, minimum: float, option: str) -> N:
     """A numeric option's value (None: left out), refused below `minimum` naming the option."""
     if value is not None and value < minimum:

@@ -18,11 +18,11 @@ from adapterfleet.cli.options import (
     RayAddressOpt,
     SetOpt,
     VerboseOpt,
-    at_least,
     budget_overrides,
     checked_store,
     chosen_config,
     load,
+    local_cpus,
     output_level,
 )
 from adapterfleet.cli.output import metrics_table, resumable
@@ -67,7 +67,7 @@ def run(
     baseline, then the summary."""
     config = chosen_config(config_arg, config)
     level = output_level(verbose, quiet)
-    at_least(num_cpus, 1, "--num-cpus")
+    local_cpus(num_cpus, address)
     cfg = load(config, set_, budget)  # a bad config is refused before torch and Ray load
     from adapterfleet.orchestration.pipeline import run_pipeline
     from adapterfleet.orchestration.summary import summary_columns, summary_rows
@@ -107,7 +107,7 @@ def sweep_resume(
 ) -> None:
     """Continue the adapter sweep of CONFIG whose driver died; finished trials are not re-run."""
     level = output_level(verbose, quiet)
-    at_least(num_cpus, 1, "--num-cpus")
+    local_cpus(num_cpus, address)
     cfg = load(chosen_config(config_arg, config), set_, budget)
     from adapterfleet.orchestration.sweep import resume_sweep
 

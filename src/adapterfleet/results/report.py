@@ -66,6 +66,7 @@ from adapterfleet.results.report_scope import ReportScope, in_scope
 from adapterfleet.results.status_plan import TAG_PLAN, StatusPlan
 
 TABLE_FILE = "table1.md"
+F1_TITLE = "F1 (binary, of the second label: GLUE's F1; tasks whose runs logged it)"
 FIGURE_FILE = "figure4.png"
 FIGURE_DATA_FILE = "figure4.json"
 DATA_FILE = "report.json"
@@ -228,7 +229,7 @@ def render(
     cells, metric = collected.cells, plan.metric
     f1 = f1_table(tasks, cells) if metric != F1 else None
     sections = {
-        "F1 (tasks whose runs logged F1)": [f1] if f1 else [],
+        F1_TITLE: [f1] if f1 else [],
         "ST-A: the grid point each cell reports": chosen_points(tasks, cells, plan.metric_for),
         "Fusion w/ ST-A: the adapter versions fused": lineages(tasks, cells),
         "Figure 4": [f"![Figure 4]({FIGURE_FILE})", "", FIGURE4_CAPTION] if figure else [],

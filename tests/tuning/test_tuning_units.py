@@ -242,3 +242,43 @@ def test_checkpoints_tune_deleted_after_its_last_state_are_refilled(tmp_path: Pa
     assert all(p.is_dir() and not any(p.iterdir()) for p in made)
     assert list(none.iterdir()) == [] and refill_deleted_checkpoints(experiment) == []
     assert refill_deleted_checkpoints(tmp_path / "absent") == []
+
+
+def test_trials_pending_with_none_running_say_what_they_wait_for(config, ray_local: None) -> None:
+    """A team's sweep waited 100 s for CPUs another job held, its log silent after `fusion ...:
+    waiting`. After a minute of trials pending with none running, one line says what they ask
+    and what the cluster has free; once per stall."""
+    import time
+
+    import ray
+
+    from adapterfleet.config.stages import Resources
+    from adapterfleet.tuning.progress import Stall, stall_line
+    from adapterfleet.tuning.registration import free_resources, resources_asked
+
+    stall = Stall(after_s=60.0)
+    waiting = ["PENDING", "PENDING", "TERMINATED"]
+    assert [stall.due(waiting, t) for t in (0.0, 59.0, 60.0, 61.0)] == [False, False, True, False]
+    assert not stall.due(["RUNNING", "PENDING"], 70.0)  # one runs: the others just queue
+    assert [stall.due(waiting, t) for t in (80.0, 140.0)] == [False, True]  # a new stall
+    assert not Stall(after_s=0.0).due(["TERMINATED", "RUNNING"], 1e9)
+
+    two = dataclasses.replace(config, resources=Resources(cpu=4, gpu=1, workers=2))
+    assert resources_asked(two) == "2 workers of cpu 4, gpu 1"
+    assert resources_asked(dataclasses.replace(config, resources=Resources(cpu=1))) == "cpu 1"
+
+    @ray.remote(num_cpus=2)
+    def hold(seconds: float) -> None:
+        time.sleep(seconds)
+
+    assert free_resources() == "2 of 2 CPUs"
+    held = hold.remote(30)
+    deadline = time.monotonic() + 20
+    while free_resources() != "0 of 2 CPUs" and time.monotonic() < deadline:
+        time.sleep(0.2)
+    line = stall_line(2, "cpu 1", free_resources(), 60.0)
+    ray.cancel(held, force=True)
+    assert line == (
+        "2 trials have waited 1 min 0 s for resources: each asks cpu 1; the cluster has 0 of 2 "
+        "CPUs free (other jobs or Ray tasks hold the rest); they start when those are freed"
+    )

@@ -5,8 +5,10 @@ e.g. the fusions waiting)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from adapterfleet.console import duration_text, plural
 from adapterfleet.training.callbacks import epoch_line
 from adapterfleet.tuning.spec import TrialParams
 
@@ -43,3 +45,39 @@ def trial_epoch_line(
 def with_note(counts: str, note: Note | None) -> str:
     extra = note() if note is not None else ""
     return f"{counts}; {extra}" if extra else counts
+
+
+STALL_NOTE_S = 60.0  # trials pending, none running, this long: the sweep says why
+
+
+@dataclass
+class Stall:
+    """Whether trials have been pending with none running for `after_s` (the cluster's CPUs or
+    GPUs held by other jobs: the log said nothing for minutes); `due` once per such stall."""
+
+    after_s: float = STALL_NOTE_S
+    since: float | None = None
+    said: bool = False
+
+    def due(self, statuses: Iterable[str], now: float) -> bool:
+        statuses = list(statuses)
+        if "PENDING" not in statuses or "RUNNING" in statuses:
+            self.since, self.said = None, False
+            return False
+        if self.since is None:
+            self.since = now
+        if self.said or now - self.since < self.after_s:
+            return False
+        self.said = True
+        return True
+
+
+def stall_line(pending: int, asks: str, free: str, waited_s: float) -> str:
+    """`2 trials have waited 1 min 0 s for resources: each asks cpu 1; the cluster has 0 of 2
+    CPUs free ...`."""
+    have = "has" if pending == 1 else "have"
+    return (
+        f"{plural(pending, 'trial')} {have} waited {duration_text(waited_s)} for resources: each "
+        f"asks {asks}; the cluster has {free} free (other jobs or Ray tasks hold the rest); they "
+        "start when those are freed"
+    )

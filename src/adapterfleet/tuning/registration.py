@@ -9,6 +9,7 @@ tasks whose last trial ended while no driver was listening.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -38,7 +39,14 @@ from adapterfleet.registry.descriptions import (
 from adapterfleet.registry.tags import TAG_BASE_MODEL_DTYPE
 from adapterfleet.training.metrics import metric_direction, signed
 from adapterfleet.training.workdir import JobWorkdir
-from adapterfleet.tuning.progress import Note, trial_counts, trial_epoch_line, with_note
+from adapterfleet.tuning.progress import (
+    Note,
+    Stall,
+    stall_line,
+    trial_counts,
+    trial_epoch_line,
+    with_note,
+)
 from adapterfleet.tuning.settings import TAG_SETTINGS, settings_tag
 from adapterfleet.tuning.spec import (
     TAG_BASE_MODEL,
@@ -309,12 +317,40 @@ def activate(registrar: Registrar) -> Iterator[Registrar]:
         _ACTIVE.pop(registrar.sweep_name, None)
 
 
+def resources_asked(config: PipelineConfig) -> str:
+    """What a trial asks Ray for: `cpu 1`, `cpu 1, gpu 0.25`, `2 workers of cpu 4, gpu 1`."""
+    res = config.resources
+    each = f"cpu {res.cpu:g}" + (f", gpu {res.gpu:g}" if res.gpu else "")
+    return f"{res.workers} workers of {each}" if res.distributed else each
+
+
+def free_resources() -> str:
+    """`0 of 2 CPUs` (`, 0 of 1 GPUs` on a cluster with GPUs), from Ray."""
+    free, total = ray.available_resources(), ray.cluster_resources()
+    kinds = [("CPU", "CPUs"), *([("GPU", "GPUs")] if total.get("GPU") else [])]
+    return ", ".join(f"{free.get(k, 0.0):g} of {total.get(k, 0.0):g} {name}" for k, name in kinds)
+
+
 class RegistrationCallback(ray.tune.Callback):
     """Tune callback: tells the active `Registrar` of `sweep_name` about every epoch a trial
     reports (its progress line) and every ended trial."""
 
     def __init__(self, sweep_name: str) -> None:
         self.sweep_name = sweep_name
+        self.stall = Stall()
+
+    def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
+        """Trials pending with none running for a minute: a line says what they wait for."""
+        registrar = _ACTIVE.get(self.sweep_name)
+        statuses = [str(t.status) for t in trials]
+        if registrar is None or not self.stall.due(statuses, time.monotonic()):
+            return
+        try:
+            pending = statuses.count("PENDING")
+            asks = resources_asked(registrar.config)
+            registrar.progress(stall_line(pending, asks, free_resources(), self.stall.after_s))
+        except Exception as error:  # noqa: BLE001 - a progress line never stops the sweep
+            registrar.progress(f"(trials wait for resources; the cluster did not say: {error})")
 
     def on_trial_result(
         self, iteration: int, trials: list, trial: Any, result: dict, **info: Any

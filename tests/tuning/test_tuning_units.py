@@ -272,6 +272,7 @@ def test_trials_pending_with_none_running_say_what_they_wait_for(config, ray_loc
         time.sleep(seconds)
 
     assert free_resources() == "2 of 2 CPUs"
+    assert free_resources(gpus=True) == "2 of 2 CPUs, 0 of 0 GPUs"  # asked for, none there
     held = hold.remote(30)
     deadline = time.monotonic() + 20
     while free_resources() != "0 of 2 CPUs" and time.monotonic() < deadline:
@@ -280,5 +281,6 @@ def test_trials_pending_with_none_running_say_what_they_wait_for(config, ray_loc
     ray.cancel(held, force=True)
     assert line == (
         "2 trials have waited 1 min 0 s for resources: each asks cpu 1; the cluster has 0 of 2 "
-        "CPUs free (other jobs or Ray tasks hold the rest); they start when those are freed"
+        "CPUs free; they start once it has what one asks (other jobs may hold the rest, or an "
+        "autoscaler may still be adding nodes)"
     )

@@ -74,10 +74,10 @@ class Stall:
 
 def stall_line(pending: int, asks: str, free: str, waited_s: float) -> str:
     """`2 trials have waited 1 min 0 s for resources: each asks cpu 1; the cluster has 0 of 2
-    CPUs free ...`."""
+    CPUs free; ...`."""
     have = "has" if pending == 1 else "have"
     return (
         f"{plural(pending, 'trial')} {have} waited {duration_text(waited_s)} for resources: each "
-        f"asks {asks}; the cluster has {free} free (other jobs or Ray tasks hold the rest); they "
-        "start when those are freed"
+        f"asks {asks}; the cluster has {free} free; they start once it has what one asks (other "
+        "jobs may hold the rest, or an autoscaler may still be adding nodes)"
     )

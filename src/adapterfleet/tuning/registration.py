@@ -324,10 +324,10 @@ def resources_asked(config: PipelineConfig) -> str:
     return f"{res.workers} workers of {each}" if res.distributed else each
 
 
-def free_resources() -> str:
-    """`0 of 2 CPUs` (`, 0 of 1 GPUs` on a cluster with GPUs), from Ray."""
+def free_resources(gpus: bool = False) -> str:
+    """`0 of 2 CPUs` (`, 0 of 1 GPUs` on a cluster with GPUs, or with `gpus`), from Ray."""
     free, total = ray.available_resources(), ray.cluster_resources()
-    kinds = [("CPU", "CPUs"), *([("GPU", "GPUs")] if total.get("GPU") else [])]
+    kinds = [("CPU", "CPUs"), *([("GPU", "GPUs")] if gpus or total.get("GPU") else [])]
     return ", ".join(f"{free.get(k, 0.0):g} of {total.get(k, 0.0):g} {name}" for k, name in kinds)
 
 
@@ -348,7 +348,8 @@ class RegistrationCallback(ray.tune.Callback):
         try:
             pending = statuses.count("PENDING")
             asks = resources_asked(registrar.config)
-            registrar.progress(stall_line(pending, asks, free_resources(), self.stall.after_s))
+            free = free_resources(gpus=bool(registrar.config.resources.gpu))
+            registrar.progress(stall_line(pending, asks, free, self.stall.after_s))
         except Exception as error:  # noqa: BLE001 - a progress line never stops the sweep
             registrar.progress(f"(trials wait for resources; the cluster did not say: {error})")
 

@@ -40,6 +40,7 @@ class RayHead:
     token: str
     temp_dir: Path
     pid: int
+    gcs: str = ""  # 127.0.0.1:<port>: what a driver joins (ray.init, run --address)
 
 
 def _wait_ready(head: RayHead, proc: subprocess.Popen[bytes], log: Path) -> None:
@@ -146,7 +147,8 @@ def _start_head(token: str) -> tuple[subprocess.Popen[bytes], RayHead, Path]:
         proc = subprocess.Popen(
             cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
-    return proc, RayHead(f"http://127.0.0.1:{dashboard}", token, temp_dir, proc.pid), log
+    head = RayHead(f"http://127.0.0.1:{dashboard}", token, temp_dir, proc.pid, f"127.0.0.1:{port}")
+    return proc, head, log
 
 
 def _stop(node: RayHead, proc: subprocess.Popen[bytes]) -> None:

@@ -116,3 +116,20 @@ def test_a_cluster_without_adapterfleet_is_said_to_lack_it(
     listed = _cli(ray_head, "jobs", "--address", address, cwd=tmp_path)
     assert re.search(rf"\| {job_id} +\| FAILED", listed.stdout), listed.stdout
     assert listed.stderr.startswith(f"1 job failed ({job_id}): {NOT_INSTALLED}"), listed.stderr
+
+
+def test_jobs_lists_submitted_jobs_not_drivers_that_joined(ray_head: Any, tmp_path: Path) -> None:
+    """A team's `jobs` listed interactive `run --address` drivers beside the submitted jobs,
+    one that exited 2 at validation as SUCCEEDED (Ray's word for a driver that disconnected)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_ADDRESS", "RAY_AUTH"))}
+    env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=ray_head.token)
+    joined = f"import ray; ray.init(address={ray_head.gcs!r}); ray.shutdown()"
+    done = subprocess.run(
+        [sys.executable, "-c", joined], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    listed = _cli(ray_head, "jobs", "--address", ray_head.address, cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert "ray.init(" not in listed.stdout, listed.stdout
+    said = re.search(r"\((\d+) drivers? that joined the cluster themselves", listed.stderr)
+    assert said and int(said[1]) >= 1, listed.stderr

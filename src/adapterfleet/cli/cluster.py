@@ -105,14 +105,22 @@ def stop(
 
 
 def jobs(address: DashboardAddressOpt = None) -> None:
-    """List the jobs of a cluster."""
+    """List the jobs submitted to a cluster."""
     from adapterfleet.orchestration.jobs import jobs_note, list_jobs
 
     found = list_jobs(address)
-    rows = [{"job": j.job_id, "status": j.status, "entrypoint": j.entrypoint} for j in found]
+    jobs_ = [j for j in found if not j.driver]
+    rows = [{"job": j.job_id, "status": j.status, "entrypoint": j.entrypoint} for j in jobs_]
     metrics_table(rows)
-    if note := jobs_note(found):
+    if note := jobs_note(jobs_):
         typer.echo(note, err=True)
+    if drivers := len(found) - len(jobs_):
+        typer.echo(
+            f"({drivers} {'driver' if drivers == 1 else 'drivers'} that joined the cluster "
+            "themselves, e.g. run --address, not shown: Ray calls them SUCCEEDED whatever their "
+            "exit status)",
+            err=True,
+        )
 
 
 def register(app: typer.Typer) -> None:

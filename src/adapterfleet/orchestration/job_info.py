@@ -41,6 +41,9 @@ class JobInfo:
     message: str  # for a failed job, the tail of its log
     start_time: float | None  # seconds since the epoch
     end_time: float | None
+    # a process that joined the cluster itself (`run --address`, ray.init), not a submitted job:
+    # Ray lists it too, SUCCEEDED once it disconnects, whatever its exit status was
+    driver: bool = False
 
 
 def info_of(details: Any) -> JobInfo:
@@ -52,6 +55,7 @@ def info_of(details: Any) -> JobInfo:
         message=str(details.message or ""),
         start_time=details.start_time / 1000 if details.start_time else None,
         end_time=details.end_time / 1000 if details.end_time else None,
+        driver=str(getattr(details, "type", "")).endswith("DRIVER"),
     )
 
 

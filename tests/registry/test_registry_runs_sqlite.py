@@ -231,6 +231,7 @@ def test_every_run_says_the_versions_and_commit_it_was_made_with(
             f"torch {metadata.version('torch')}",
         ]
         assert f"mlflow {metadata.version('mlflow')}" in versions and versions[-1][:7] == "python "
+        assert tags["mlflow.source.name"] == "adapterfleet"  # the UI's Source, with the commit
         root = Path(__file__).resolve().parents[2]
         if (root / ".git").exists():  # a checkout: its commit, as MLflow's UI shows it
             head = subprocess.run(

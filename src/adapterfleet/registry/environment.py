@@ -1,6 +1,6 @@
 """What a run was made with, as tags on every run adapterfleet opens: the versions of
 adapterfleet and of the libraries it trains with, and, from a git checkout of adapterfleet, its
-commit (MLflow's own `mlflow.source.git.commit`, which the UI shows as the run's source). A
+commit (MLflow's own `mlflow.source.git.commit`: the UI's "Source" shows `adapterfleet` and it). A
 reader of the run installs the same and reruns it; the config's settings are the run's params."""
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from importlib import metadata
 from pathlib import Path
 
 TAG_VERSIONS = "adapterfleet.versions"
+# MLflow's own: the UI's "Source" shows the name, and the commit beside it
+TAG_SOURCE_NAME, TAG_SOURCE_TYPE = "mlflow.source.name", "mlflow.source.type"
 TAG_GIT_COMMIT = "mlflow.source.git.commit"
 TAG_GIT_DIRTY = "adapterfleet.git_dirty"  # "true": the checkout had uncommitted changes
 PACKAGES = ("adapterfleet", "torch", "transformers", "ray", "mlflow", "datasets", "safetensors")
@@ -20,7 +22,11 @@ PACKAGES = ("adapterfleet", "torch", "transformers", "ray", "mlflow", "datasets"
 @functools.cache
 def environment_tags() -> dict[str, str]:
     """The tags, computed once per process."""
-    tags = {TAG_VERSIONS: versions_text()}
+    tags = {
+        TAG_VERSIONS: versions_text(),
+        TAG_SOURCE_NAME: "adapterfleet",
+        TAG_SOURCE_TYPE: "LOCAL",
+    }
     commit, dirty = _checkout_commit(Path(__file__).resolve().parents[3])
     if commit:
         tags[TAG_GIT_COMMIT] = commit

@@ -29,7 +29,9 @@ class StatusPlan:
     baseline_seeds: int = 0
     task_trials: dict[str, int] = field(default_factory=dict)  # tasks with a grid of their own
     task_metrics: dict[str, str] = field(default_factory=dict)  # tasks selected on another metric
-    source: str = "this config"  # where the plan came from, as a note says it
+    # where the plan came from, as a note says it; not part of what the plan is (a plan read
+    # back from the experiment's tag equals the config's)
+    source: str = field(default="this config", compare=False)
 
     def metric_for(self, task: str) -> str:
         """The metric `task` is selected on: its own (a regression task's pearson), else

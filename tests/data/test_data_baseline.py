@@ -1,8 +1,9 @@
-"""The majority class of a dev split, and the note a registration line gets at or below it."""
+"""What learning nothing scores on a dev split (the majority class, the mean), and the note a
+registration line gets at or below it."""
 
 from __future__ import annotations
 
-from adapterfleet.data.baseline import Majority, majority
+from adapterfleet.data.baseline import DevMean, Majority, dev_mean, majority
 
 
 def test_the_majority_is_the_most_common_label_and_the_first_named_on_a_tie() -> None:
@@ -21,4 +22,20 @@ def test_an_accuracy_at_or_below_the_majority_share_says_so() -> None:
         "; no better than always answering 'neg' (0.9500 of dev)"
     )
     assert found.note("accuracy", 0.9) != "" and found.note("accuracy", 0.9583) == ""
-    assert found.note("f1", 0.5) == ""  # another metric, another baseline: nothing said
+    assert found.note("f1", 0.5) == ""  # no constant answer to hold F1 against: nothing said
+    assert found.note("matthews", 0.0) == "; no better than a constant answer (matthews 0)"
+    assert found.note("matthews", 0.12) == ""
+
+
+def test_a_regression_at_or_worse_than_the_dev_mean_says_so() -> None:
+    """A tester's STS-B adapter on 300 rows registered at MSE 2.59, worse than always answering
+    the dev mean (MSE 2.49), with nothing said."""
+    found = dev_mean([1.0, 2.0, 3.0, 6.0])
+    assert found == DevMean(3.0, 3.5) and str(found) == "mean 3 (MSE 3.5)"
+    assert found.note("mse", 3.5) == (
+        "; no better than always answering the dev mean 3 (MSE 3.5000)"
+    )
+    assert found.note("mse", 3.4) == ""  # lower is better: below the variance learned something
+    assert found.note("pearson", -0.05) == "; no better than a constant answer (pearson 0)"
+    assert found.note("spearman", 0.0) != "" and found.note("pearson", 0.3) == ""
+    assert dev_mean([]) is None

@@ -4,6 +4,7 @@ the tokenised cache and batches of numbers, and STS-B from the shared GLUE folde
 from __future__ import annotations
 
 from pathlib import Path
+from statistics import pvariance
 
 import pytest
 import torch
@@ -17,6 +18,7 @@ from adapterfleet.data import (
     load_tasks_config,
     tokenize_task,
 )
+from adapterfleet.data.baseline import DevMean, dev_chance
 
 SPEC = {
     "type": "regression",
@@ -83,6 +85,7 @@ def test_labels_are_numbers_through_load_cache_and_batches(
     assert tokenized.train.labels == [5.0, 1.5, 0.0]
     again = tokenize_task(data, tokenizer, 32, tmp_path / "cache")
     assert again.from_cache and again.dev.labels == [5.0, 1.5, 0.0]
+    assert dev_chance(again) == DevMean(6.5 / 3, pvariance([5.0, 1.5, 0.0]))  # what the mean scores
     batch = PadCollator(tokenizer.pad_token_id)([tokenized.train[i] for i in range(3)])
     assert batch["labels"].dtype == torch.float32
     assert batch["labels"].tolist() == [5.0, 1.5, 0.0]

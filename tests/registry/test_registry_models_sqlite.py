@@ -425,7 +425,7 @@ def test_a_fusion_on_other_data_of_its_target_is_not_ranked_against_best(
     )
     untagged = point_best(sqlite_uri, outcome(4, None, 0.1, None), "accuracy")  # before the tag
     assert untagged.best_kept is not None and untagged.best_kept.version == 1
-    at_majority = replace(untagged, majority=Majority("neg", 0.95))  # what one label scores
+    at_majority = replace(untagged, chance=Majority("neg", 0.95))  # what one label scores
     assert registered_text(at_majority, "accuracy").endswith(
         "better on dev; no better than always answering 'neg' (0.9500 of dev)"
     )

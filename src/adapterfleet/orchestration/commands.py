@@ -9,7 +9,7 @@ from typing import Any
 from adapterfleet.config import ConfigError, PipelineConfig, training_with
 from adapterfleet.console import Say
 from adapterfleet.data import TaskData, TaskSpec, load_task
-from adapterfleet.data.baseline import majority
+from adapterfleet.data.baseline import dev_mean, majority
 from adapterfleet.orchestration.fusion_job import FusionOutcome, registered_text, run_fusion_job
 from adapterfleet.orchestration.limits import check_single_run
 from adapterfleet.orchestration.prune import PruneReport, prune_fusion
@@ -86,19 +86,19 @@ def task_summaries(config: PipelineConfig) -> list[dict[str, Any]]:
                 "dev": len(data.dev),
                 "labels": ", ".join(data.label_names) or _numbers(spec.value_range),
                 "metric": config.adapters.training_for(name).metric,
-                "dev majority": _majority(data),
+                "dev chance level": _chance(data),
                 "skipped rows": data.skipped,
             }
         )
     return rows
 
 
-def _majority(data: TaskData) -> str:
-    """`neg (95%)`: the dev split's most common label and its share, the accuracy of a model that
-    always gives it (empty for regression)."""
-    if data.is_regression:
-        return ""
-    found = majority(data.dev["label"], data.label_names)
+def _chance(data: TaskData) -> str:
+    """What a model that learned nothing scores on the dev split: `neg (95%)`, its most common
+    label and that label's share (the accuracy of always giving it), or for regression `mean 2.71
+    (MSE 2.49)` (the MSE of always answering the mean)."""
+    labels = data.dev["label"]
+    found = dev_mean(labels) if data.is_regression else majority(labels, data.label_names)
     return str(found) if found is not None else ""
 
 

@@ -27,7 +27,7 @@ from adapterfleet._locks import exclusive_lock
 from adapterfleet.adapters import HEAD_WEIGHTS, load_encoder
 from adapterfleet.config import PipelineConfig
 from adapterfleet.console import Say
-from adapterfleet.data.baseline import Majority, dev_majority
+from adapterfleet.data.baseline import Chance, dev_chance
 from adapterfleet.fusion import FUSION_WEIGHTS
 from adapterfleet.orchestration.fusion_plan import (
     FusionPlan,
@@ -81,7 +81,7 @@ class FusionOutcome:
     # why that version was not ranked against this one: "a fusion on <its base>", "a fusion
     # on other data of <target>" (dev scores of two bases or two dev files rank neither)
     best_was_apart: str | None = None
-    majority: Majority | None = None  # the target's dev majority class, held against its score
+    chance: Chance | None = None  # what learning nothing scores on the target's dev split
 
 
 def run_fusion_job(
@@ -139,7 +139,7 @@ def run_fusion_job(
             seed = seeded.fusion.training.seed
             say(f"fusion {target}: seed {seed} {registered_text(outcome, metric)}")
     best = point_best(uri, _best_seed(outcomes, metric, say), metric)
-    return replace(best, majority=dev_majority(prepare_task(config, target)))
+    return replace(best, chance=dev_chance(prepare_task(config, target)))
 
 
 def _best_seed(outcomes: list[FusionOutcome], metric: str, say: Say) -> FusionOutcome:
@@ -339,8 +339,8 @@ def registered_text(outcome: FusionOutcome, metric: str) -> str:
         text += f"; best is v{outcome.version.version} again (it was on v{outcome.best_was}{apart})"
     elif outcome.best_was_apart is not None:
         text += f"; best moves here from v{outcome.best_was}, {outcome.best_was_apart}"
-    if outcome.majority is not None and value is not None:
-        text += outcome.majority.note(metric, value)
+    if outcome.chance is not None and value is not None:
+        text += outcome.chance.note(metric, value)
     return text
 
 

@@ -21,7 +21,7 @@ import ray.tune
 from adapterfleet.adapters import ADAPTER_WEIGHTS, HEAD_WEIGHTS, sha256_file
 from adapterfleet.config import PipelineConfig
 from adapterfleet.console import Say
-from adapterfleet.data.baseline import Majority
+from adapterfleet.data.baseline import Chance
 from adapterfleet.errors import cause_text
 from adapterfleet.registry import (
     TAG_SWEEP,
@@ -169,7 +169,7 @@ class Registrar:
     note: Note | None = None  # the caller's state, after the trial counts of each epoch line
     registered: dict[str, ModelVersionInfo] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
-    majorities: dict[str, Majority | None] = field(default_factory=dict)  # by task: of dev
+    chances: dict[str, Chance | None] = field(default_factory=dict)  # by task: of dev
 
     def metric(self, task: str) -> str:
         """The metric `task` is selected on (config/task_metrics.py)."""
@@ -298,11 +298,11 @@ class Registrar:
             plan.sweep_run.log_metrics(metrics)
             plan.sweep_run.set_tags(summary)
             plan.sweep_run.end("FINISHED")
-        majority = self.majorities.get(task)
+        chance = self.chances.get(task)
         self.progress(
             f"task {task}: registered {info.name} v{info.version} (@best) from trial "
             f"{params.trial_id}, dev {metric} {value:.4f}"
-            + (majority.note(metric, value) if majority is not None else "")
+            + (chance.note(metric, value) if chance is not None else "")
         )
         return info
 

@@ -21,7 +21,7 @@ from adapterfleet.adapters import load_tokenizer
 from adapterfleet.config import PipelineConfig
 from adapterfleet.console import Say, plural
 from adapterfleet.data import TaskData, TokenizedTask, load_task, tokenize_task
-from adapterfleet.data.baseline import Majority, dev_majority
+from adapterfleet.data.baseline import Chance, dev_chance
 from adapterfleet.registry import MlflowRunLogger, ModelVersionInfo
 from adapterfleet.tuning.plan import (
     SweepPlan,
@@ -99,13 +99,13 @@ def task_plans(plan: SweepPlan, sweep_runs: Mapping[str, MlflowRunLogger]) -> di
 
 def prepare_data(
     ctx: SweepContext, tasks: tuple[str, ...], progress: Say, loaded: Mapping[str, TaskData]
-) -> dict[str, Majority | None]:
+) -> dict[str, Chance | None]:
     """Tokenise every task once into the shared cache the trials read; returns each task's
-    dev majority class (None for regression), which its registration line is held against.
+    dev chance level (what learning nothing scores), which its registration line is held against.
     A task in `loaded` (validation's) is not read again: each read says its data warnings
     (skipped rows, ...)."""
     tokenizer = load_tokenizer(ctx.config.base_model)
-    majorities = {}
+    chances = {}
     for task in tasks:
         data = loaded.get(task) or load_task(ctx.config.tasks[task])
         tokenized = tokenize_task(data, tokenizer, ctx.config.max_length, ctx.tokens_dir)
@@ -114,8 +114,8 @@ def prepare_data(
             f"task {task}: {len(tokenized.train)} train / {len(tokenized.dev)} dev, {state}"
             + cut_note(tokenized)
         )
-        majorities[task] = dev_majority(tokenized)
-    return majorities
+        chances[task] = dev_chance(tokenized)
+    return chances
 
 
 def cut_note(tokenized: TokenizedTask) -> str:
@@ -251,11 +251,11 @@ def run_sweep(
         {task: run.run_id for task, run in sweep_runs.items()},
         cpu=resources.cpu,
     )
-    majorities = prepare_data(ctx, plan.pending, progress, loaded or {})
+    chances = prepare_data(ctx, plan.pending, progress, loaded or {})
     tasks = task_plans(plan, sweep_runs)
     registrar = Registrar(
         plan.tracking_uri, plan.config, plan.sweep_name,
-        trials_root(config, plan.sweep_name), tasks, progress, note, majorities=majorities,
+        trials_root(config, plan.sweep_name), tasks, progress, note, chances=chances,
     )  # fmt: skip
     trainable = make_trainable(ctx, trial_resources(config))
     with activate(registrar):

@@ -39,8 +39,9 @@ def test_submit_logs_and_no_token_leak(with_token: Any, tmp_path: Path) -> None:
     (tmp_path / "runs" / "mlflow.db").write_bytes(b"local only")
     code = (
         "import os, pathlib; "
+        "from adapterfleet.registry.heartbeat import submitted_job_id; "
         f"print('{MARKER}', os.environ['AF_PROBE'], pathlib.Path('data.txt').read_text().strip(), "
-        "'runs:', pathlib.Path('runs').exists())"
+        "'runs:', pathlib.Path('runs').exists(), 'job:', submitted_job_id())"
     )
     job_id = submit_job(
         with_token.address,
@@ -54,7 +55,8 @@ def test_submit_logs_and_no_token_leak(with_token: Any, tmp_path: Path) -> None:
     assert wait_for_job(with_token.address, job_id, timeout_s=90, poll_s=0.5) == "SUCCEEDED"
     logs = job_logs(with_token.address, job_id)
     assert isinstance(logs, str)
-    assert f"{MARKER} probe-value-42 shipped with the working dir runs: False" in logs
+    said = f"{MARKER} probe-value-42 shipped with the working dir runs: False job: {job_id}"
+    assert said in logs  # the job's id, which a second driver's refusal names
     assert with_token.token not in logs
     followed = "".join(job_logs(with_token.address, job_id, follow=True))
     assert MARKER in followed

@@ -10,6 +10,7 @@ stamp is fresh, unless its process is gone from this host or its last stamp says
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -77,9 +78,9 @@ def test_run_is_refused_while_another_driver_beats_then_runs_once_it_is_killed(
         assert re.fullmatch(
             rf"error: another adapterfleet driver runs this pipeline's sweep \(process {other.pid} "
             rf"on {re.escape(socket.gethostname())}, its last heartbeat \d+ s ago\): two would "
-            r"train the same trials twice; let it finish, stop it \(Ctrl-C there, or "
-            r"adapterfleet stop JOB_ID for a submitted job\), or, if it was killed on another "
-            r"machine, run again in 1\d\d s, when it is taken for gone",
+            r"train the same trials twice; let it finish, stop it \(Ctrl-C in its terminal\), "
+            r"or, if it was killed on another machine, run again in 1\d\d s, when it is taken "
+            r"for gone",
             lines[0],
         ), lines[0]
         assert "ray" not in said.lower(), said  # refused before Ray started
@@ -110,6 +111,14 @@ def test_a_driver_that_ended_or_went_silent_is_not_in_the_way(
     client.set_experiment_tag(experiment_id, TAG_SWEEP_DRIVER, elsewhere)
     with pytest.raises(RegistryError, match=r"\(process \d+ on another-host, its last heartbeat"):
         refuse_second_driver(uri, experiment_id)  # no process table to ask there: its beats
+    submitted = f"{elsewhere} job=adapterfleet-demo-20261201-0a1b2c"  # a driver `submit` started
+    client.set_experiment_tag(experiment_id, TAG_SWEEP_DRIVER, submitted)
+    with pytest.raises(RegistryError, match=r"\(Ray job adapterfleet-demo-20261201-0a1b2c, pro"):
+        refuse_second_driver(uri, experiment_id)  # named, so the user can stop it by its id
+    with pytest.raises(RegistryError, match=r"\(adapterfleet stop adapterfleet-demo-20261201-0a"):
+        refuse_second_driver(uri, experiment_id)
+    client.set_experiment_tag(experiment_id, TAG_SWEEP_DRIVER, f"{submitted} ended")
+    refuse_second_driver(uri, experiment_id)  # the job ended and said so
     old = f"{int(time.time() * 1000) - 181_000} 60 another-host 12"
     client.set_experiment_tag(experiment_id, TAG_SWEEP_DRIVER, old)
     refuse_second_driver(uri, experiment_id)  # three intervals without a beat: gone
@@ -127,6 +136,11 @@ def test_a_driver_that_ended_or_went_silent_is_not_in_the_way(
     with heartbeat(uri, experiment_id, sweep=True), heartbeat(uri, experiment_id, sweep=True):
         refuse_second_driver(uri, experiment_id)  # its own fresh stamp is not another driver
         assert stamp().endswith(f"{socket.gethostname()} {os.getpid()}")
+    job = {"metadata": {"job_submission_id": "adapterfleet-twice-1"}}  # what Ray gives a job
+    monkeypatch.setenv("RAY_JOB_CONFIG_JSON_ENV_VAR", json.dumps(job))
+    with heartbeat(uri, experiment_id, sweep=True):
+        assert stamp().endswith(f"{socket.gethostname()} {os.getpid()} job=adapterfleet-twice-1")
+    assert stamp().endswith(" job=adapterfleet-twice-1 ended")
 
 
 def test_a_fusion_waiting_beside_the_sweep_does_not_stop_it(tmp_path: Path) -> None:

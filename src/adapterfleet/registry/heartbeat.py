@@ -4,7 +4,8 @@ dies at once (SIGKILL, the kernel's out-of-memory killer, a lost head node) leav
 interruption mark (`interrupted.py`) and its runs RUNNING; `status` reads a stamp older than
 `STALE_BEATS` intervals as that driver's end and counts those runs pending, as after Ctrl-C.
 The stamp is the driver's clock: `status` on a machine whose clock is minutes off misjudges it.
-It also names the driver (host and process id) and, once it stops beating, says so. A driver
+It also names the driver (host, process id, and the Ray job when `submit` started it) and, once
+it stops beating, says so. A driver
 that runs the sweep (`run`, `sweep`) stamps a second tag too, and a second such driver of the
 same experiment is refused while the first beats (`refuse_second_driver`): both would resume
 one Tune experiment, train the same trials and log each epoch twice. `fuse --wait` and `prune`
@@ -17,6 +18,7 @@ through MLflow's retries for minutes, and the console would say nothing meanwhil
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import threading
@@ -55,7 +57,8 @@ class _Beat:
         """One stamp (`end`: "ended", the last); a failure is not raised (the stamp is a
         courtesy to `status`: no run stops for it), and a store that hiccups is tried again at
         the next beat."""
-        driver = f"{socket.gethostname()} {os.getpid()}"
+        job = submitted_job_id()
+        driver = f"{socket.gethostname()} {os.getpid()}" + (f" job={job}" if job else "")
         stamp = f"{int(time.time() * 1000)} {self.interval_s:g} {driver} {end}".strip()
         tags = (TAG_HEARTBEAT, TAG_SWEEP_DRIVER) if self.sweep else (TAG_HEARTBEAT,)
         with suppress(Exception):
@@ -96,6 +99,15 @@ class _Beat:
 
 _BEATS: dict[tuple[str, str], _Beat] = {}
 _LOCK = threading.Lock()
+
+
+def submitted_job_id() -> str:
+    """The Ray job this process is the entrypoint of, when `submit` started it (Ray hands the
+    entrypoint its job's metadata in `RAY_JOB_CONFIG_JSON_ENV_VAR`), else ""."""
+    with suppress(ValueError, TypeError, AttributeError):
+        config = json.loads(os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR") or "{}")
+        return str((config.get("metadata") or {}).get("job_submission_id") or "")
+    return ""
 
 
 def heartbeat_interval() -> float:
@@ -173,20 +185,23 @@ def refuse_second_driver(uri: str, experiment_id: str) -> None:
     except Exception:  # no experiment yet, a store that hiccups: nothing to go by
         return
     parts = tags.get(TAG_SWEEP_DRIVER, "").split()
-    if len(parts) != 4 or not parts[3].isdigit():
-        return  # no stamp, one that says its driver ended, or one older than driver names
+    if len(parts) < 4 or not parts[3].isdigit() or "ended" in parts[4:]:
+        return  # no stamp, one older than driver names, or one that says its driver ended
     last, interval, host, pid = int(parts[0]) / 1000, float(parts[1]), parts[2], int(parts[3])
+    job = next((part[4:] for part in parts[4:] if part.startswith("job=")), "")
     age = time.time() - last
     if age > STALE_BEATS * interval or (host == socket.gethostname() and not _alive(pid)):
         return
     if host == socket.gethostname() and pid == os.getpid():
         return
     wait = STALE_BEATS * interval - age
+    driver = f"Ray job {job}, process {pid} on {host}" if job else f"process {pid} on {host}"
+    stop = f"adapterfleet stop {job}" if job else "Ctrl-C in its terminal"
     raise RegistryError(
-        f"another adapterfleet driver runs this pipeline's sweep (process {pid} on {host}, its "
-        f"last heartbeat {age:.0f} s ago): two would train the same trials twice; let it finish, "
-        "stop it (Ctrl-C there, or adapterfleet stop JOB_ID for a submitted job), or, if it "
-        f"was killed on another machine, run again in {wait:.0f} s, when it is taken for gone"
+        f"another adapterfleet driver runs this pipeline's sweep ({driver}, its last heartbeat "
+        f"{age:.0f} s ago): two would train the same trials twice; let it finish, stop it "
+        f"({stop}), or, if it was killed on another machine, run again in {wait:.0f} s, when "
+        "it is taken for gone"
     )
 
 

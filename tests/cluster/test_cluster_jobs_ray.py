@@ -182,6 +182,39 @@ def test_a_driver_joined_by_address_may_name_it_again_and_no_other(with_token: A
     ], done.stdout
 
 
+@pytest.mark.parametrize(
+    ("auth", "fix"),
+    [
+        ({}, "set RAY_AUTH_MODE=token here, with its token in ~/.ray/auth_token or RAY_AUTH_TOKEN"),
+        (
+            {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "not-the-clusters-token"},
+            "put the cluster's token in RAY_AUTH_TOKEN or ~/.ray/auth_token",
+        ),
+    ],
+    ids=["no-token-mode", "another-token"],
+)
+def test_a_driver_without_the_clusters_token_is_refused_in_one_line(
+    ray_head: Any, tmp_path: Path, auth: dict[str, str], fix: str
+) -> None:
+    """`run --address` to a cluster with token authentication, with no token or another one:
+    the one line that says so came after Ray's own retries, 20 `gcs_client.cc ...
+    InvalidAuthToken` lines over 20 s. The GCS is asked first, as `ray.init` would."""
+    config = tmp_path / "pipe.yaml"
+    config.write_text(f"name: tok\ndemo_tasks: true\nstorage: {tmp_path}/runs\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_ADDRESS", "RAY_AUTH"))}
+    env.update(auth, RAY_USAGE_STATS_ENABLED="0", HF_HUB_OFFLINE="1")
+    cli = str(Path(sys.executable).with_name("adapterfleet"))
+    command = [cli, "run", "-c", str(config), "--address", ray_head.gcs]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    said = done.stdout + done.stderr
+    assert done.returncode != 0, said
+    assert "gcs_client" not in said and "Authentication token is missing" not in said, said
+    assert [line for line in said.splitlines() if line.startswith("error:")] == [
+        f"error: ray address '{ray_head.gcs}': the cluster uses token authentication and "
+        f"refused this driver (InvalidAuthToken); {fix}"
+    ], said
+
+
 def test_an_unknown_job_points_to_the_jobs_command(
     with_token: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -578,7 +578,7 @@ def test_a_cluster_that_refuses_the_driver_is_said_in_one_line(
 ) -> None:
     """`ray.init` raises `ConnectionError` from the GCS client's error; the 95-line traceback
     it ended in now reads as one line, naming token authentication when that refused."""
-    from adapterfleet.orchestration.sweep import _not_joined
+    from adapterfleet.orchestration.ray_address import not_joined
 
     def refused(text: str) -> ConnectionError:
         try:
@@ -593,16 +593,16 @@ def test_a_cluster_that_refuses_the_driver_is_said_in_one_line(
 
     auth = refused("RPC error: InvalidAuthToken: Authentication token is missing or incorrect")
     monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
-    assert _not_joined("10.0.0.1:6379", auth) == (
+    assert not_joined("10.0.0.1:6379", auth) == (
         "ray address '10.0.0.1:6379': the cluster uses token authentication and refused this "
         "driver (InvalidAuthToken); set RAY_AUTH_MODE=token here, with its token in "
         "~/.ray/auth_token or RAY_AUTH_TOKEN"
     )
     monkeypatch.setenv("RAY_AUTH_MODE", "token")
-    assert _not_joined("10.0.0.1:6379", auth).endswith(
+    assert not_joined("10.0.0.1:6379", auth).endswith(
         "; put the cluster's token in RAY_AUTH_TOKEN or ~/.ray/auth_token"
     )
-    assert _not_joined("10.0.0.1:6379", refused("timed out")) == (
+    assert not_joined("10.0.0.1:6379", refused("timed out")) == (
         "ray address '10.0.0.1:6379': cannot join the Ray cluster there (Failed to connect to Ray "
         "cluster at 10.0.0.1:6379); give the GCS address ray start --head printed (port 6379 by "
         "default) to --address / RAY_ADDRESS"

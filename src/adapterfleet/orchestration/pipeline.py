@@ -39,6 +39,7 @@ from adapterfleet.orchestration.baselines import (
 from adapterfleet.orchestration.fusion_job import FusionOutcome, registered_text, run_fusion_job
 from adapterfleet.orchestration.fusion_plan import open_plan_run, plan_fusion, seed_configs
 from adapterfleet.orchestration.limits import local_node
+from adapterfleet.orchestration.ray_address import check_ray_address
 from adapterfleet.orchestration.relay import (
     WorkerRelay,
     WorkerSay,
@@ -49,7 +50,6 @@ from adapterfleet.orchestration.relay import (
 from adapterfleet.orchestration.report_scope import report_scope
 from adapterfleet.orchestration.sweep import (
     cancel_while_joined,
-    check_ray_address,
     ensure_ray,
     ray_initialized,
     run_adapter_stage,

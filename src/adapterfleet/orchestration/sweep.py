@@ -12,7 +12,6 @@ import functools
 import logging
 import os
 import signal
-import socket
 import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -21,6 +20,7 @@ from contextlib import ExitStack
 from adapterfleet.config import ConfigError, PipelineConfig
 from adapterfleet.console import Level, Say
 from adapterfleet.data import TaskData
+from adapterfleet.orchestration.ray_address import check_ray_address, not_joined
 from adapterfleet.orchestration.relay import console, ray_log_level
 from adapterfleet.registry import (
     MlflowRunLogger,
@@ -87,7 +87,7 @@ def ensure_ray(address: str | None, num_cpus: int | None, log_level: int | None 
     except (ConnectionError, RuntimeError) as error:
         if local:
             raise
-        raise ConfigError(_not_joined(str(address), error)) from None
+        raise ConfigError(not_joined(str(address), error)) from None
     if not local and not ray_client.is_connected():
         _joined[str(address).rstrip("/")] = ray.get_runtime_context().gcs_address
     if callable(ours):  # Ray's exits at once, after its core worker's stack dump
@@ -152,59 +152,6 @@ def note_interrupted(config: PipelineConfig) -> None:
     it stopped interrupted rather than running (they stay RUNNING until the next run reopens
     them)."""
     mark_interrupted(config.tracking_uri, config.name)
-
-
-def check_ray_address(address: str, timeout_s: float = 5.0) -> None:
-    """Fail in seconds, with one line, when nothing listens at a Ray address (host:port or
-    ray://host:port); `ray.init` itself retries for a long time before it gives up."""
-    if address == "auto":
-        return
-    if address.lower().startswith(("http://", "https://")):
-        raise ConfigError(
-            f"ray address {address!r}: that is a dashboard's address, where `adapterfleet "
-            "submit` sends jobs; to join the cluster give its GCS address host:port (ray start "
-            "--head prints it, port 6379 by default) to --address / RAY_ADDRESS, or submit the run"
-        )
-    hostport = address.split("://", 1)[-1].rstrip("/")
-    host, _, port = hostport.rpartition(":")
-    if not host or not port.isdigit():
-        raise ConfigError(
-            f"ray address {address!r}: expected host:port (e.g. 10.0.0.1:6379), ray://host:10001 "
-            "or auto"
-        )
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
-            return
-    except OSError as error:
-        reason = error.strerror or error
-        raise ConfigError(
-            f"ray address {address!r}: nothing answers at {host}:{port} ({reason}); "
-            "start the cluster (ray start --head) or fix --address / RAY_ADDRESS"
-        ) from None
-
-
-def _not_joined(address: str, error: BaseException) -> str:
-    """One line for a cluster that answered at `address` and did not let this driver join."""
-    causes, cause = [], error
-    while cause is not None:
-        causes.append(str(cause))
-        cause = cause.__cause__ or cause.__context__
-    if any("InvalidAuthToken" in text for text in causes):
-        fix = (
-            "put the cluster's token in RAY_AUTH_TOKEN or ~/.ray/auth_token"
-            if os.environ.get("RAY_AUTH_MODE", "").lower() == "token"
-            else "set RAY_AUTH_MODE=token here, with its token in ~/.ray/auth_token or "
-            "RAY_AUTH_TOKEN"
-        )
-        return (
-            f"ray address {address!r}: the cluster uses token authentication and refused this "
-            f"driver (InvalidAuthToken); {fix}"
-        )
-    first = causes[0].splitlines()[0] if causes[0] else type(error).__name__
-    return (
-        f"ray address {address!r}: cannot join the Ray cluster there ({first}); give the GCS "
-        "address ray start --head printed (port 6379 by default) to --address / RAY_ADDRESS"
-    )
 
 
 def run_adapter_stage(

@@ -157,7 +157,7 @@ def test_overrides_and_the_command_line_are_stored_masked(
     new_name: Callable[[str], str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from adapterfleet.orchestration.pipeline import experiment_tags
+    from adapterfleet.orchestration.experiment_tags import experiment_tags
 
     uri, password = auth_server
     overrides = [f"tracking_uri={_login_uri(uri, password)}", "tasks.a.hf_token=hf_abcdef123456"]

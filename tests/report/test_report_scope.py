@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 
 import pytest
+from mlflow import MlflowClient
 from report_support import Pipeline, table_rows, uid
 from typer.testing import CliRunner
 
@@ -29,6 +30,7 @@ from adapterfleet.registry import (
     open_trial_run,
     register_version,
 )
+from adapterfleet.registry.tags import TAG_BUDGET, TAG_OVERRIDES
 from adapterfleet.results.report import build_report
 from adapterfleet.tuning.spec import TAG_CONFIG_HASH, task_config_hash
 
@@ -172,6 +174,27 @@ def test_runs_of_a_task_the_config_does_not_declare_are_not_shown(
     assert f"qnli / ST-A: 1 run(s) {undeclared}" in notes
     assert f"qnli / Fusion w/ ST-A: 1 run(s) {undeclared}" in notes
     assert f"sst2 / Full: 1 run(s) {undeclared}" in notes
+
+
+def test_the_budget_and_overrides_stated_are_the_configs_not_the_last_runs(
+    two_settings: tuple[Pipeline, Path], tmp_path: Path
+) -> None:
+    """Another user's run under the same name was the last to tag the experiment: its budget
+    and `--set` overrides were stated as those of the report's numbers."""
+    p, config = two_settings
+    client = MlflowClient(p.uri)
+    client.set_experiment_tag(p.experiment_id, TAG_BUDGET, "cpu")
+    client.set_experiment_tag(p.experiment_id, TAG_OVERRIDES, '["tasks.qnli.rows=[0, 9]"]')
+    report_of(config, RERUN, tmp_path / "out")
+    text = (tmp_path / "out" / "table1.md").read_text()
+    assert "qnli" not in text and "Budget `cpu`" not in text
+    assert "No budget was used: the runs follow the config as written." in text
+    listed = ", ".join(f"`{item}`" for item in RERUN)
+    assert f"The config was read with these changes, with `--set` (these win): {listed}." in text
+    budget = json.loads((tmp_path / "out" / "report.json").read_text())["budget"]
+    assert budget == {"name": None, "trimmed": {}, "overrides": RERUN, "from": "config"}
+    alone = build_report(p.name, p.uri, tmp_path / "alone", log_to_mlflow=False).markdown
+    assert "The pipeline's last run also changed, with `--set` (these win): `tasks.qnli" in alone
 
 
 def test_without_a_config_every_run_still_counts(

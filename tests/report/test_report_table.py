@@ -137,7 +137,12 @@ def test_report_json_holds_every_number_per_seed(table1_report: ReportResult) ->
         "fusion-mt-a": 79.96,
     }
     assert data["paper"]["accuracy_std"]["rte"]["mt-a"] == 3.21
-    assert data["budget"] == {"name": "cpu", "trimmed": BUDGET_TRIMMED, "overrides": []}
+    assert data["budget"] == {
+        "name": "cpu",
+        "trimmed": BUDGET_TRIMMED,
+        "overrides": [],
+        "from": "last run",  # no config given: the experiment's tags
+    }
 
 
 def test_files_are_logged_to_one_report_run_reused_on_a_rerun(

@@ -47,7 +47,7 @@ def report(
     scope = None
     if ref.config is not None:
         folder = Path(ref.config.storage) / "report" / ref.name
-        scope = report_scope(ref.config, ref.tracking_uri)
+        scope = report_scope(ref.config, ref.tracking_uri, set_ or ())
     else:
         folder = DEFAULT_FOLDER / ref.name
     result = build_report(ref.name, ref.tracking_uri, out or folder, scope=scope)

@@ -17,7 +17,6 @@ instead of after a worker's start, imports and model load (about 12 s on 2 cores
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -30,12 +29,12 @@ from adapterfleet.config import PipelineConfig
 from adapterfleet.console import Level, Say, plural
 from adapterfleet.data import TaskData
 from adapterfleet.errors import cause_text
-from adapterfleet.masking import masked_settings
 from adapterfleet.orchestration.baselines import (
     BaselineSummary,
     collect_baselines,
     submit_baselines,
 )
+from adapterfleet.orchestration.experiment_tags import experiment_tags
 from adapterfleet.orchestration.fusion_job import FusionOutcome, registered_text, run_fusion_job
 from adapterfleet.orchestration.fusion_plan import open_plan_run, plan_fusion, seed_configs
 from adapterfleet.orchestration.limits import local_node
@@ -59,16 +58,14 @@ from adapterfleet.registry import (
     ModelVersionInfo,
     adapter_model_name,
     ensure_experiment,
-    redact_values,
     safe_uri,
     wait_for_models,
 )
-from adapterfleet.registry.descriptions import TAG_NOTE, experiment_note
 from adapterfleet.registry.heartbeat import heartbeat, refuse_second_driver_of
 from adapterfleet.registry.store import check_store
-from adapterfleet.registry.tags import BEST_ALIAS, TAG_BUDGET, TAG_BUDGET_TRIMMED, TAG_OVERRIDES
+from adapterfleet.registry.tags import BEST_ALIAS
 from adapterfleet.results.report import ReportResult, build_report
-from adapterfleet.results.status import StatusPlan, pipeline_status
+from adapterfleet.results.status import pipeline_status
 from adapterfleet.tuning.plan import check_resumable, current_keys, is_current
 
 
@@ -295,7 +292,8 @@ def _run_pipeline(
         _join_baselines(config, launcher, summary, relay)
         if config.baselines.systems:
             folder = Path(config.storage) / "report" / config.name
-            summary.report = build_report(config.name, uri, folder, scope=report_scope(config, uri))
+            scope = report_scope(config, uri, overrides)
+            summary.report = build_report(config.name, uri, folder, scope=scope)
     summary.seconds = time.time() - started
     return summary
 
@@ -357,28 +355,6 @@ def _join_baselines(
     summary.baselines = collect_baselines(config, launcher.refs, relay.say, relay)
     for label, error in summary.baselines.errors.items():
         summary.errors[f"baseline {label}"] = error
-
-
-def experiment_tags(config: PipelineConfig, overrides: Sequence[str] = ()) -> dict[str, str]:
-    """What `status NAME` and `report NAME` read of the pipeline: its plan, the budget chosen
-    with what it changed, and the command line's `--set` overrides on top (set on every run,
-    so a later run without any does not inherit an earlier run's)."""
-    tags = StatusPlan.from_config(config).to_tags()
-    if config.budget is not None:
-        tags[TAG_BUDGET] = config.budget
-        tags[TAG_BUDGET_TRIMMED] = _tag_json(redact_values(config.budget_changes))
-    kept = [o for o in overrides if not o.startswith("budget=")]
-    tags[TAG_OVERRIDES] = _tag_json(masked_settings(kept))
-    stages = (config.adapter_tasks, list(config.fusion.targets), config.baselines.systems)
-    tags[TAG_NOTE] = experiment_note(
-        config.name, config.base_model, config.registry_prefix, *stages
-    )
-    return tags
-
-
-def _tag_json(value: Any) -> str:
-    text = json.dumps(value, default=str, separators=(",", ":"))
-    return text if len(text) <= 5000 else text[:4990] + "…"
 
 
 def _early_target(config: PipelineConfig) -> str | None:

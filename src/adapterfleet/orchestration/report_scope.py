@@ -4,8 +4,11 @@ the report uses them). No torch, no Ray: the report starts without them."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from adapterfleet.config import PipelineConfig
 from adapterfleet.orchestration.baseline_plan import ALL_TASKS, plan_baselines
+from adapterfleet.orchestration.experiment_tags import experiment_tags
 from adapterfleet.orchestration.fusion_plan import fusion_id, lineage_key, seed_configs
 from adapterfleet.registry import ModelVersionInfo, adapter_model_name, get_version
 from adapterfleet.registry.tags import BEST_ALIAS
@@ -15,16 +18,19 @@ from adapterfleet.tuning.plan import current_keys, earlier_adapter, is_current
 from adapterfleet.tuning.spec import task_config_hash
 
 
-def report_scope(config: PipelineConfig, uri: str | None = None) -> ReportScope:
+def report_scope(
+    config: PipelineConfig, uri: str | None = None, overrides: Sequence[str] = ()
+) -> ReportScope:
     """The config's plan and the hashes its runs carry (the fusions' read from the registry at
     `uri`, the config's store by default: the adapter versions registered for the config's
-    adapter settings and data)."""
+    adapter settings and data); `overrides`: the `--set` changes the config was read with."""
     uri = uri or config.tracking_uri
     return ReportScope(
         plan=StatusPlan.from_config(config),
         sweeps={task: task_config_hash(config, task) for task in config.adapter_tasks},
         fusions={t: fusion_ids(config, t, uri) for t in config.fusion.targets},
         baselines=baseline_ids(config),
+        tags=experiment_tags(config, overrides),
     )
 
 

@@ -110,7 +110,7 @@ def build_report(
         ) from None
     rows = fusion_rows(tracking_uri, tasks, collected)
     figure = write_figure(rows, out)
-    budget = budget_data(experiment.tags)
+    budget = budget_data(scope.tags if scope else experiment.tags, from_config=scope is not None)
     planned = planned_systems(plan) if scope or TAG_PLAN in experiment.tags else None
     notes = [*missing_notes(tasks, collected.cells, planned), *collected.notes]
     if figure is None:

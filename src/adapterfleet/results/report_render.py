@@ -86,16 +86,19 @@ def lineages(tasks: Sequence[str], cells: Cells) -> list[str]:
     ]
 
 
-def budget_data(tags: Mapping[str, str]) -> dict[str, Any]:
+def budget_data(tags: Mapping[str, str], *, from_config: bool = False) -> dict[str, Any]:
     """The budget's name, what it changed and the `--set` overrides on top, from the
-    experiment's tags."""
+    experiment's tags (the last run's), or `from_config`: from those a run of the config the
+    report was given sets."""
     trimmed = _json_tag(tags.get(TAG_BUDGET_TRIMMED), {})
     if not isinstance(trimmed, dict):
         trimmed = {"(unreadable tag)": tags.get(TAG_BUDGET_TRIMMED)}
     overrides = _json_tag(tags.get(TAG_OVERRIDES), [])
     if not isinstance(overrides, list):
         overrides = [f"(unreadable tag) {tags.get(TAG_OVERRIDES)}"]
-    return {"name": tags.get(TAG_BUDGET), "trimmed": trimmed, "overrides": overrides}
+    source = "config" if from_config else "last run"
+    budget = {"name": tags.get(TAG_BUDGET), "trimmed": trimmed, "overrides": overrides}
+    return {**budget, "from": source}
 
 
 def _json_tag(raw: str | None, empty: Any) -> Any:
@@ -106,7 +109,8 @@ def _json_tag(raw: str | None, empty: Any) -> Any:
 
 
 def budget_section(budget: Mapping[str, Any]) -> list[str]:
-    return _budget_lines(budget) + _override_lines(budget.get("overrides") or [])
+    whose = "The config was read" if budget.get("from") == "config" else "The pipeline's last run"
+    return _budget_lines(budget) + _override_lines(budget.get("overrides") or [], whose)
 
 
 def _budget_lines(budget: Mapping[str, Any]) -> list[str]:
@@ -121,11 +125,12 @@ def _budget_lines(budget: Mapping[str, Any]) -> list[str]:
     return [intro, "", markdown_table(["config key", "value set by the budget"], rows)]
 
 
-def _override_lines(overrides: Sequence[str]) -> list[str]:
+def _override_lines(overrides: Sequence[str], whose: str) -> list[str]:
     if not overrides:
         return []
     listed = ", ".join(f"`{item}`" for item in overrides)
-    return ["", f"The pipeline's last run also changed, with `--set` (these win): {listed}."]
+    changed = "also changed" if whose.endswith("run") else "with these changes"
+    return ["", f"{whose} {changed}, with `--set` (these win): {listed}."]
 
 
 def missing_notes(

@@ -45,6 +45,9 @@ class ReportScope:
     fusions: Mapping[str, frozenset[str]] = field(default_factory=dict)
     # (task, system) -> the baseline job ids of its seeds
     baselines: Mapping[tuple[str, str], frozenset[str]] = field(default_factory=dict)
+    # the experiment tags a run of the config sets: its budget and `--set` overrides, which the
+    # report states (the experiment's own are the last run's, under a shared name another's)
+    tags: Mapping[str, str] = field(default_factory=dict)
 
 
 def in_scope(

@@ -7,7 +7,8 @@ The last two tests re-run the stage on that state, so keep them in this order.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+import shutil
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from adapterfleet.data import load_task
 from adapterfleet.data.baseline import majority
 from adapterfleet.orchestration.sweep import run_adapter_stage
 from adapterfleet.registry import ModelVersionInfo, adapter_model_name, pull, sha256_file
-from adapterfleet.tuning.spec import task_config_hash
+from adapterfleet.tuning.spec import TAG_CONFIG_HASH, task_config_hash
 
 pytestmark = pytest.mark.integration
 TASKS = ("fruit", "water")
@@ -153,6 +154,56 @@ def test_rerunning_a_finished_sweep_runs_and_registers_nothing(swept: Swept) -> 
     assert _trial_state(swept) == before
     for info in swept.registered.values():
         assert version_numbers(swept.uri, info.name) == [1]
+
+
+def _moved(config: PipelineConfig, folder: Path) -> PipelineConfig:
+    """`config` with each task's files copied into `folder`: another user's storage or checkout,
+    or the data moved."""
+    tasks = {}
+    for name, spec in config.tasks.items():
+        moved = {}
+        for split in ("train", "dev"):
+            source = getattr(spec, split)
+            copy = folder / name / source.path.name
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source.path, copy)
+            moved[split] = replace(source, path=copy)
+        tasks[name] = replace(spec, **moved)
+    return replace(config, tasks=tasks)
+
+
+def test_the_same_files_in_another_folder_are_not_trained_again(
+    swept: Swept, tmp_path: Path
+) -> None:
+    """A colleague's run of the pipeline against the same MLflow server, with its own storage
+    (where the demo writes its data) or checkout: every adapter trained again, as v2 with the
+    same weights, since the config hash named the files by path."""
+    from adapterfleet.orchestration.baseline_plan import plan_baselines
+    from adapterfleet.orchestration.fusion_plan import lineage_key
+    from adapterfleet.tuning.plan import current_keys, is_current, plan_sweep
+    from adapterfleet.tuning.spec import task_config_hashes, task_settings
+
+    moved = _moved(swept.config, tmp_path / "elsewhere")
+    plan = plan_sweep(moved, swept.uri, "0")
+    assert plan.pending == () and not plan.changed, plan  # both found registered
+    assert task_config_hash(moved, "fruit") == task_config_hash(swept.config, "fruit")
+    versions = dict(swept.registered)
+    assert lineage_key(moved, "fruit", versions) == lineage_key(swept.config, "fruit", versions)
+    assert [j.job_id for j in plan_baselines(moved)] == [
+        j.job_id for j in plan_baselines(swept.config)
+    ]
+    assert "path" not in task_settings(moved, "fruit")["task"]["train"]  # data_sha256 names it
+    # a version registered before the paths were left out: taken where its files still are
+    current, by_path = task_config_hashes(swept.config, "fruit")
+    assert by_path != current == task_config_hash(swept.config, "fruit")
+    info = swept.registered["fruit"]
+    before = replace(info, tags={**info.tags, TAG_CONFIG_HASH: by_path})
+    assert is_current(before, current_keys(swept.config, "fruit"))
+    assert not is_current(before, current_keys(moved, "fruit"))  # by path: not elsewhere
+    # the same settings on other data are still another task's training
+    edited = tmp_path / "elsewhere" / "fruit" / moved.tasks["fruit"].train.path.name
+    edited.write_text(edited.read_text() + "a ripe mango\tyes\n")
+    assert plan_sweep(moved, swept.uri, "0").changed.keys() == {"fruit"}
 
 
 def test_registering_again_and_registering_after_a_restore(swept: Swept) -> None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from adapterfleet.config import PipelineConfig
-from adapterfleet.tuning.spec import data_sha256
+from adapterfleet.tuning.spec import data_sha256, task_identity
 
 ALL_TASKS = "all"  # the task of an MT-A job: every adapter task
 
@@ -49,7 +49,7 @@ def plan_baselines(config: PipelineConfig) -> list[BaselineJob]:
                 **common,
                 "system": "mt-a",
                 "seed": seed,
-                "tasks": {t: config.tasks[t].to_mapping() for t in mt_tasks},
+                "tasks": {t: task_identity(config, t) for t in mt_tasks},
                 "data": {t: data[t] for t in mt_tasks},
                 "reduction_factor": stage.reduction_factor,
                 "training": _settings(stage.training_for("mt-a")),
@@ -68,7 +68,7 @@ def plan_baselines(config: PipelineConfig) -> list[BaselineJob]:
                     **common,
                     "system": system,
                     "seed": seed,
-                    "task": config.tasks[task].to_mapping(),
+                    "task": task_identity(config, task),
                     "data": data[task],
                     "training": _settings(stage.training_for(system, task)),
                 }

@@ -22,16 +22,24 @@ from adapterfleet.registry import (
 from adapterfleet.registry import descriptions as notes
 from adapterfleet.registry.tags import TAG_LINEAGE, TAG_LINEAGE_KEY
 from adapterfleet.training.config import TrainConfig
-from adapterfleet.tuning.spec import TAG_BASE_MODEL, data_sha256
+from adapterfleet.tuning.spec import TAG_BASE_MODEL, data_sha256, task_identity
 
 
-def lineage_key(config: PipelineConfig, target: str, versions: dict[str, ModelVersionInfo]) -> str:
+def lineage_key(
+    config: PipelineConfig,
+    target: str,
+    versions: dict[str, ModelVersionInfo],
+    *,
+    by_path: bool = False,
+) -> str:
     """Identifies a fusion by what it was trained from: adapter versions + hashes + settings, and
     the content of the target's data files where no fused adapter stands for it (a target that
-    fuses its own adapter has its data in that adapter's version; its keys stay as they were)."""
+    fuses its own adapter has its data in that adapter's version; its keys stay as they were).
+    `by_path`: with the paths of the target's files (`tuning.spec.task_identity`), as the keys
+    of fusions registered before the paths were left out were made."""
     payload: dict[str, object] = {
         "target": target,
-        "task": config.tasks[target].to_mapping(),
+        "task": task_identity(config, target, by_path=by_path),
         "base_model": config.base_model,
         "preset": config.fusion.preset,
         "training": _result_settings(config.fusion.training_for(target)),
@@ -78,6 +86,9 @@ def plan_fusion(
     lineage = ",".join(f"{t}:v{versions[t].version}" for t in config.fusion.targets[target])
     name = fusion_model_name(config.registry_prefix, target)
     existing = find_version_by_tag(uri, name, TAG_LINEAGE_KEY, key)
+    by_path = lineage_key(config, target, versions, by_path=True)
+    if existing is None and by_path != key:  # registered before the paths were left out
+        existing = find_version_by_tag(uri, name, TAG_LINEAGE_KEY, by_path)
     return FusionPlan(target, versions, key, lineage, existing)
 
 

@@ -15,7 +15,7 @@ from adapterfleet.registry.tags import BEST_ALIAS
 from adapterfleet.results.report_scope import ReportScope
 from adapterfleet.results.status_plan import StatusPlan
 from adapterfleet.tuning.plan import current_keys, earlier_adapter, is_current
-from adapterfleet.tuning.spec import task_config_hash
+from adapterfleet.tuning.spec import task_config_hashes
 
 
 def report_scope(
@@ -27,7 +27,7 @@ def report_scope(
     uri = uri or config.tracking_uri
     return ReportScope(
         plan=StatusPlan.from_config(config),
-        sweeps={task: task_config_hash(config, task) for task in config.adapter_tasks},
+        sweeps={task: task_config_hashes(config, task) for task in config.adapter_tasks},
         fusions={t: fusion_ids(config, t, uri) for t in config.fusion.targets},
         baselines=baseline_ids(config),
         tags=experiment_tags(config, overrides),
@@ -44,7 +44,9 @@ def fusion_ids(config: PipelineConfig, target: str, uri: str) -> frozenset[str]:
             return frozenset()
         versions[task] = version
     return frozenset(
-        fusion_id(target, lineage_key(seeded, target, versions)) for seeded in seed_configs(config)
+        fusion_id(target, lineage_key(seeded, target, versions, by_path=by_path))
+        for seeded in seed_configs(config)
+        for by_path in (False, True)  # True: a fusion run from before the paths were left out
     )
 
 

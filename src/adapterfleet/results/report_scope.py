@@ -40,7 +40,8 @@ class ReportScope:
     """The settings of one config, as the hashes its runs carry."""
 
     plan: StatusPlan
-    sweeps: Mapping[str, str] = field(default_factory=dict)  # task -> its config hash
+    # task -> the config hashes of its settings (`tuning.spec.task_config_hashes`)
+    sweeps: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     # target -> the fusion ids of its seeds (empty: no adapter registered for the settings)
     fusions: Mapping[str, frozenset[str]] = field(default_factory=dict)
     # (task, system) -> the baseline job ids of its seeds
@@ -80,7 +81,7 @@ def _left_out(run: RunData, scope: ReportScope, hashes: Mapping[str, str | None]
         if task not in scope.sweeps:
             return UNDECLARED
         made_with = hashes.get(run.tags.get(TAG_PARENT_RUN, ""))
-        return None if made_with == scope.sweeps[task] else OTHER_SETTINGS
+        return None if made_with in scope.sweeps[task] else OTHER_SETTINGS
     if kind == "fusion":
         if TAG_PRUNED_FROM in run.tags:  # no Table 1 cell either way (`fusion_cells`)
             return None

@@ -32,6 +32,7 @@ from adapterfleet.tuning.spec import (
     data_sha256,
     sweep_hash,
     task_config_hash,
+    task_config_hashes,
 )
 
 META_FILE = "adapterfleet_sweep.json"
@@ -70,7 +71,7 @@ def experiment_path(config: PipelineConfig) -> Path:
 
 
 def earlier_adapter(
-    uri: str, config: PipelineConfig, task: str, keys: tuple[str, str | None]
+    uri: str, config: PipelineConfig, task: str, keys: Keys
 ) -> ModelVersionInfo | None:
     """The newest version of the task's adapter registered for `keys` (`current_keys`), when
     `@best` has moved on to another: a config changed and then changed back, a data file
@@ -78,9 +79,14 @@ def earlier_adapter(
     from adapterfleet.registry.models import get_client, search_versions
     from adapterfleet.registry.tags import quote
 
-    name = adapter_model_name(config.registry_prefix, task)
-    wanted = f"name = {quote(name)} AND tags.`{TAG_CONFIG_HASH}` = {quote(keys[0])}"
-    found = search_versions(get_client(uri), wanted)
+    name, client = adapter_model_name(config.registry_prefix, task), get_client(uri)
+    found = [
+        version
+        for config_hash in keys[0]
+        for version in search_versions(
+            client, f"name = {quote(name)} AND tags.`{TAG_CONFIG_HASH}` = {quote(config_hash)}"
+        )
+    ]
     for version in sorted(found, key=lambda mv: -int(mv.version)):
         info = get_version(uri, name, version=version.version)
         if info is not None and is_current(info, keys):
@@ -88,18 +94,22 @@ def earlier_adapter(
     return None
 
 
-def current_keys(config: PipelineConfig, task: str) -> tuple[str, str | None]:
-    """What a version of the task's adapter must have been registered for now: its settings'
-    config hash and its data files' sha256 (None for hub data)."""
-    return task_config_hash(config, task), data_sha256(config, task)
+Keys = tuple[tuple[str, ...], str | None]  # the config hashes taken, the data files' sha256
 
 
-def is_current(info: ModelVersionInfo, keys: tuple[str, str | None]) -> bool:
+def current_keys(config: PipelineConfig, task: str) -> Keys:
+    """What a version of the task's adapter must have been registered for now: one of its
+    settings' config hashes (`task_config_hashes`) and its data files' sha256 (None for hub
+    data)."""
+    return task_config_hashes(config, task), data_sha256(config, task)
+
+
+def is_current(info: ModelVersionInfo, keys: Keys) -> bool:
     """`info` was registered for `keys` (`current_keys`); a version from before the data tag
     is taken on its settings alone."""
-    config_hash, data = keys
+    config_hashes, data = keys
     trained_on = info.tags.get(TAG_DATA_SHA256)
-    if info.tags.get(TAG_CONFIG_HASH) != config_hash:
+    if info.tags.get(TAG_CONFIG_HASH) not in config_hashes:
         return False
     return None in (trained_on, data) or trained_on == data
 
@@ -179,11 +189,11 @@ class _Survey:
         data = {t: data_sha256(config, t) for t in config.adapter_tasks}
         registered, changed, resettled = {}, {}, {}
         if missing_store(tracking_uri) is None:
-            for task, config_hash in hashes.items():
-                keys = (config_hash, data[task])
+            for task in hashes:
+                keys = current_keys(config, task)
                 name = adapter_model_name(config.registry_prefix, task)
                 best = get_version(tracking_uri, name, alias=BEST_ALIAS)
-                info = best if best and best.tags.get(TAG_CONFIG_HASH) == config_hash else None
+                info = best if best and best.tags.get(TAG_CONFIG_HASH) in keys[0] else None
                 if info is not None and is_current(info, keys):
                     registered[task] = info
                 elif earlier := earlier_adapter(tracking_uri, config, task, keys):

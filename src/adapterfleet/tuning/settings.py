@@ -14,7 +14,7 @@ from typing import Any
 
 from adapterfleet.config import PipelineConfig
 from adapterfleet.registry import ModelVersionInfo
-from adapterfleet.tuning.spec import TAG_CONFIG_HASH, task_config_hash, task_settings
+from adapterfleet.tuning.spec import TAG_CONFIG_HASH, task_config_hashes, task_settings
 
 TAG_SETTINGS = "settings"
 MAX_TAG_CHARS = 5000  # a model version tag's column in MLflow's SQL stores
@@ -62,7 +62,7 @@ def other_settings(config: PipelineConfig, task: str, info: ModelVersionInfo) ->
     recorded = info.tags.get(TAG_CONFIG_HASH)
     if recorded is None or task not in config.adapter_tasks:
         return None
-    if recorded == task_config_hash(config, task):
+    if recorded in task_config_hashes(config, task):
         return None
     return changed_text(changed_settings(config, task, info.tags.get(TAG_SETTINGS)))
 

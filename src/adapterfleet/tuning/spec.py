@@ -114,13 +114,31 @@ def _digest(payload: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def task_settings(config: PipelineConfig, task: str) -> dict[str, Any]:
-    """What decides a task's adapter: the task's settings, the base model, max_length and the
-    adapter stage (architecture, grid, training settings, search and scheduler)."""
+def task_identity(config: PipelineConfig, task: str, *, by_path: bool = False) -> dict[str, Any]:
+    """A task's spec as what it trains on depends on it: its name, without the paths of its
+    local files, so the same files in another folder (another user's storage or checkout, data
+    moved) are the same task. What the files hold is named apart by `data_sha256`, which every
+    key made of this one carries beside it. A hub dataset, or a task with a file not there (no
+    sha256), keeps its spec as written. `by_path`: the paths kept, as keys were made before."""
+    spec = config.tasks[task]
+    mapping = spec.to_mapping()
+    if by_path or _local_files(config, task) is None:
+        return mapping
+    for split in ("train", "dev"):
+        entry = mapping.get(split)
+        if isinstance(entry, dict):
+            mapping[split] = {k: v for k, v in entry.items() if k != "path"}
+    return {"name": task, **mapping}  # two tasks alike but for their files stay apart
+
+
+def task_settings(config: PipelineConfig, task: str, *, by_path: bool = False) -> dict[str, Any]:
+    """What decides a task's adapter: the task's settings (`task_identity`), the base model,
+    max_length and the adapter stage (architecture, grid, training settings, search and
+    scheduler)."""
     stage = config.adapters
     points = stage.grid_for(task)
     return {
-        "task": config.tasks[task].to_mapping(),
+        "task": task_identity(config, task, by_path=by_path),
         "base_model": config.base_model,
         "max_length": config.max_length,
         "architecture": stage.architecture,
@@ -137,18 +155,41 @@ def task_config_hash(config: PipelineConfig, task: str) -> str:
     return _digest(task_settings(config, task))
 
 
+def task_config_hashes(config: PipelineConfig, task: str) -> tuple[str, ...]:
+    """The config hashes a version registered for the task's current settings may carry:
+    `task_config_hash`, then the one with the data files' paths in it (an adapter registered
+    before the paths were left out, from the same files where they are now)."""
+    current, by_path = (
+        task_config_hash(config, task),
+        _digest(task_settings(config, task, by_path=True)),
+    )
+    return (current,) if by_path == current else (current, by_path)
+
+
 def data_sha256(config: PipelineConfig, task: str) -> str | None:
-    """sha256 of the local files a task reads (train, then dev): the config hash names them by
-    path, this by content. None for a hub dataset or a file not there (nothing to compare)."""
-    spec = config.tasks[task]
+    """sha256 of the local files a task reads (train, then dev): the config hash leaves their
+    paths out, this names them by content. None for a hub dataset or a file not there (nothing
+    to compare)."""
+    files = _local_files(config, task)
+    if files is None:
+        return None
     digest = hashlib.sha256()
+    for path in files:
+        digest.update(sha256_file(path).encode())
+    return digest.hexdigest()
+
+
+def _local_files(config: PipelineConfig, task: str) -> list[Path] | None:
+    """The files a task reads (train, then dev), when it reads local files that are all there."""
+    spec = config.tasks[task]
+    files = []
     for source in (spec.train, spec.dev):
         if source is None:
             continue
         if spec.hub is not None or source.path is None or not Path(source.path).is_file():
             return None
-        digest.update(sha256_file(source.path).encode())
-    return digest.hexdigest()
+        files.append(Path(source.path))
+    return files
 
 
 def search_settings(config: PipelineConfig) -> dict[str, Any]:

@@ -193,7 +193,7 @@ def library_output(level: Level) -> Iterator[None]:
     ray_logger = logging.getLogger("ray")
     before = ray_logger.level
     quiet = ray_log_level(level)
-    controller = logging.getLogger(TUNE_CONTROLLER)
+    controller, timer = logging.getLogger(TUNE_CONTROLLER), logging.getLogger(TUNE_TIMER)
     try:
         if quiet is None:
             yield
@@ -201,10 +201,12 @@ def library_output(level: Level) -> Iterator[None]:
         if "ray" in sys.modules:
             ray_logger.setLevel(quiet)
         controller.addFilter(_said_by_us)
+        timer.addFilter(_not_slow_notice)
         with tracking_log_level(quiet):
             yield
     finally:
         controller.removeFilter(_said_by_us)
+        timer.removeFilter(_not_slow_notice)
         ray_logger.setLevel(before or logging.INFO)  # Ray's own default
 
 
@@ -232,12 +234,20 @@ def job_client_output() -> Iterator[None]:
 
 
 TUNE_CONTROLLER = "ray.tune.execution.tune_controller"
+TUNE_TIMER = "ray.tune.utils.util"  # `warn_if_slow`: an operation of the Tune loop that took long
 
 
 def _said_by_us(record: logging.LogRecord) -> bool:
     """Tune's ERROR with the traceback of a trial that raised: the trial's own line says it
     (`trial ...: failed (<cause>)`), and the traceback stays in the trial's log."""
     return not str(record.msg).startswith("Trial task failed")
+
+
+def _not_slow_notice(record: logging.LogRecord) -> bool:
+    """Tune's `The callbacks.on_trial_result operation took 1.254 s, which may be a performance
+    bottleneck.`: about Tune's own loop (the registration callback waits on the tracking
+    store), nothing a user can act on; at `--verbose` it is said."""
+    return "may be a performance bottleneck" not in record.getMessage()
 
 
 @contextmanager

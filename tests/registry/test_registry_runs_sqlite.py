@@ -238,3 +238,38 @@ def test_every_run_says_the_versions_and_commit_it_was_made_with(
                 ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True
             )
             assert tags[TAG_GIT_COMMIT] == head.stdout.strip()
+
+
+def test_a_run_says_who_created_it_and_keeps_its_creator_when_reopened(
+    sqlite_uri: str,
+    sqlite_experiment: str,
+    new_name: Callable[[str], str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Runs made with `MlflowClient.create_run` had no `mlflow.user`: `user_id` 'unknown', the
+    UI's "Created by -", and no search by user found them. They carry the user MLflow's own
+    `start_run` would record, and a run reopened by someone else keeps its creator."""
+    import getpass
+
+    monkeypatch.delenv("MLFLOW_TRACKING_USERNAME", raising=False)
+    monkeypatch.setenv("HOME", str(Path(sqlite_uri.removeprefix("sqlite:///")).parent))
+    login = getpass.getuser()
+    trial_id = new_name("trial")
+    first = open_trial_run(sqlite_uri, sqlite_experiment, None, trial_id)
+    first.end("KILLED")
+    client = MlflowClient(sqlite_uri)
+    run = client.get_run(first.run_id)
+    assert run.data.tags["mlflow.user"] == login and run.info.user_id == login
+    found = client.search_runs(
+        [sqlite_experiment],
+        filter_string=f"tags.`mlflow.user` = '{login}' AND tags.`{TAG_TRIAL_ID}` = '{trial_id}'",
+    )
+    assert [r.info.run_id for r in found] == [first.run_id]
+
+    monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "colleague")  # MLflow's login comes first
+    again = open_trial_run(sqlite_uri, sqlite_experiment, None, trial_id)  # resumed by another
+    assert again.run_id == first.run_id
+    kept = client.get_run(first.run_id)
+    assert kept.data.tags["mlflow.user"] == login and kept.info.user_id == login
+    other = open_trial_run(sqlite_uri, sqlite_experiment, None, new_name("trial"))
+    assert client.get_run(other.run_id).info.user_id == "colleague"

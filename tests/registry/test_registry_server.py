@@ -27,6 +27,7 @@ from adapterfleet.registry import (
     register_version,
     wait_for_models,
 )
+from adapterfleet.registry.environment import run_user
 
 pytestmark = pytest.mark.integration
 
@@ -83,6 +84,7 @@ def test_runs_register_pull_and_idempotency_over_http(
     client = MlflowClient(uri, registry_uri=uri)
     assert len(client.search_model_versions(f"name = '{name}'")) == 1
     assert len(client.search_runs([experiment])) == 2  # one sweep run, one trial run
+    assert client.get_run(trial.run_id).info.user_id == run_user()  # the UI's "Created by"
 
     got = pull(uri, name, tmp_path / "pulled")
     assert (got / "adapter.safetensors").read_bytes() == weights.read_bytes()

@@ -1,11 +1,13 @@
 """What a run was made with, as tags on every run adapterfleet opens: the versions of
 adapterfleet and of the libraries it trains with, and, from a git checkout of adapterfleet, its
 commit (MLflow's own `mlflow.source.git.commit`: the UI's "Source" shows `adapterfleet` and it). A
-reader of the run installs the same and reruns it; the config's settings are the run's params."""
+reader of the run installs the same and reruns it; the config's settings are the run's params.
+Who made it (`mlflow.user`, the UI's "Created by") is set once, when the run is created."""
 
 from __future__ import annotations
 
 import functools
+import getpass
 import platform
 import subprocess
 from importlib import metadata
@@ -16,6 +18,8 @@ TAG_VERSIONS = "adapterfleet.versions"
 TAG_SOURCE_NAME, TAG_SOURCE_TYPE = "mlflow.source.name", "mlflow.source.type"
 TAG_GIT_COMMIT = "mlflow.source.git.commit"
 TAG_GIT_DIRTY = "adapterfleet.git_dirty"  # "true": the checkout had uncommitted changes
+TAG_USER = "mlflow.user"  # MLflow's own: the UI's "Created by", the run's user_id
+UNKNOWN_USER = "unknown"  # what MLflow records when it knows no user
 PACKAGES = ("adapterfleet", "torch", "transformers", "ray", "mlflow", "datasets", "safetensors")
 
 
@@ -33,6 +37,22 @@ def environment_tags() -> dict[str, str]:
         if dirty:
             tags[TAG_GIT_DIRTY] = "true"
     return tags
+
+
+def run_user() -> str:
+    """Who creates a run, found as MLflow's fluent `start_run` finds it (its default run context):
+    the MLflow login (MLFLOW_TRACKING_USERNAME, else ~/.mlflow/credentials), else the OS login
+    name. `MlflowClient.create_run` sets neither: runs it made showed "Created by -" and
+    `user_id` 'unknown'."""
+    from mlflow.utils.credentials import read_mlflow_creds
+
+    login = read_mlflow_creds().username
+    if login:
+        return login
+    try:
+        return getpass.getuser()
+    except (ImportError, KeyError, OSError):  # no login name: a uid with no passwd entry
+        return UNKNOWN_USER
 
 
 def versions_text() -> str:

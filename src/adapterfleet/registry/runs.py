@@ -10,7 +10,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from adapterfleet.registry.descriptions import TAG_NOTE, prune_note, report_note
-from adapterfleet.registry.environment import environment_tags
+from adapterfleet.registry.environment import TAG_USER, environment_tags, run_user
 from adapterfleet.registry.errors import call_with_retry
 from adapterfleet.registry.redact import redact
 from adapterfleet.registry.store import get_client
@@ -243,11 +243,13 @@ def _open_run(
 
     def find_or_create() -> tuple[str, bool]:
         # Searching first on every attempt means a create whose reply was lost is found,
-        # not repeated.
+        # not repeated. The creator is set here only: a run reopened on resume keeps its own
+        # (create_run takes the run's user_id from the tag).
         found = _find_run(client, experiment_id, match)
         if found is not None:
             return found, True
-        return client.create_run(experiment_id, tags=all_tags, run_name=run_name).info.run_id, False
+        created = {TAG_USER: run_user(), **all_tags}
+        return client.create_run(experiment_id, tags=created, run_name=run_name).info.run_id, False
 
     run_id, reused = call_with_retry(
         find_or_create,

@@ -24,15 +24,61 @@ from adapterfleet.training import EpochSink
 def test_ensure_experiment_creates_gets_and_restores(
     sqlite_uri: str, sqlite_home: Path, new_name: Callable[[str], str]
 ) -> None:
-    name = new_name("exp")
-    first = ensure_experiment(sqlite_uri, name)
-    assert ensure_experiment(sqlite_uri, name) == first
+    """A deleted experiment is restored with its runs, and said: it was restored without a
+    word, undoing an `mlflow experiments delete` its author never heard of."""
+    name, said = new_name("exp"), []
+    first = ensure_experiment(sqlite_uri, name, say=said.append)
+    assert ensure_experiment(sqlite_uri, name, say=said.append) == first
     client = MlflowClient(sqlite_uri)
     experiment = client.get_experiment(first)
     assert experiment.artifact_location == (sqlite_home / "mlartifacts").as_uri()
+    for trial in ("a", "b"):
+        open_trial_run(sqlite_uri, first, None, trial).end()
+    assert said == []
     client.delete_experiment(first)
-    assert ensure_experiment(sqlite_uri, name) == first
+    assert ensure_experiment(sqlite_uri, name, say=said.append) == first
     assert client.get_experiment(first).lifecycle_stage == "active"
+    assert len(client.search_runs([first])) == 2
+    assert said == [
+        f"experiment {name!r} (id {first}) was in MLflow's trash (deleted, not purged by "
+        "mlflow gc): restored it with its 2 runs"
+    ]
+
+
+def test_a_version_whose_experiment_mlflow_gc_purged_is_refused_in_one_line(
+    tmp_path: Path, make_adapter: Callable[..., Path]
+) -> None:
+    """After `mlflow experiments delete` and `mlflow gc`, the registry still lists the versions
+    of the purged runs: the pipeline makes the experiment anew, and pulling such a version was
+    MLflow's traceback `Run with id=... not found`."""
+    import os
+    import subprocess
+    import sys
+
+    from adapterfleet.registry import RegistryError, default_tracking_uri, pull, register_version
+
+    uri = default_tracking_uri(tmp_path / "store")
+    experiment = ensure_experiment(uri, "purged")
+    folder = make_adapter(tmp_path / "adapter")
+    run = open_trial_run(uri, experiment, None, "t1")
+    run.log_artifacts(folder, "adapter")
+    run.end()
+    weights = folder / "adapter.safetensors"
+    version = register_version(uri, "p.adapter.rte", run.run_id, "adapter", weights, {})
+    MlflowClient(uri).delete_experiment(experiment)
+    mlflow = Path(sys.executable).with_name("mlflow")
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri}
+    subprocess.run([str(mlflow), "gc"], env=env, check=True, capture_output=True, timeout=300)
+
+    said: list[str] = []
+    assert ensure_experiment(uri, "purged", say=said.append)  # made anew: nothing to restore
+    assert said == []
+    with pytest.raises(RegistryError) as refused:
+        pull(uri, version.name, tmp_path / "pulled")
+    assert str(refused.value).startswith(
+        f"model p.adapter.rte version 1: its run {run.run_id} is no longer in the tracking store"
+    )
+    assert "mlflow gc" in str(refused.value) and not (tmp_path / "pulled").exists()
 
 
 def test_reopening_sweep_and_trial_reuses_their_runs(

@@ -49,7 +49,7 @@ def fuse_registered(
     seeds = config.fusion.seeds if seed is None else (seed,)
     config = with_fusion_training(config, fusion_training(config, target, **changes), seeds=seeds)
     uri = config.tracking_uri
-    experiment_id = ensure_experiment(uri, config.name)
+    experiment_id = ensure_experiment(uri, config.name, say=say)
     with heartbeat(uri, experiment_id, say):
         outcome = run_fusion_job(config, target, uri, experiment_id, timeout_s=timeout_s, say=say)
     say(f"fusion {target}: {registered_text(outcome, config.fusion.training.metric)}")
@@ -64,7 +64,7 @@ def prune_registered(
     check_single_run(config, target, option="prune TARGET")  # before the experiment exists
     config = with_fusion_training(config, fusion_training(config, target, progress=progress))
     uri = config.tracking_uri
-    experiment_id = ensure_experiment(uri, config.name)
+    experiment_id = ensure_experiment(uri, config.name, say=say)
     with heartbeat(uri, experiment_id, say):
         return prune_fusion(config, target, uri, experiment_id, say=say, **options)
 

@@ -328,7 +328,8 @@ def _validate_and_start(
     import ray  # started just above; importing it earlier would slow every command
 
     check_resources(config, [n["Resources"] for n in ray.nodes() if n.get("Alive")])
-    return ensure_experiment(uri, config.name, tags=experiment_tags(config, overrides)), loaded
+    tags = experiment_tags(config, overrides)
+    return ensure_experiment(uri, config.name, tags=tags, say=relay.say), loaded
 
 
 def _join_fusions(gates: Sequence[FusionGate], summary: PipelineSummary) -> None:

@@ -183,7 +183,7 @@ def run_adapter_stage(
         check_store(uri, say=progress)
         if resume and missing_store(uri) is not None:  # refused before the store is created
             check_resumable(config, uri)
-        experiment_id = ensure_experiment(uri, config.name)
+        experiment_id = ensure_experiment(uri, config.name, say=progress)
         alive.enter_context(heartbeat(uri, experiment_id, progress, sweep=True))  # and `status`
         clear_interrupted(uri, experiment_id)  # its runs are running again
         plan = plan_sweep(config, uri, experiment_id, resume=resume)

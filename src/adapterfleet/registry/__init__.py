@@ -4,6 +4,7 @@ mlflow is imported lazily inside functions; importing this package does no work.
 """
 
 from adapterfleet.registry.errors import RegistryError, RegistryTimeout, safe_uri
+from adapterfleet.registry.experiments import ensure_experiment, experiment_tags
 from adapterfleet.registry.info import (
     ModelVersionInfo,
     adapter_model_name,
@@ -44,8 +45,6 @@ from adapterfleet.registry.store import (
     check_tracking_uri,
     default_artifact_location,
     default_tracking_uri,
-    ensure_experiment,
-    experiment_tags,
 )
 from adapterfleet.registry.tags import (
     TAG_KIND,

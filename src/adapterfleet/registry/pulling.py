@@ -192,14 +192,18 @@ def _download_found(
 ) -> Path:
     """`_download`, with a store whose artifacts are not where it recorded them said in one
     line: a local store copied or moved to another folder keeps the absolute artifact paths it
-    was made with (MLflow's own error was a 77-line traceback, `Failed to download ...`)."""
+    was made with (MLflow's own error was a 77-line traceback, `Failed to download ...`), and
+    a version whose run is gone (`Run with id=... not found`, after `mlflow gc`)."""
     from mlflow.exceptions import MlflowException
 
     assert info.run_id is not None
     try:
         return Path(_download(uri, info.run_id, artifact_path, dst, timeout_s))
     except MlflowException as error:
-        if "Failed to download artifacts" not in str(error):
+        lost = "Failed to download artifacts" in str(error)  # the run is there, its files not
+        if not lost and error.error_code == "RESOURCE_DOES_NOT_EXIST":
+            raise _run_gone(uri, info) from None
+        if not lost:
             raise
         where = get_client(uri).get_run(info.run_id).info.artifact_uri
     local = where.removeprefix("file://")
@@ -215,6 +219,17 @@ def _download_found(
         f"model {info.name} version {info.version}: its files ({artifact_path}) are not at "
         f"{safe_uri(where)}, where the store recorded them; {fix}"
     ) from None
+
+
+def _run_gone(uri: str, info: ModelVersionInfo) -> RegistryError:
+    """The registry keeps a version whose run `mlflow gc` purged (its experiment deleted, then
+    collected), and nothing of its files: train it again."""
+    return RegistryError(
+        f"model {info.name} version {info.version}: its run {info.run_id} is no longer in the "
+        f"tracking store {safe_uri(uri)}, nor are its files (its experiment was deleted and "
+        "purged by mlflow gc); delete this version in the model registry and run the pipeline "
+        "again to train and register it anew"
+    )
 
 
 def _download(uri: str, run_id: str, artifact_path: str, dst: Path, timeout_s: float) -> str:

@@ -1,4 +1,4 @@
-"""Tracking store resolution: default URI, reachability check, clients, experiments."""
+"""Tracking store resolution: default URI, reachability check, clients."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import socket
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 from adapterfleet._locks import exclusive_lock
 from adapterfleet.console import Say
 from adapterfleet.masking import split_login
-from adapterfleet.registry.descriptions import TAG_NOTE, made_by
 from adapterfleet.registry.errors import RegistryError, safe_uri
 
 if TYPE_CHECKING:
@@ -351,47 +350,3 @@ def _store_lock(db: Path) -> Iterator[None]:
     together both run the migrations and one fails with 'table ... already exists'."""
     with exclusive_lock(db.with_name(db.name + ".lock")):
         yield
-
-
-def ensure_experiment(
-    uri: str,
-    name: str,
-    artifact_location: str | None = None,
-    tags: Mapping[str, str] | None = None,
-) -> str:
-    """Id of experiment `name`: created if missing, restored if deleted; `tags` set on it."""
-    client = get_client(uri)
-    experiment_id = _ensure_experiment(client, uri, name, artifact_location)
-    for key, value in (tags or {}).items():
-        client.set_experiment_tag(experiment_id, key, value)
-    return experiment_id
-
-
-def experiment_tags(uri: str, name: str) -> dict[str, str] | None:
-    """The tags of experiment `name`; None when it does not exist (or is deleted)."""
-    experiment = get_client(uri).get_experiment_by_name(name)
-    if experiment is None or experiment.lifecycle_stage == "deleted":
-        return None
-    return dict(experiment.tags)
-
-
-def _ensure_experiment(
-    client: MlflowClient, uri: str, name: str, artifact_location: str | None
-) -> str:
-    from mlflow.exceptions import MlflowException
-
-    experiment = client.get_experiment_by_name(name)
-    if experiment is None:
-        location = artifact_location or default_artifact_location(uri)
-        try:
-            note = {TAG_NOTE: f"Runs of the adapterfleet pipeline `{name}`.{made_by()}"}
-            return str(client.create_experiment(name, artifact_location=location, tags=note))
-        except MlflowException as exc:
-            if exc.error_code != "RESOURCE_ALREADY_EXISTS":
-                raise
-            experiment = client.get_experiment_by_name(name)
-            if experiment is None:  # pragma: no cover - created and deleted in between
-                raise
-    if experiment.lifecycle_stage == "deleted":
-        client.restore_experiment(experiment.experiment_id)
-    return str(experiment.experiment_id)

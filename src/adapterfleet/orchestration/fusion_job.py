@@ -40,6 +40,7 @@ from adapterfleet.orchestration.fusion_training import FusionTraining
 from adapterfleet.orchestration.local import prepare_task
 from adapterfleet.registry import (
     TAG_SEED,
+    TAG_TASK,
     TAG_TRIAL_ID,
     ModelVersionInfo,
     adapter_model_name,
@@ -57,11 +58,7 @@ from adapterfleet.registry.tags import (
     TAG_LINEAGE,
     TAG_LINEAGE_KEY,
 )
-from adapterfleet.training import (
-    JobWorkdir,
-    end_quietly,
-    ended_by,
-)
+from adapterfleet.training import JobWorkdir, end_quietly, ended_by
 from adapterfleet.training.metrics import metric_direction, signed
 from adapterfleet.training.modes import RunResult
 from adapterfleet.tuning.plan import current_keys, is_current
@@ -366,8 +363,9 @@ def _register(
     alias: str | None,
     tags: dict[str, str] | None,
 ) -> ModelVersionInfo:
-    """Register the trained fusion (its head beside it) with its lineage, settings and dev
-    metrics as tags."""
+    """Register the trained fusion (its head beside it) with its target task, lineage,
+    settings and dev metrics as tags (the task tag as an adapter version has it, so one search
+    by task finds both)."""
     sources = config.fusion.targets[plan.target]
     versions, metric = {t: plan.versions[t] for t in sources}, config.fusion.training.metric
     target_data = data_sha256(config, plan.target)  # None for a hub dataset: no tag
@@ -380,6 +378,7 @@ def _register(
         run.out_dir / "fusion" / FUSION_WEIGHTS,
         tags={
             TAG_TRIAL_ID: plan.trial_id,
+            TAG_TASK: plan.target,
             TAG_LINEAGE: plan.lineage,
             TAG_LINEAGE_KEY: plan.key,
             "base_model": config.base_model,

@@ -1,0 +1,19 @@
+"""What the fusion stage records in MLflow, held to what a trial records: the world's fusion
+(tests/prediction/conftest.py) was trained and registered by the real fusion job."""
+
+from __future__ import annotations
+
+from adapterfleet.registry import TAG_TASK, fusion_model_name, get_version
+
+
+def test_a_search_by_task_finds_the_fusion_versions_beside_the_adapters(world) -> None:
+    """Adapter versions carried `adapterfleet.task`, fusion versions did not: a search of the
+    registry by task found only adapters."""
+    from mlflow import MlflowClient
+
+    name = fusion_model_name(world.config.registry_prefix, "fruit")
+    fusion = get_version(world.uri, name, version=1)
+    assert fusion is not None and fusion.tags[TAG_TASK] == "fruit"
+    client = MlflowClient(world.uri, registry_uri=world.uri)
+    found = client.search_model_versions(f"tags.`{TAG_TASK}` = 'fruit'")
+    assert {v.name for v in found} >= {name, f"{world.config.registry_prefix}.adapter.fruit"}

@@ -59,6 +59,8 @@ def test_fusion_seeds_and_baselines_are_trained_logged_and_not_redone(
     fusion_runs = runs_of(uri, "fusion")
     assert sorted(r.data.tags["seed"] for r in fusion_runs) == ["0", "1"]
     assert {r.data.tags["adapterfleet.system"] for r in fusion_runs} == {"fusion-st-a"}
+    names = sorted(r.info.run_name for r in fusion_runs)  # both were `fusion-fruit`
+    assert [n[: len("fusion-fruit-s0-")] for n in names] == ["fusion-fruit-s0-", "fusion-fruit-s1-"]
 
     # every baseline: a FINISHED run per (system, task, seed) holding the task's metric
     baseline_runs = runs_of(uri, "baseline")

@@ -17,3 +17,19 @@ def test_a_search_by_task_finds_the_fusion_versions_beside_the_adapters(world) -
     client = MlflowClient(world.uri, registry_uri=world.uri)
     found = client.search_model_versions(f"tags.`{TAG_TASK}` = 'fruit'")
     assert {v.name for v in found} >= {name, f"{world.config.registry_prefix}.adapter.fruit"}
+
+
+def test_the_fusion_run_is_named_by_its_target_seed_and_lineage(world) -> None:
+    """Every fusion run of a target was named `fusion-<target>`: the seeds of one fusion, and
+    the fusions of other adapter versions, read the same in the runs table."""
+    from mlflow import MlflowClient
+
+    from adapterfleet.registry.tags import TAG_LINEAGE_KEY
+
+    name = fusion_model_name(world.config.registry_prefix, "fruit")
+    fusion = get_version(world.uri, name, version=1)
+    assert fusion is not None
+    run = MlflowClient(world.uri).get_run(fusion.run_id)
+    key = fusion.tags[TAG_LINEAGE_KEY]
+    assert run.info.run_name == f"fusion-fruit-s0-{key[:12]}"
+    assert run.data.tags["adapterfleet.trial_id"] == f"fusion-fruit-{key[:12]}"  # its id

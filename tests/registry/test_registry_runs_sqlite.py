@@ -319,3 +319,22 @@ def test_a_run_says_who_created_it_and_keeps_its_creator_when_reopened(
     assert kept.data.tags["mlflow.user"] == login and kept.info.user_id == login
     other = open_trial_run(sqlite_uri, sqlite_experiment, None, new_name("trial"))
     assert client.get_run(other.run_id).info.user_id == "colleague"
+
+
+def test_a_fusion_run_named_before_its_seed_was_in_the_name_is_found_again(
+    sqlite_uri: str, sqlite_experiment: str, new_name: Callable[[str], str]
+) -> None:
+    """Fusion runs are found by their id's tag, not by name: one made when every fusion run of
+    a target was `fusion-<target>` is reopened, and keeps its name."""
+    from adapterfleet.registry import open_fusion_run
+
+    fusion_id = new_name("fusion-rte")
+    old = open_fusion_run(sqlite_uri, sqlite_experiment, "rte", fusion_id, run_name="fusion-rte")
+    old.end("KILLED")
+    again = open_fusion_run(
+        sqlite_uri, sqlite_experiment, "rte", fusion_id, run_name=f"{fusion_id}-s1"
+    )
+    assert again.run_id == old.run_id
+    assert MlflowClient(sqlite_uri).get_run(old.run_id).info.run_name == "fusion-rte"
+    other = open_fusion_run(sqlite_uri, sqlite_experiment, "rte", new_name("fusion-rte"))
+    assert MlflowClient(sqlite_uri).get_run(other.run_id).info.run_name.startswith("fusion-rte-")

@@ -76,6 +76,13 @@ def fusion_id(target: str, key: str) -> str:
     return f"fusion-{target}-{key[:12]}"
 
 
+def fusion_run_name(target: str, seed: int, key: str) -> str:
+    """The name of a fusion's MLflow run, `fusion-<target>-s<seed>-<key>`: as a baseline job's
+    (`<system>-<task>-s<seed>-<key>`), it tells seeds and lineages apart (every fusion run of a
+    target was `fusion-<target>`). A name only: the run is found again by its id's tag."""
+    return f"fusion-{target}-s{int(seed)}-{key[:12]}"
+
+
 def plan_fusion(
     config: PipelineConfig, target: str, uri: str, versions: dict[str, ModelVersionInfo]
 ) -> FusionPlan:
@@ -131,16 +138,18 @@ def open_plan_run(
     versions = {t: plan.versions[t] for t in config.fusion.targets[plan.target]}
     epochs, preset = config.fusion.training.max_epochs, config.fusion.preset
     note = notes.fusion_run_note(plan.target, preset, config.base_model, versions, epochs)
+    seed = config.fusion.training.seed
     return open_fusion_run(
         uri,
         experiment_id,
         plan.target,
         plan.trial_id,
+        run_name=fusion_run_name(plan.target, seed, plan.key),
         params=params,
         tags={
             TAG_LINEAGE: plan.lineage,
             TAG_SYSTEM: "fusion-st-a",
-            TAG_SEED: config.fusion.training.seed,
+            TAG_SEED: seed,
             notes.TAG_NOTE: note,
         },
     )

@@ -310,12 +310,16 @@ def open_fusion_run(
     params: Mapping[str, Any] | None = None,
     tags: Mapping[str, Any] | None = None,
     *,
+    run_name: str | None = None,
     retry_timeout_s: float = DEFAULT_RETRY_TIMEOUT_S,
 ) -> MlflowRunLogger:
     """The run of one fusion training (`adapterfleet.kind=fusion`), reused like a trial's run
-    when one with the same `fusion_id` for `target` exists."""
+    when one with the same `fusion_id` for `target` exists (whatever its name: a run made
+    before fusion runs named their seed keeps `fusion-<target>`). Named `run_name`, else
+    `fusion_id`."""
     match = {TAG_KIND: "fusion", TAG_TRIAL_ID: fusion_id, TAG_TASK: target}
-    logger = _open_run(uri, experiment_id, match, f"fusion-{target}", tags, retry_timeout_s)
+    name = run_name or fusion_id
+    logger = _open_run(uri, experiment_id, match, name, tags, retry_timeout_s)
     if params:
         logger.log_params(params)
     return logger

@@ -33,3 +33,24 @@ def test_the_fusion_run_is_named_by_its_target_seed_and_lineage(world) -> None:
     key = fusion.tags[TAG_LINEAGE_KEY]
     assert run.info.run_name == f"fusion-fruit-s0-{key[:12]}"
     assert run.data.tags["adapterfleet.trial_id"] == f"fusion-fruit-{key[:12]}"  # its id
+
+
+def test_the_fusion_run_logs_its_best_epoch_and_result_at_that_step_as_a_trial(world) -> None:
+    """A trial logs `best_epoch` and `best_dev_<metric>` at step = its best epoch; a fusion
+    logged `best_dev_<metric>` at step 0 and no `best_epoch` (only its run.json had it)."""
+    import json
+
+    from mlflow import MlflowClient
+
+    name = fusion_model_name(world.config.registry_prefix, "fruit")
+    fusion = get_version(world.uri, name, version=1)
+    assert fusion is not None
+    client = MlflowClient(world.uri)
+    best = json.loads((world.fusion_run / "run" / "run.json").read_text())["fit"]["best_epoch"]
+    assert best >= 1
+    for key in ("best_epoch", "best_dev_accuracy"):
+        history = client.get_metric_history(fusion.run_id, key)
+        assert [m.step for m in history] == [best], key
+    assert client.get_metric_history(fusion.run_id, "best_epoch")[0].value == best
+    dev = {m.step: m.value for m in client.get_metric_history(fusion.run_id, "dev_accuracy")}
+    assert client.get_run(fusion.run_id).data.metrics["best_dev_accuracy"] == dev[best]

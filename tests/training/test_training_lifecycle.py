@@ -20,6 +20,7 @@ from adapterfleet.training import (
     end_quietly,
     ended_by,
     fit,
+    log_best,
     resume_job,
 )
 
@@ -200,6 +201,16 @@ def _fake_checkpoint(folder: Path, epoch: int) -> Path:
     history = [{"epoch": e, "dev_accuracy": 0.5} for e in range(1, epoch + 1)]
     (folder / "trainer_state.json").write_text(json.dumps({"epoch": epoch, "history": history}))
     return folder
+
+
+def test_a_job_logs_its_best_epoch_and_result_at_that_step_once() -> None:
+    """What a trial and a fusion log when they end (a fusion logged its result at step 0 and
+    no `best_epoch`); a re-run of the finished job logs nothing again."""
+    sink = ListSink()
+    final = log_best(sink, {"accuracy": 0.75, "f1": 0.7}, 3)
+    assert final == {"best_dev_accuracy": 0.75, "best_dev_f1": 0.7, "best_epoch": 3}
+    assert log_best(sink, {"accuracy": 0.75, "f1": 0.7}, 3) == final
+    assert sink.logged == [(3, final)]
 
 
 def test_workdir_resumes_from_its_newest_complete_checkpoint(tmp_path: Path) -> None:

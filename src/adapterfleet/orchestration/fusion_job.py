@@ -58,7 +58,7 @@ from adapterfleet.registry.tags import (
     TAG_LINEAGE,
     TAG_LINEAGE_KEY,
 )
-from adapterfleet.training import JobWorkdir, end_quietly, ended_by
+from adapterfleet.training import JobWorkdir, end_quietly, ended_by, log_best
 from adapterfleet.training.metrics import metric_direction, signed
 from adapterfleet.training.modes import RunResult
 from adapterfleet.tuning.plan import current_keys, is_current
@@ -294,7 +294,7 @@ def _train_and_register(
             config, plan, dirs, work, logger, say, registered_at if gated else None
         )
         run = fusion.on_workers() if config.resources.distributed else fusion()
-        logger.log_metrics({f"best_dev_{k}": v for k, v in run.dev_metrics.items()})
+        log_best(logger, run.dev_metrics, run.fit.best_epoch)  # at its step, as a trial's
         logger.log_artifacts(workdir.run_dir, "")
         version = _register(config, plan, uri, logger.run_id, run, alias, tags)
     except BaseException as error:

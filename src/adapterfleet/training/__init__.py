@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         end_quietly,
         ended_by,
         epoch_metrics,
+        log_best,
         relog_missing_epochs,
         resume_job,
     )
@@ -57,6 +58,7 @@ _WHERE = {
     "end_quietly": "lifecycle",
     "ended_by": "lifecycle",
     "epoch_metrics": "lifecycle",
+    "log_best": "lifecycle",
     "relog_missing_epochs": "lifecycle",
     "resume_job": "lifecycle",
     "fit": "loop",
@@ -98,6 +100,7 @@ __all__ = [
     "end_quietly",
     "ended_by",
     "epoch_metrics",
+    "log_best",
     "evaluate",
     "f1",
     "fit",

@@ -120,6 +120,20 @@ def relog_missing_epochs(sink: EpochSink, folder: Path) -> None:
             sink.log_metrics(history_metrics(entry), step=int(entry["epoch"]))
 
 
+def log_best(
+    sink: EpochSink, dev_metrics: Mapping[str, float], best_epoch: int
+) -> dict[str, float]:
+    """Log a job's result once: `best_dev_<name>` for each dev metric of its best epoch and
+    `best_epoch`, at step = that epoch (beside its `dev_<name>` in the UI's charts). Trials and
+    fusions log it alike (a fusion logged its result at step 0, without `best_epoch`). A re-run
+    of a finished job logs nothing again. Returns the metrics."""
+    final = {f"best_dev_{k}": float(v) for k, v in dev_metrics.items()}
+    final["best_epoch"] = best_epoch
+    if not sink.logged_steps("best_epoch"):
+        sink.log_metrics(final, step=best_epoch)
+    return final
+
+
 def ended_by(error: BaseException) -> str:
     """The status of a run that `error` ended: KILLED when it was stopped (Ctrl-C, SIGTERM, a
     Ray task cancelled with the driver), FAILED otherwise; `status` shows the first as

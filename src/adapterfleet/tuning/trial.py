@@ -29,6 +29,7 @@ from adapterfleet.training import (
     TrainConfig,
     end_quietly,
     ended_by,
+    log_best,
     resume_job,
 )
 from adapterfleet.training.metrics import signed
@@ -203,10 +204,7 @@ def finish_run(
     run = workdir.run_dir
     logger.log_artifacts(run / "adapter", "adapter")
     logger.log_artifacts(run / "head", "head")
-    final = {f"best_dev_{k}": float(v) for k, v in dev_metrics.items()}
-    final["best_epoch"] = best_epoch
-    if not logger.logged_steps("best_epoch"):  # a re-run of a finished trial logs once
-        logger.log_metrics(final, step=best_epoch)
+    final = log_best(logger, dev_metrics, best_epoch)
     sha = sha256_file(run / "adapter" / ADAPTER_WEIGHTS)
     logger.set_tags(
         {

@@ -34,6 +34,10 @@ def _document(tmp_path: Path, model: Path) -> dict:
     return document
 
 
+def _all_splits() -> set[str]:
+    return {f"{task}-{split}" for task in ("fruit", "water") for split in ("train", "dev")}
+
+
 def _tags(run) -> tuple[str, str, str]:
     tags = run.data.tags
     return tags["adapterfleet.system"], tags["adapterfleet.task"], tags["seed"]
@@ -81,6 +85,10 @@ def test_fusion_seeds_and_baselines_are_trained_logged_and_not_redone(
     assert {r.data.tags["mlflow.parentRunId"] for r in per_task} == {joint[0].info.run_id}
     head = next(r for r in baseline_runs if r.data.tags["adapterfleet.system"] == "head")
     assert [m.step for m in client.get_metric_history(head.info.run_id, "train_loss")] == [1]
+    # the data each trained on, as MLflow's dataset inputs: MT-A's joint run every task's
+    for run, expected in ((head, {"fruit-train", "fruit-dev"}), (joint[0], _all_splits())):
+        inputs = client.get_run(run.info.run_id).inputs.dataset_inputs
+        assert {i.dataset.name for i in inputs} == expected
     fusion_mt_a = next(
         r for r in baseline_runs if r.data.tags["adapterfleet.system"] == "fusion-mt-a"
     )

@@ -54,3 +54,18 @@ def test_the_fusion_run_logs_its_best_epoch_and_result_at_that_step_as_a_trial(w
     assert client.get_metric_history(fusion.run_id, "best_epoch")[0].value == best
     dev = {m.step: m.value for m in client.get_metric_history(fusion.run_id, "dev_accuracy")}
     assert client.get_run(fusion.run_id).data.metrics["best_dev_accuracy"] == dev[best]
+
+
+def test_the_fusion_run_names_the_target_data_it_trained_and_was_scored_on(world) -> None:
+    import json
+
+    from mlflow import MlflowClient
+
+    name = fusion_model_name(world.config.registry_prefix, "fruit")
+    fusion = get_version(world.uri, name, version=1)
+    assert fusion is not None
+    inputs = MlflowClient(world.uri).get_run(fusion.run_id).inputs.dataset_inputs
+    found = {i.dataset.name: json.loads(i.dataset.profile) for i in inputs}
+    assert sorted(found) == ["fruit-dev", "fruit-train"]
+    assert (found["fruit-train"]["num_rows"], found["fruit-dev"]["num_rows"]) == (80, 40)
+    assert found["fruit-dev"]["data_sha256"] == fusion.tags["data_sha256"]

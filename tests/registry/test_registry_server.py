@@ -133,3 +133,30 @@ def test_retry_is_bounded_when_the_server_stays_down(monkeypatch: pytest.MonkeyP
     with pytest.raises(RegistryError, match="log metrics"):
         logger.log_metrics({"loss": 1.0}, step=0)
     assert 1.0 <= time.monotonic() - start < 5
+
+
+def test_dataset_inputs_reach_a_server_once(mlflow_server: str, new_name: Callable[[str], str]):
+    """A run's train and dev data as MLflow dataset inputs, over HTTP; a reopened run logs
+    them again and the server holds each once."""
+    import json
+
+    from adapterfleet.registry.datasets import EVAL, TRAIN, DatasetRecord, log_dataset_inputs
+
+    experiment = ensure_experiment(mlflow_server, new_name("inputs"))
+    records = [
+        DatasetRecord("rte-train", "0123456789abcdef", "local", '{"uri": "/d/train.tsv"}',
+                      TRAIN, {"num_rows": 200}),
+        DatasetRecord("rte-dev", "fedcba9876543210", "local", '{"uri": "/d/dev.tsv"}',
+                      EVAL, {"num_rows": 50}),
+    ]  # fmt: skip
+    said: list[str] = []
+    for _ in range(2):
+        run = open_trial_run(mlflow_server, experiment, None, "t_inputs")
+        log_dataset_inputs(run, records, said.append)
+    inputs = MlflowClient(mlflow_server).get_run(run.run_id).inputs.dataset_inputs
+    found = {i.dataset.name: (i.tags[0].value, json.loads(i.dataset.profile)) for i in inputs}
+    assert found == {
+        "rte-train": ("train", {"num_rows": 200}),
+        "rte-dev": ("eval", {"num_rows": 50}),
+    }
+    assert said == []

@@ -104,6 +104,21 @@ def test_mlflow_holds_one_run_per_trial_and_one_parent_per_task(swept: Swept) ->
         assert artifacts == {"adapter/adapter.safetensors", "adapter/adapter_config.json"}
 
 
+def test_each_trial_run_names_the_data_it_trained_and_was_scored_on(swept: Swept) -> None:
+    """The runs table's Dataset column showed "-" for every trial."""
+    import json
+
+    client = mlflow_client(swept.uri)
+    for run in _trial_runs(swept):
+        task = run.data.tags["adapterfleet.task"]
+        inputs = client.get_run(run.info.run_id).inputs.dataset_inputs
+        found = {
+            i.dataset.name: (i.tags[0].value, json.loads(i.dataset.profile)["num_rows"])
+            for i in inputs
+        }
+        assert found == {f"{task}-train": ("train", 80), f"{task}-dev": ("eval", 40)}
+
+
 def test_pulling_best_gives_the_registered_weights(swept: Swept, tmp_path: Path) -> None:
     for task, info in swept.registered.items():
         folder = pull(swept.uri, info.name, tmp_path / task)

@@ -14,6 +14,7 @@ import torch
 
 from adapterfleet.config import PipelineConfig
 from adapterfleet.console import Say
+from adapterfleet.data.cache import TokenizedTask
 from adapterfleet.fusion import FusionConfig, write_fusion_weights
 from adapterfleet.orchestration.local import prepare_task
 from adapterfleet.registry import MlflowRunLogger
@@ -28,6 +29,7 @@ from adapterfleet.training import (
 from adapterfleet.training.distributed import DataParallel
 from adapterfleet.training.modes import mode_adapter, task_batches, train_fusion_run, train_single
 from adapterfleet.training.multitask import train_mt_a
+from adapterfleet.tuning.inputs import log_task_inputs
 
 if TYPE_CHECKING:
     from adapterfleet.orchestration.baselines import BaselineJob, BaselineOutcome
@@ -48,9 +50,13 @@ class BaselineTraining:
 
     def __call__(self, device: torch.device | None = None) -> dict[str, dict[str, float]]:
         group, job = DataParallel.current(), self.job
+        names = self.config.adapter_tasks if job.system == "mt-a" else (job.task,)
+        tasks = {t: prepare_task(self.config, t) for t in names}
         callbacks: list[Callback] = []
         start = None
         if group.is_main:
+            for task, tokenized in tasks.items():
+                log_task_inputs(self.logger, self.config.tasks[task], tokenized, self.say)
             start = resume_job(self.work, self.logger)
             if start is not None:
                 self.say(f"baseline {job.label}: resuming after epoch {start[0]}")
@@ -61,12 +67,15 @@ class BaselineTraining:
             ]
         resume = group.share(start[1] if start is not None else None)
         out = self.work.run_dir
-        return _train(self.config, job, self.training, out, callbacks, resume, self.mt_a, device)
+        return _train(
+            self.config, job, tasks, self.training, out, callbacks, resume, self.mt_a, device
+        )
 
 
 def _train(
     config: PipelineConfig,
     job: BaselineJob,
+    tasks: dict[str, TokenizedTask],
     training: TrainConfig,
     out: Path,
     callbacks: list[Callback],
@@ -74,18 +83,22 @@ def _train(
     mt_a: BaselineOutcome | None,
     device: torch.device | None = None,
 ) -> dict[str, dict[str, float]]:
-    """Train `job` into `out` (on `device`, else the config's); its dev metrics per task."""
+    """Train `job` on `tasks` (the job's task; MT-A's: every adapter task) into `out` (on
+    `device`, else the config's); its dev metrics per task."""
     if job.system == "mt-a":
-        return _train_mt_a(config, training, out, callbacks, resume, device)
+        return _train_mt_a(config, tasks, training, out, callbacks, resume, device)
+    tokenized = tasks[job.task]
     if job.system == "fusion-mt-a":
         if mt_a is None:
             raise ValueError(f"baseline {job.label}: needs the outcome of its MT-A job")
         mt_a_dir = Path(mt_a.run_dir)
-        return _train_fusion_mt_a(config, job, training, out, callbacks, resume, mt_a_dir, device)
+        return _train_fusion_mt_a(
+            config, job, tokenized, training, out, callbacks, resume, mt_a_dir, device
+        )
     adapter = mode_adapter(job.system, config.baselines.reduction_factor)  # head, full: None
     run = train_single(
         job.system,
-        prepare_task(config, job.task),
+        tokenized,
         config.base,
         training,
         out,
@@ -100,6 +113,7 @@ def _train(
 
 def _train_mt_a(
     config: PipelineConfig,
+    tasks: dict[str, TokenizedTask],
     training: TrainConfig,
     out: Path,
     callbacks: list[Callback],
@@ -107,7 +121,6 @@ def _train_mt_a(
     device: torch.device | None,
 ) -> dict[str, dict[str, float]]:
     """MT-A: adapters for every adapter task trained jointly with the base model."""
-    tasks = {t: prepare_task(config, t) for t in config.adapter_tasks}
     run = train_mt_a(
         tasks,
         config.base,
@@ -125,6 +138,7 @@ def _train_mt_a(
 def _train_fusion_mt_a(
     config: PipelineConfig,
     job: BaselineJob,
+    tokenized: TokenizedTask,
     training: TrainConfig,
     out: Path,
     callbacks: list[Callback],
@@ -134,7 +148,6 @@ def _train_fusion_mt_a(
 ) -> dict[str, dict[str, float]]:
     """A fusion over the MT-A adapters of `fusion.targets.<task>`, on MT-A's base model (both
     in `mt_a_dir`), with its fusion-weights heatmap."""
-    tokenized = prepare_task(config, job.task)
     sources = config.fusion.targets[job.task]
     run = train_fusion_run(
         tokenized,

@@ -25,6 +25,7 @@ from adapterfleet.registry import MlflowRunLogger
 from adapterfleet.training import Callback, EpochLog, EpochRecorder, JobWorkdir, resume_job
 from adapterfleet.training.distributed import DataParallel
 from adapterfleet.training.modes import RunResult, read_run_file, task_batches, train_fusion_run
+from adapterfleet.tuning.inputs import log_task_inputs
 from adapterfleet.tuning.spec import RAY_DIR
 from adapterfleet.tuning.workers import TRAIN_DIR, fit_on_workers
 
@@ -50,6 +51,7 @@ class FusionTraining:
         callbacks: list[Callback] = []
         start = None
         if group.is_main:
+            log_task_inputs(self.logger, self.config.tasks[target], tokenized, self.say)
             callbacks = self._callbacks(workdir)
             start = resume_job(workdir, self.logger)
             if start is not None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from adapterfleet._hashing import sha256_file
 from adapterfleet.config import PipelineConfig
+from adapterfleet.data.tasks import TaskSpec
 from adapterfleet.errors import UserError
 from adapterfleet.registry import ModelVersionInfo
 from adapterfleet.registry.descriptions import TAG_NOTE, sweep_note
@@ -122,7 +123,7 @@ def task_identity(config: PipelineConfig, task: str, *, by_path: bool = False) -
     sha256), keeps its spec as written. `by_path`: the paths kept, as keys were made before."""
     spec = config.tasks[task]
     mapping = spec.to_mapping()
-    if by_path or _local_files(config, task) is None:
+    if by_path or _local_files(spec) is None:
         return mapping
     for split in ("train", "dev"):
         entry = mapping.get(split)
@@ -170,7 +171,12 @@ def data_sha256(config: PipelineConfig, task: str) -> str | None:
     """sha256 of the local files a task reads (train, then dev): the config hash leaves their
     paths out, this names them by content. None for a hub dataset or a file not there (nothing
     to compare)."""
-    files = _local_files(config, task)
+    return spec_data_sha256(config.tasks[task])
+
+
+def spec_data_sha256(spec: TaskSpec) -> str | None:
+    """`data_sha256` of one task's declaration."""
+    files = _local_files(spec)
     if files is None:
         return None
     digest = hashlib.sha256()
@@ -179,9 +185,8 @@ def data_sha256(config: PipelineConfig, task: str) -> str | None:
     return digest.hexdigest()
 
 
-def _local_files(config: PipelineConfig, task: str) -> list[Path] | None:
+def _local_files(spec: TaskSpec) -> list[Path] | None:
     """The files a task reads (train, then dev), when it reads local files that are all there."""
-    spec = config.tasks[task]
     files = []
     for source in (spec.train, spec.dev):
         if source is None:

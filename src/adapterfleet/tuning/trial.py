@@ -34,6 +34,7 @@ from adapterfleet.training import (
 )
 from adapterfleet.training.metrics import signed
 from adapterfleet.training.modes import train_single
+from adapterfleet.tuning.inputs import log_task_inputs
 from adapterfleet.tuning.spec import OBJECTIVE_KEY, SweepContext, TrialParams
 
 TRAINABLE_NAME = "adapter_trial"
@@ -154,6 +155,7 @@ def run_trial(config: dict[str, Any], ctx: SweepContext) -> None:
     tokenized = tokenize_task(load_task(spec), tokenizer, ctx.config.max_length, ctx.tokens_dir)
     train = trial_config(ctx, params)
     logger = open_run(ctx, params, train)
+    log_task_inputs(logger, spec, tokenized)
     tune_report = EpochReporter(logger.run_id)
     try:
         start = resume_point(workdir, logger, ray.tune.get_checkpoint())

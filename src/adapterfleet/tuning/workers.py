@@ -40,6 +40,7 @@ from adapterfleet.training.distributed import DataParallel
 from adapterfleet.training.lifecycle import epoch_metrics
 from adapterfleet.training.metrics import signed
 from adapterfleet.training.modes import read_run_file, train_single
+from adapterfleet.tuning.inputs import log_task_inputs
 from adapterfleet.tuning.spec import RAY_DIR, SweepContext, TrialParams
 from adapterfleet.tuning.trial import (
     EpochReporter,
@@ -168,6 +169,7 @@ def worker_loop(loop_config: dict[str, Any]) -> None:
     callbacks: list[Callback] = [_ReportOnly(hook)]
     start = None
     if group.is_main:
+        log_task_inputs(logger, spec, tokenized)
         callbacks = [EpochRecorder(workdir, logger, hook)]
         start = resume_point(workdir, logger, ray.train.get_checkpoint())
     start_folder = group.share(start[1] if start is not None else None)

@@ -157,12 +157,12 @@ def test_overrides_and_the_command_line_are_stored_masked(
     new_name: Callable[[str], str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from adapterfleet.orchestration.experiment_tags import experiment_tags
+    from adapterfleet.orchestration.pipeline_tags import pipeline_tags
 
     uri, password = auth_server
     overrides = [f"tracking_uri={_login_uri(uri, password)}", "tasks.a.hf_token=hf_abcdef123456"]
     config = load_config(_config(tmp_path, new_name("login-tags")), overrides[:1])
-    tags = experiment_tags(config, overrides)
+    tags = pipeline_tags(config, overrides)
     ensure_experiment(config.tracking_uri, config.name, tags=tags)
     stored = MlflowClient(uri).get_experiment_by_name(config.name).tags
     assert json.loads(stored[TAG_OVERRIDES]) == [

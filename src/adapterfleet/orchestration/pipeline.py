@@ -34,10 +34,10 @@ from adapterfleet.orchestration.baselines import (
     collect_baselines,
     submit_baselines,
 )
-from adapterfleet.orchestration.experiment_tags import experiment_tags
 from adapterfleet.orchestration.fusion_job import FusionOutcome, registered_text, run_fusion_job
 from adapterfleet.orchestration.fusion_plan import open_plan_run, plan_fusion, seed_configs
 from adapterfleet.orchestration.limits import local_node
+from adapterfleet.orchestration.pipeline_tags import pipeline_tags
 from adapterfleet.orchestration.ray_address import check_ray_address
 from adapterfleet.orchestration.relay import (
     WorkerRelay,
@@ -328,7 +328,7 @@ def _validate_and_start(
     import ray  # started just above; importing it earlier would slow every command
 
     check_resources(config, [n["Resources"] for n in ray.nodes() if n.get("Alive")])
-    tags = experiment_tags(config, overrides)
+    tags = pipeline_tags(config, overrides)
     return ensure_experiment(uri, config.name, tags=tags, say=relay.say), loaded
 
 

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 
 from adapterfleet.config import PipelineConfig
 from adapterfleet.orchestration.baseline_plan import ALL_TASKS, plan_baselines
-from adapterfleet.orchestration.experiment_tags import experiment_tags
 from adapterfleet.orchestration.fusion_plan import fusion_id, lineage_key, seed_configs
+from adapterfleet.orchestration.pipeline_tags import pipeline_tags
 from adapterfleet.registry import ModelVersionInfo, adapter_model_name, get_version
 from adapterfleet.registry.tags import BEST_ALIAS
 from adapterfleet.results.report_scope import ReportScope
@@ -30,7 +30,7 @@ def report_scope(
         sweeps={task: task_config_hashes(config, task) for task in config.adapter_tasks},
         fusions={t: fusion_ids(config, t, uri) for t in config.fusion.targets},
         baselines=baseline_ids(config),
-        tags=experiment_tags(config, overrides),
+        tags=pipeline_tags(config, overrides),
     )
 
 

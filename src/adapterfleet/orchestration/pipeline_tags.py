@@ -16,7 +16,7 @@ from adapterfleet.registry.tags import TAG_BUDGET, TAG_BUDGET_TRIMMED, TAG_OVERR
 from adapterfleet.results.status_plan import StatusPlan
 
 
-def experiment_tags(config: PipelineConfig, overrides: Sequence[str] = ()) -> dict[str, str]:
+def pipeline_tags(config: PipelineConfig, overrides: Sequence[str] = ()) -> dict[str, str]:
     """What `status NAME` and `report NAME` read of the pipeline: its plan, the budget chosen
     with what it changed, and the command line's `--set` overrides on top (set on every run,
     so a later run without any does not inherit an earlier run's)."""

@@ -40,6 +40,7 @@ def report(
     (with -c, only those made with the config's settings): written to a folder (table1.md,
     figure4.png, report.json) and logged to MLflow."""
     from adapterfleet.orchestration.report_scope import report_scope
+    from adapterfleet.registry.store import read_only_store
     from adapterfleet.results.report import build_report
 
     ref = resolve(name, config, tracking_uri, budget, set_)
@@ -50,11 +51,15 @@ def report(
         scope = report_scope(ref.config, ref.tracking_uri, set_ or ())
     else:
         folder = DEFAULT_FOLDER / ref.name
-    result = build_report(ref.name, ref.tracking_uri, out or folder, scope=scope)
+    logged = not read_only_store(ref.tracking_uri)  # a read-only copy: written to --out only
+    to = out or folder
+    result = build_report(ref.name, ref.tracking_uri, to, log_to_mlflow=logged, scope=scope)
     typer.echo(result.table)
     typer.echo(f"\nreport: {result.out_dir} ({', '.join(p.name for p in result.files)})")
     if result.run_id:
         typer.echo(f"logged to MLflow run {result.run_id} of experiment {ref.name!r}")
+    elif not logged:
+        typer.echo(f"not logged to MLflow: the store {ref.tracking_uri} cannot be written here")
 
 
 def register(app: typer.Typer) -> None:

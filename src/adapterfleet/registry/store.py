@@ -10,7 +10,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -77,6 +77,19 @@ def sqlite_path(uri: str) -> Path | None:
     if not path or path == ":memory:":
         return None
     return Path(path).expanduser().resolve()
+
+
+def read_only_store(uri: str) -> bool:
+    """Whether `uri` is a SQLite store there that this process cannot write (a read-only copy
+    or mount): what only reads works there, a run or a logged report cannot."""
+    db = sqlite_path(uri)
+    if db is None or not db.is_file():
+        return False
+    try:
+        with open(db, "r+b"):
+            return False
+    except OSError:
+        return True
 
 
 def default_artifact_location(uri: str) -> str | None:
@@ -347,6 +360,14 @@ def get_client(uri: str) -> MlflowClient:
 @contextmanager
 def _store_lock(db: Path) -> Iterator[None]:
     """One process at a time opens a SQLite store first: two processes creating a fresh store
-    together both run the migrations and one fails with 'table ... already exists'."""
-    with exclusive_lock(db.with_name(db.name + ".lock")):
+    together both run the migrations and one fails with 'table ... already exists'. A store that
+    is there in a folder this process cannot write (a read-only copy or mount) is opened without
+    the lock, which could not be made: nothing can create or migrate it there, and `predict`,
+    which only reads it, ended in a PermissionError traceback on the lock file."""
+    with ExitStack() as held:
+        try:
+            held.enter_context(exclusive_lock(db.with_name(db.name + ".lock")))
+        except OSError:  # PermissionError, a read-only file system
+            if not db.is_file():
+                raise
         yield

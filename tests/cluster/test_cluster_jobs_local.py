@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import getpass
 import http.server
 import re
 import socket
@@ -134,8 +135,16 @@ def test_entrypoint_env_and_submission_id(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://mlflow:5000")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("UNRELATED_SECRET", "x")
+    monkeypatch.setenv("ADAPTERFLEET_USER", "ada")  # who submits: its runs' creator
     env = job_env({"EXTRA": "2"})
-    assert env == {"MLFLOW_TRACKING_URI": "http://mlflow:5000", "HF_HUB_OFFLINE": "1", "EXTRA": "2"}
+    assert env == {
+        "MLFLOW_TRACKING_URI": "http://mlflow:5000",
+        "HF_HUB_OFFLINE": "1",
+        "ADAPTERFLEET_USER": "ada",
+        "EXTRA": "2",
+    }
+    monkeypatch.delenv("ADAPTERFLEET_USER")
+    assert job_env()["ADAPTERFLEET_USER"] == getpass.getuser()  # the submitting login
     with pytest.raises(ValueError, match="RAY_AUTH_TOKEN must not be passed"):
         job_env({"RAY_AUTH_TOKEN": "t"})
     sid = make_submission_id("glue")
@@ -157,6 +166,7 @@ def test_a_login_in_a_tracking_uri_goes_to_the_jobs_env_not_its_entrypoint(
         "MLFLOW_TRACKING_URI": "http://mlflow:5000",
         "MLFLOW_TRACKING_USERNAME": "u",
         "MLFLOW_TRACKING_PASSWORD": "s3cret",
+        "ADAPTERFLEET_USER": env["ADAPTERFLEET_USER"],
     }
     with pytest.raises(ConfigError, match="MLFLOW_TRACKING_PASSWORD contradicts") as caught:
         logins_out(["tracking_uri=http://u:other@other:5000"], env)

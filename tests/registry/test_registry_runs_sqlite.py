@@ -319,6 +319,9 @@ def test_a_run_says_who_created_it_and_keeps_its_creator_when_reopened(
     assert kept.data.tags["mlflow.user"] == login and kept.info.user_id == login
     other = open_trial_run(sqlite_uri, sqlite_experiment, None, new_name("trial"))
     assert client.get_run(other.run_id).info.user_id == "colleague"
+    monkeypatch.setenv("ADAPTERFLEET_USER", "ada")  # a submitted job's: who submitted it
+    submitted = open_trial_run(sqlite_uri, sqlite_experiment, None, new_name("trial"))
+    assert client.get_run(submitted.run_id).info.user_id == "ada"
 
 
 def test_a_fusion_run_named_before_its_seed_was_in_the_name_is_found_again(

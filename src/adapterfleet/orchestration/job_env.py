@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 
 from adapterfleet.config import ConfigError
 from adapterfleet.masking import mask, split_login
+from adapterfleet.registry.environment import USER_ENV, run_user
 
 __all__ = ["PASS_ENV", "job_env", "login_to_env", "logins_out"]
 
@@ -25,8 +26,10 @@ PASS_ENV = (
 
 def job_env(extra_env: Mapping[str, str] | None = None) -> dict[str, str]:
     """The env vars a job gets: PASS_ENV from this process (when set) plus `extra_env`; a login
-    in MLFLOW_TRACKING_URI goes to MLFLOW_TRACKING_USERNAME / PASSWORD instead."""
+    in MLFLOW_TRACKING_URI goes to MLFLOW_TRACKING_USERNAME / PASSWORD instead. Who submits it
+    is its runs' creator (`USER_ENV`), not the cluster's user its processes run as."""
     env = {k: os.environ[k] for k in PASS_ENV if os.environ.get(k)}
+    env[USER_ENV] = run_user()
     if env.get("MLFLOW_TRACKING_URI"):
         env["MLFLOW_TRACKING_URI"] = login_to_env(env["MLFLOW_TRACKING_URI"], env)
     for key, value in (extra_env or {}).items():

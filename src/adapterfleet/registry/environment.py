@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import getpass
+import os
 import platform
 import subprocess
 from importlib import metadata
@@ -19,6 +20,7 @@ TAG_SOURCE_NAME, TAG_SOURCE_TYPE = "mlflow.source.name", "mlflow.source.type"
 TAG_GIT_COMMIT = "mlflow.source.git.commit"
 TAG_GIT_DIRTY = "adapterfleet.git_dirty"  # "true": the checkout had uncommitted changes
 TAG_USER = "mlflow.user"  # MLflow's own: the UI's "Created by", the run's user_id
+USER_ENV = "ADAPTERFLEET_USER"  # set by `submit`: who submitted the job the run belongs to
 UNKNOWN_USER = "unknown"  # what MLflow records when it knows no user
 PACKAGES = ("adapterfleet", "torch", "transformers", "ray", "mlflow", "datasets", "safetensors")
 
@@ -40,10 +42,13 @@ def environment_tags() -> dict[str, str]:
 
 
 def run_user() -> str:
-    """Who creates a run, found as MLflow's fluent `start_run` finds it (its default run context):
-    the MLflow login (MLFLOW_TRACKING_USERNAME, else ~/.mlflow/credentials), else the OS login
-    name. `MlflowClient.create_run` sets neither: runs it made showed "Created by -" and
-    `user_id` 'unknown'."""
+    """Who creates a run: in a submitted job, who submitted it (`USER_ENV`: the job's processes
+    run as the cluster's user); else as MLflow's fluent `start_run` finds it (its default run
+    context): the MLflow login (MLFLOW_TRACKING_USERNAME, else ~/.mlflow/credentials), else the
+    OS login name. `MlflowClient.create_run` sets neither: runs it made showed "Created by -"
+    and `user_id` 'unknown'."""
+    if os.environ.get(USER_ENV, "").strip():
+        return os.environ[USER_ENV].strip()
     from mlflow.utils.credentials import read_mlflow_creds
 
     login = read_mlflow_creds().username

@@ -20,7 +20,7 @@ from adapterfleet.data.sources import SplitSource
 from adapterfleet.data.tasks import TaskSpec
 from adapterfleet.registry.datasets import EVAL, TRAIN, DatasetRecord, log_dataset_inputs
 from adapterfleet.registry.runs import MlflowRunLogger
-from adapterfleet.tuning.spec import spec_data_sha256
+from adapterfleet.tuning.spec import combined_sha256
 
 _DIGEST_CHARS = 16  # MLflow keeps at most 36
 
@@ -39,12 +39,18 @@ def log_task_inputs(
 
 
 def task_inputs(spec: TaskSpec, train_rows: int, dev_rows: int) -> list[DatasetRecord]:
-    """The task's two splits as MLflow dataset records, with the rows each had."""
-    data = spec_data_sha256(spec)
+    """The task's two splits as MLflow dataset records, with the rows each had. Each file is
+    read once: its sha256 names it, and the two make the task's `data_sha256` as
+    `tuning.spec.spec_data_sha256` composes it."""
     dev = spec.dev or spec.train  # no dev: `dev_fraction` of the train rows
+    train_sha = _file_sha256(spec, spec.train)
+    dev_sha = _file_sha256(spec, spec.dev) if spec.dev is not None else train_sha
+    shas = [train_sha, dev_sha] if spec.dev is not None else [train_sha]
+    data = None if None in shas else combined_sha256(shas)  # type: ignore[arg-type]
+    train_limit, dev_limit = spec.max_train_examples, spec.max_dev_examples
     return [
-        _record(spec, "train", spec.train, spec.max_train_examples, train_rows, TRAIN, data),
-        _record(spec, "dev", dev, spec.max_dev_examples, dev_rows, EVAL, data),
+        _record(spec, "train", spec.train, train_limit, train_rows, TRAIN, data, train_sha),
+        _record(spec, "dev", dev, dev_limit, dev_rows, EVAL, data, dev_sha),
     ]
 
 
@@ -56,12 +62,12 @@ def _record(
     rows: int,
     context: str,
     data: str | None,
+    sha: str | None,
 ) -> DatasetRecord:
     """One split. Its digest covers the file's content (or the hub split) and how its rows were
     chosen: MLflow keeps one dataset per name and digest in an experiment, so a split cut
     otherwise must be another dataset, with its own row count."""
     chosen = _selection(spec, source, limit)
-    sha = _file_sha256(spec, source)
     identity = {"sha256": sha, "hub": [spec.hub, spec.hub_config], **chosen, "num_rows": rows}
     text = json.dumps(identity, sort_keys=True, default=str)
     digest = hashlib.sha256(text.encode()).hexdigest()[:_DIGEST_CHARS]

@@ -177,11 +177,14 @@ def data_sha256(config: PipelineConfig, task: str) -> str | None:
 def spec_data_sha256(spec: TaskSpec) -> str | None:
     """`data_sha256` of one task's declaration."""
     files = _local_files(spec)
-    if files is None:
-        return None
+    return None if files is None else combined_sha256([sha256_file(path) for path in files])
+
+
+def combined_sha256(file_sha256s: list[str]) -> str:
+    """One sha256 of the files whose own sha256s are given, in order (train, then dev)."""
     digest = hashlib.sha256()
-    for path in files:
-        digest.update(sha256_file(path).encode())
+    for sha in file_sha256s:
+        digest.update(sha.encode())
     return digest.hexdigest()
 
 

@@ -225,7 +225,7 @@ def test_checkpoints_tune_deleted_after_its_last_state_are_refilled(tmp_path: Pa
     FileNotFoundError) on each new one, then the next resume failed the trial for good (`Could
     not recover from checkpoint as it does not exist on storage anymore`). Empty folders stand
     in for the latest deleted ones (those a lagging state can list), nothing else is made."""
-    from adapterfleet.tuning.plan import STATE_LAG, refill_deleted_checkpoints
+    from adapterfleet.tuning.checkpoints import STATE_LAG, refill_deleted_checkpoints
 
     experiment = tmp_path / "demo"
     short, long, none = (experiment / name for name in ("adapter_trial_0", "adapter_trial_1", "x"))

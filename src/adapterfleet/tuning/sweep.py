@@ -23,12 +23,8 @@ from adapterfleet.console import Say, plural
 from adapterfleet.data import TaskData, TokenizedTask, load_task, tokenize_task
 from adapterfleet.data.baseline import Chance, dev_chance
 from adapterfleet.registry import MlflowRunLogger, ModelVersionInfo
-from adapterfleet.tuning.plan import (
-    SweepPlan,
-    place_experiment,
-    refill_deleted_checkpoints,
-    write_meta,
-)
+from adapterfleet.tuning.checkpoints import refill_deleted_checkpoints
+from adapterfleet.tuning.plan import SweepPlan, place_experiment, write_meta
 from adapterfleet.tuning.progress import Note
 from adapterfleet.tuning.registration import (
     Registrar,

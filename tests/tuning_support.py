@@ -178,6 +178,22 @@ def mlflow_client(uri: str) -> Any:
     return MlflowClient(tracking_uri=uri, registry_uri=uri)
 
 
+def mlflow_gc(uri: str, run_ids: list[str]) -> None:
+    """`mlflow gc --run-ids ...` on the runs, deleted first, as a user purges them (deleting
+    their experiment purges them alike): MLflow's own command, run in this process (a new one
+    would spend seconds importing MLflow). The registry keeps the versions of those runs."""
+    from click.testing import CliRunner
+    from mlflow.cli import gc
+
+    client = mlflow_client(uri)
+    for run_id in run_ids:
+        if client.get_run(run_id).info.lifecycle_stage == "active":
+            client.delete_run(run_id)
+    command = ["--backend-store-uri", uri, "--tracking-uri", uri, "--run-ids", ",".join(run_ids)]
+    result = CliRunner().invoke(gc, command, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+
+
 def runs_of(uri: str, kind: str) -> list[Any]:
     """Every run (deleted ones too) of the pipeline's experiment with adapterfleet.kind=`kind`."""
     from mlflow.entities import ViewType

@@ -210,6 +210,35 @@ def test_absent_and_deleted_experiments_are_none(fleet: Fleet) -> None:
     assert list_models(fleet.uri, new_name("nobody"), "adapter") == []
 
 
+def test_which_runs_are_gone_equals_what_mlflow_reads(
+    fleet: Fleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`status` asks whether the runs of registered versions are still there (`mlflow gc`
+    purges a deleted experiment's runs, the registry keeps their versions): a run of another
+    experiment or one in the trash is there, an id the server does not know is not; a few
+    requests in all, paged, as MLflow's client answers."""
+    from adapterfleet.registry import purged
+
+    client = MlflowClient(fleet.uri)
+    elsewhere = client.create_run(client.create_experiment(new_name("elsewhere"))).info.run_id
+    trashed = client.create_run(client.create_experiment(new_name("trashed"))).info.run_id
+    client.delete_run(trashed)
+    unknown = uuid.uuid4().hex
+    asked = [*fleet.run_ids, elsewhere, trashed, unknown, None]
+    assert purged.purged_runs(fleet.uri, asked) == {unknown}
+    server = rest_read.Server.from_uri(fleet.uri)
+    known = [r for r in asked if r and r != unknown]
+    monkeypatch.setattr(rest_read, "RUN_IDS_CHUNK", 2)
+    assert rest_read.existing_runs(server, [*known, unknown], page=1) == set(known)
+
+    def unreadable(uri: str, environ: object = None) -> None:
+        raise Unreadable("test: take the MLflow path")
+
+    monkeypatch.setattr(rest_read.Server, "from_uri", unreadable)
+    monkeypatch.setattr(purged, "RUNS_CHUNK", 2)
+    assert purged.purged_runs(fleet.uri, asked) == {unknown}
+
+
 # --------------------------------------------------------------------------- a proxy in between
 
 

@@ -131,7 +131,11 @@ def _trial_key(tags: dict[str, str]) -> str | None:
 def _find_registered(
     client: MlflowClient, name: str, run_id: str, artifact_path: str, trial: str | None
 ) -> int | None:
-    """Lowest version of `name` for this trial (or run + artifact path), None if none."""
+    """Lowest version of `name` for this trial (or run + artifact path), None if none. One
+    whose run `mlflow gc` purged is not it: a fusion trained again for the same lineage (its
+    trial id) registers a new version."""
+    from adapterfleet.registry.purged import purged_runs
+
     if trial is not None:
         found = search_versions(client, f"name = {quote(name)} AND {trial}")
     else:
@@ -141,7 +145,9 @@ def _find_registered(
             for mv in search_versions(client, f"name = {quote(name)} AND run_id = {quote(run_id)}")
             if mv.source == source or (mv.tags or {}).get(TAG_ARTIFACT_PATH) == artifact_path
         ]
-    return min((int(mv.version) for mv in found), default=None)
+    others = {mv.run_id for mv in found} - {run_id}
+    gone = purged_runs(client.tracking_uri, others) if others else set()
+    return min((int(mv.version) for mv in found if mv.run_id not in gone), default=None)
 
 
 def _create_registered_model(client: MlflowClient, name: str, description: str | None) -> None:

@@ -1,9 +1,9 @@
 """Read-only queries on an MLflow tracking server through its REST API, for `status`.
 
 Importing MLflow's client costs about 2.6 s in a fresh process on a 2-core machine, more than
-`adapterfleet status` may take in all; the three reads status needs (the experiment with its
-tags, its active runs, the registered versions of a prefix with their aliases) are a few HTTP
-requests, sent here with the standard library only (urllib, json, ssl).
+`adapterfleet status` may take in all; the reads status needs (the experiment with its tags,
+its active runs, the registered versions of a prefix with their aliases, which of their runs
+`mlflow gc` purged) are a few HTTP requests, sent here with the standard library only.
 
 They send what MLflow's client sends for the same settings: basic auth from
 MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD (or `~/.mlflow/credentials`, or the URI's
@@ -43,6 +43,7 @@ from adapterfleet.registry.tags import quote
 
 API = "/api/2.0/mlflow/"
 RUNS_PAGE = 1000  # runs per `runs/search` page
+RUN_IDS_CHUNK = 200  # run ids per `run_id IN (...)` filter
 HISTORY_PAGE = 1000  # values per `metrics/get-history` page
 MODELS_PAGE = 1000  # the server's largest page of `registered-models/search`
 VERSIONS_PAGE = 10_000
@@ -268,6 +269,25 @@ def best_value(server: Server, run_id: str, key: str, highest: bool) -> float | 
             values += [_number(m) for m in _list(answer, "metrics")]
     values = [v for v in values if v == v]
     return (max if highest else min)(values) if values else None
+
+
+def existing_runs(server: Server, run_ids: Sequence[str], page: int = RUNS_PAGE) -> set[str]:
+    """What `sqlite_read.existing_runs` gives for a server: the ids among `run_ids` of runs it
+    holds in any experiment, deleted ones too (every experiment, then their runs by id)."""
+    listing: dict[str, Any] = {"view_type": 3, "max_results": MODELS_PAGE}  # 3: ViewType.ALL
+    experiments: list[str] = []
+    for answer in _pages(lambda t: server.call("experiments/search", body=_with(listing, t))):
+        with _understood("experiments/search"):
+            experiments += [str(e["experiment_id"]) for e in _list(answer, "experiments")]
+    found: set[str] = set()
+    for start in range(0, len(run_ids), RUN_IDS_CHUNK) if experiments else ():
+        listed = ", ".join(quote(run) for run in run_ids[start : start + RUN_IDS_CHUNK])
+        body: dict[str, Any] = {"experiment_ids": experiments, "run_view_type": "ALL"}
+        body.update(filter=f"attributes.run_id IN ({listed})", max_results=page)
+        for answer in _pages(lambda t, b=body: server.call("runs/search", body=_with(b, t))):
+            with _understood("runs/search"):
+                found |= {_run_row(run, frozenset())[0] for run in _list(answer, "runs")}
+    return found
 
 
 def _run_row(run: Mapping[str, Any], keep: frozenset[str]) -> RunRow:

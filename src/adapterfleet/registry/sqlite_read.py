@@ -116,6 +116,19 @@ def best_values(db: Path, run_ids: Sequence[str], key: str, highest: bool) -> di
     return out
 
 
+def existing_runs(db: Path, run_ids: Sequence[str]) -> set[str]:
+    """The ids among `run_ids` of runs the store holds, in any experiment and lifecycle stage
+    (`mlflow gc` removes a purged run's row)."""
+    found: set[str] = set()
+    with _connect(db) as c:
+        for start in range(0, len(run_ids), 500):  # within SQLite's bound on parameters
+            chunk = list(run_ids[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            query = f"SELECT run_uuid FROM runs WHERE run_uuid IN ({marks})"
+            found |= {str(run) for (run,) in c.execute(query, chunk)}
+    return found
+
+
 def model_versions(db: Path, head: str) -> dict[str, tuple[list[ModelVersionInfo], dict[str, int]]]:
     """For every registered model whose name starts with `head`: its live versions and its
     aliases (alias -> version)."""

@@ -429,3 +429,45 @@ def test_a_fusion_on_other_data_of_its_target_is_not_ranked_against_best(
     assert registered_text(at_majority, "accuracy").endswith(
         "better on dev; no better than always answering 'neg' (0.9500 of dev)"
     )
+
+
+def test_a_fusion_whose_run_mlflow_gc_purged_is_registered_anew_and_takes_best(
+    sqlite_uri: str,
+    sqlite_experiment: str,
+    logged_adapter: LoggedAdapter,
+    new_name: Callable[[str], str],
+) -> None:
+    """A fusion's run purged by `mlflow gc` (its version kept, its files not): the rerun found
+    it `already registered for these adapters and settings`; trained again, the same lineage
+    (its trial id) was mapped onto the purged version, and `best` stayed there when it had
+    scored better. Now it is passed over, registered anew, and `best` moves off it."""
+    from tuning_support import mlflow_gc
+
+    from adapterfleet.orchestration.fusion_job import FusionOutcome, point_best, registered_text
+    from adapterfleet.registry.purged import purged_runs, registered_by_tag
+    from adapterfleet.registry.tags import TAG_LINEAGE_KEY
+
+    name = fusion_model_name(new_name("p"), "rte")
+    tags = {TAG_TRIAL_ID: "fusion-rte-abc", TAG_LINEAGE_KEY: "abc", "metric": "accuracy"}
+    run1, w1 = logged_adapter(sqlite_uri, sqlite_experiment, seed=1)
+    first = register_version(sqlite_uri, name, run1, "fusion", w1, {**tags, "dev_accuracy": "0.9"})
+    assert registered_by_tag(sqlite_uri, name, TAG_LINEAGE_KEY, "abc") == (first, None)
+    mlflow_gc(sqlite_uri, [run1])
+    assert purged_runs(sqlite_uri, [run1, None]) == {run1}
+    gone = get_version(sqlite_uri, name, version=1)
+    assert registered_by_tag(sqlite_uri, name, TAG_LINEAGE_KEY, "abc") == (None, gone)
+    run2, w2 = logged_adapter(sqlite_uri, sqlite_experiment, seed=2)
+    assert purged_runs(sqlite_uri, [run1, run2]) == {run1}  # one query for both
+    second = register_version(
+        sqlite_uri, name, run2, "fusion", w2, {**tags, "dev_accuracy": "0.5"}, alias=None
+    )
+    assert second.version == 2 and _versions(sqlite_uri, name) == [1, 2]
+    assert registered_by_tag(sqlite_uri, name, TAG_LINEAGE_KEY, "abc")[0] == second
+    moved = point_best(
+        sqlite_uri, FusionOutcome("rte", second, {"accuracy": 0.5}, True, 0, 0), "accuracy"
+    )
+    assert moved.best_kept is None and get_version(sqlite_uri, name, alias="best").version == 2
+    assert registered_text(moved, "accuracy") == (
+        f"registered {name} v2 (accuracy 0.5000); best moves here from v1, whose run mlflow gc "
+        "purged"
+    )

@@ -18,6 +18,7 @@ from tuning_support import (
     expected_best,
     metric_steps,
     mlflow_client,
+    mlflow_gc,
     runs_of,
     version_numbers,
 )
@@ -314,6 +315,41 @@ def test_a_task_whose_settings_changed_is_planned_again_saying_which(swept: Swep
         for line in lines
     ), lines
     assert changed_settings(changed, "fruit", None) == []  # a version from before the tag
+
+
+def test_an_adapter_whose_run_mlflow_gc_purged_is_planned_again(swept: Swept) -> None:
+    """After `mlflow experiments delete` and `mlflow gc`, the registry keeps the versions of the
+    purged runs: a rerun said `already registered as ... v1, skipped`, `status` showed `v1 @best`,
+    and only a pull failed. Now the version counts as not registered: `status` says so, the
+    pipeline's fusion waits for a new one, and the plan trains the task again in a new sweep
+    (restoring the finished one would register the same purged trial). (Runs after the tests
+    above: it changes the module's state; the rerun itself is `adapterfleet run`'s, as in the
+    test above.)"""
+    from adapterfleet.orchestration.fusion_plan import current_adapter
+    from adapterfleet.orchestration.sweep import _say_planned
+    from adapterfleet.results.status import pipeline_status
+    from adapterfleet.tuning.plan import plan_sweep
+
+    fruit = swept.registered["fruit"]
+    assert plan_sweep(swept.config, swept.uri, "0").pending == ()
+    mlflow_gc(swept.uri, [fruit.run_id])
+    gone = (
+        f"its run {fruit.run_id} is no longer in the tracking store, nor are its files "
+        "(deleted, then purged by mlflow gc)"
+    )
+    status = pipeline_status(swept.config, swept.uri)
+    note = f"adapter fruit v1 @best: {gone}; the next run of the pipeline trains it again"
+    assert status.tasks[0].note == note, status.render()
+    assert not current_adapter(swept.config, {fruit.name: "fruit"}, swept.uri)(fruit)
+    plan = plan_sweep(swept.config, swept.uri, "0")
+    assert plan.pending == ("fruit",) and set(plan.purged) == {"fruit"}, plan
+    assert not plan.restore  # the first sweep, set aside in previous/, would match
+    lines: list[str] = []
+    _say_planned(plan, swept.uri, lines.append)
+    assert lines == [
+        f"task water: already registered as {swept.registered['water'].name} v1, skipped",
+        f"task fruit: {fruit.name} v1 is registered, but {gone}; training it again",
+    ]
 
 
 def test_a_trial_that_diverges_fails_the_sweep_naming_its_cause(

@@ -31,9 +31,11 @@ from adapterfleet.data.baseline import Chance, dev_chance
 from adapterfleet.fusion import FUSION_WEIGHTS
 from adapterfleet.orchestration.fusion_plan import (
     FusionPlan,
+    current_adapter,
     lineage_key,
     open_plan_run,
     plan_fusion,
+    say_not_current,
     seed_configs,
 )
 from adapterfleet.orchestration.fusion_training import FusionTraining
@@ -52,6 +54,7 @@ from adapterfleet.registry import (
     wait_for_models,
 )
 from adapterfleet.registry import descriptions as notes
+from adapterfleet.registry.purged import purged_text, run_purged
 from adapterfleet.registry.tags import (
     BEST_ALIAS,
     TAG_BASE_MODEL_DTYPE,
@@ -61,7 +64,6 @@ from adapterfleet.registry.tags import (
 from adapterfleet.training import JobWorkdir, end_quietly, ended_by, log_best
 from adapterfleet.training.metrics import metric_direction, signed
 from adapterfleet.training.modes import RunResult
-from adapterfleet.tuning.plan import current_keys, is_current
 from adapterfleet.tuning.spec import TAG_DATA_SHA256, data_sha256
 
 
@@ -121,12 +123,12 @@ def run_fusion_job(
 
     found = wait_for_models(
         uri, list(names), BEST_ALIAS, timeout_s, poll_s, progress, max_poll_s=max_poll_s,
-        accept=_current(config, names) if current_only else None,
+        accept=current_adapter(config, names, uri) if current_only else None,
     )  # fmt: skip
     waited = time.time() - started
     versions = {names[n]: info for n, info in found.items()}
     if not current_only:
-        _say_not_current(config, target, versions, say)
+        say_not_current(config, target, versions, say)
     seeds, metric = seed_configs(config), config.fusion.training.metric
     outcomes = []
     for seeded in seeds:  # a line per seed as it ends, when there are several
@@ -151,27 +153,6 @@ def _best_seed(outcomes: list[FusionOutcome], metric: str, say: Say) -> FusionOu
     return best
 
 
-def _current(config: PipelineConfig, names: dict[str, str]) -> Callable[[ModelVersionInfo], bool]:
-    """Whether a version of one of the `names` (model name -> task) was registered for the
-    config's current settings and data."""
-    keys = {name: current_keys(config, task) for name, task in names.items()}
-    return lambda info: is_current(info, keys[info.name])
-
-
-def _say_not_current(
-    config: PipelineConfig, target: str, versions: dict[str, ModelVersionInfo], say: Say
-) -> None:
-    """`fuse --wait` takes each adapter's `best` as it is: say which were not trained for the
-    config's adapter settings and data (a sweep of it would train them anew)."""
-    for task, info in sorted(versions.items()):
-        if not is_current(info, current_keys(config, task)):
-            say(
-                f"fusion {target}: {task} v{info.version} (@best) was not trained for this "
-                "config's adapter settings and data (another sweep, an edited data file or an "
-                "import); fusing it all the same"
-            )
-
-
 def point_best(uri: str, outcome: FusionOutcome, metric: str) -> FusionOutcome:
     """Point `best` at the outcome's version, unless the version it is on scored better on the
     same dev metric (compared as both are tagged, to 4 decimals; a tie moves it): then it stays
@@ -181,7 +162,7 @@ def point_best(uri: str, outcome: FusionOutcome, metric: str) -> FusionOutcome:
     name, number = outcome.version.name, outcome.version.version
     current = get_version(uri, name, alias=BEST_ALIAS)
     ours = outcome.dev_metrics.get(metric)
-    apart = _apart(current, outcome) if current is not None else None
+    apart = _apart(uri, current, outcome) if current is not None else None
     if current is not None and int(current.version) != int(number) and ours is not None:
         theirs = current.tags.get(f"dev_{metric}") if current.tags.get("metric") == metric else None
         mine = float(notes.tag_number(ours))
@@ -195,10 +176,13 @@ def point_best(uri: str, outcome: FusionOutcome, metric: str) -> FusionOutcome:
     return replace(outcome, best_was=str(current.version), best_was_apart=apart)
 
 
-def _apart(current: ModelVersionInfo, outcome: FusionOutcome) -> str | None:
+def _apart(uri: str, current: ModelVersionInfo, outcome: FusionOutcome) -> str | None:
     """Why `current` cannot be ranked against the outcome's version by their dev scores: it is
     a fusion on another base, or on other data files of the target (a score on another dev
-    file; a train file fixed since); None where both were tagged alike (or one not at all)."""
+    file; a train file fixed since), or its run was purged (nothing of it can be pulled); None
+    where both were tagged alike (or one not at all)."""
+    if current.version != outcome.version.version and run_purged(uri, current):
+        return "whose run mlflow gc purged"
     ours, theirs = outcome.version.tags, current.tags
     base = theirs.get("base_model")
     if base is not None and base != ours.get("base_model"):
@@ -234,6 +218,9 @@ def _fusion_for_seed(
             tags = existing.tags
             metrics = {k[4:]: float(v) for k, v in tags.items() if k.startswith("dev_")}
             return FusionOutcome(target, existing, metrics, False, waited, 0.0)
+        if plan.purged is not None:
+            was = f"v{plan.purged.version} is registered for these adapters and settings, but"
+            say(f"fusion {target}: {was} {purged_text(plan.purged)}; training it again")
         return _train_and_register(
             config, plan, uri, experiment_id, work, waited, say, alias=None, since=since
         )
@@ -310,8 +297,8 @@ def _unlike_best(uri: str, config: PipelineConfig, plan: FusionPlan) -> str:
     """Why a fusion is trained where `best` holds one: it fused other adapter versions, or the
     same ones with other settings (nothing when there is none yet)."""
     best = get_version(uri, fusion_model_name(config.registry_prefix, plan.target), BEST_ALIAS)
-    if best is None:
-        return ""
+    if best is None or plan.purged is not None and best.version == plan.purged.version:
+        return ""  # none, or this fusion, whose run mlflow gc purged: said
     fused = best.tags.get(TAG_LINEAGE)
     if fused and fused != plan.lineage:
         return f"; v{best.version} (@best) fused {fused}"

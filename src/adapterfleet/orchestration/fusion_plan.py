@@ -1,27 +1,31 @@
 """What a fusion is trained from, worked out before any training: the registered adapter
 versions, the lineage key that names the fusion (same key, same fusion), the version already
-registered for it, one config per fusion seed, and the fusion's MLflow run."""
+registered for it (not one whose run `mlflow gc` purged), one config per fusion seed, and the
+fusion's MLflow run."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from adapterfleet.adapters.base_model import names_other_base
 from adapterfleet.config import ConfigError, PipelineConfig
+from adapterfleet.console import Say
 from adapterfleet.registry import (
     TAG_SEED,
     TAG_SYSTEM,
     MlflowRunLogger,
     ModelVersionInfo,
-    find_version_by_tag,
     fusion_model_name,
     open_fusion_run,
 )
 from adapterfleet.registry import descriptions as notes
+from adapterfleet.registry.purged import registered_by_tag, run_purged
 from adapterfleet.registry.tags import TAG_LINEAGE, TAG_LINEAGE_KEY
 from adapterfleet.training.config import TrainConfig
+from adapterfleet.tuning.plan import current_keys, is_current
 from adapterfleet.tuning.spec import TAG_BASE_MODEL, data_sha256, task_identity
 
 
@@ -65,6 +69,8 @@ class FusionPlan:
     key: str  # lineage key: same key, same fusion
     lineage: str  # "task:vN,..." in the config's order
     existing: ModelVersionInfo | None  # the fusion already registered for this key, if any
+    # one registered for this key whose run mlflow gc purged (not `existing`: trained again)
+    purged: ModelVersionInfo | None = None
 
     @property
     def trial_id(self) -> str:
@@ -92,11 +98,36 @@ def plan_fusion(
     key = lineage_key(config, target, versions)
     lineage = ",".join(f"{t}:v{versions[t].version}" for t in config.fusion.targets[target])
     name = fusion_model_name(config.registry_prefix, target)
-    existing = find_version_by_tag(uri, name, TAG_LINEAGE_KEY, key)
+    existing, purged = registered_by_tag(uri, name, TAG_LINEAGE_KEY, key)
     by_path = lineage_key(config, target, versions, by_path=True)
     if existing is None and by_path != key:  # registered before the paths were left out
-        existing = find_version_by_tag(uri, name, TAG_LINEAGE_KEY, by_path)
-    return FusionPlan(target, versions, key, lineage, existing)
+        existing, purged_too = registered_by_tag(uri, name, TAG_LINEAGE_KEY, by_path)
+        purged = purged or purged_too
+    return FusionPlan(target, versions, key, lineage, existing, purged)
+
+
+def current_adapter(
+    config: PipelineConfig, names: dict[str, str], uri: str
+) -> Callable[[ModelVersionInfo], bool]:
+    """Whether a version of one of the `names` (model name -> task) is what the pipeline's
+    fusion takes: registered for the config's current settings and data, and its run still
+    there (the sweep trains one `mlflow gc` purged again, and replaces one of other settings)."""
+    keys = {name: current_keys(config, task) for name, task in names.items()}
+    return lambda info: is_current(info, keys[info.name]) and not run_purged(uri, info)
+
+
+def say_not_current(
+    config: PipelineConfig, target: str, versions: dict[str, ModelVersionInfo], say: Say
+) -> None:
+    """`fuse --wait` takes each adapter's `best` as it is: say which were not trained for the
+    config's adapter settings and data (a sweep of it would train them anew)."""
+    for task, info in sorted(versions.items()):
+        if not is_current(info, current_keys(config, task)):
+            say(
+                f"fusion {target}: {task} v{info.version} (@best) was not trained for this "
+                "config's adapter settings and data (another sweep, an edited data file or an "
+                "import); fusing it all the same"
+            )
 
 
 def check_one_base(

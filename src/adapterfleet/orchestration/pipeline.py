@@ -35,7 +35,12 @@ from adapterfleet.orchestration.baselines import (
     submit_baselines,
 )
 from adapterfleet.orchestration.fusion_job import FusionOutcome, registered_text, run_fusion_job
-from adapterfleet.orchestration.fusion_plan import open_plan_run, plan_fusion, seed_configs
+from adapterfleet.orchestration.fusion_plan import (
+    current_adapter,
+    open_plan_run,
+    plan_fusion,
+    seed_configs,
+)
 from adapterfleet.orchestration.limits import local_node
 from adapterfleet.orchestration.pipeline_tags import pipeline_tags
 from adapterfleet.orchestration.ray_address import check_ray_address
@@ -66,7 +71,7 @@ from adapterfleet.registry.store import check_store
 from adapterfleet.registry.tags import BEST_ALIAS
 from adapterfleet.results.report import ReportResult, build_report
 from adapterfleet.results.status import pipeline_status
-from adapterfleet.tuning.plan import check_resumable, current_keys, is_current
+from adapterfleet.tuning.plan import check_resumable
 
 
 @dataclass
@@ -156,13 +161,13 @@ class FusionGate(threading.Thread):
         sources = self.config.fusion.targets[self.target]
         tasks = {adapter_model_name(self.config.registry_prefix, t): t for t in sources}
         names = list(tasks)
-        keys = {name: current_keys(self.config, task) for name, task in tasks.items()}
+        accept = current_adapter(self.config, tasks, self.uri)
         try:
             if self.start_now:
                 self.ref = self._submit(warm=True, timeout_s=self.timeout_s, reserve=False)
             found = wait_for_models(
                 self.uri, names, BEST_ALIAS, self.timeout_s, 1.0, self._progress, max_poll_s=2.0,
-                accept=lambda info: is_current(info, keys[info.name]),
+                accept=accept,
             )  # fmt: skip
             self.state = "training"  # on the versions this run's sweep keeps, not older ones
             if self.ref is None:

@@ -33,6 +33,7 @@ from adapterfleet.registry import (
 from adapterfleet.registry.descriptions import TAG_NOTE
 from adapterfleet.registry.heartbeat import heartbeat
 from adapterfleet.registry.interrupted import clear_interrupted, mark_interrupted
+from adapterfleet.registry.purged import purged_text
 from adapterfleet.registry.store import check_store, login_env, missing_store
 from adapterfleet.registry.sweep_run import finish_sweep_run
 from adapterfleet.registry.tags import BEST_ALIAS, TAG_CONFIG_HASH, TAG_SWEEP, TAG_TRIAL_ID
@@ -224,9 +225,15 @@ def _say_planned(plan: SweepPlan, uri: str, progress: Say) -> None:
             set_alias(uri, info.name, BEST_ALIAS, info.version)
             plan.registered[task] = get_version(uri, info.name, alias=BEST_ALIAS) or info
             said += f"; it was trained for these settings and data: @best is v{info.version}"
-            if was is not None:  # e.g. another user's run of the same pipeline name
+            if was is not None and task in plan.purged:
+                said += f" again (it was on v{was.version}, whose run mlflow gc purged)"
+            elif was is not None:  # e.g. another user's run of the same pipeline name
                 said += f" again (it was on v{was.version}, registered for other settings or data)"
         progress(said)
+    for task, info in plan.purged.items():
+        if task in plan.pending:
+            registered = f"{info.name} v{info.version} is registered"
+            progress(f"task {task}: {registered}, but {purged_text(info)}; training it again")
     for task, info in plan.changed.items():
         progress(
             f"task {task}: its data files changed since {info.name} v{info.version} was "

@@ -1,5 +1,5 @@
 """How the read side writes a registered version and a metric, the same way in every command:
-`v3 @best`, `0.7867 accuracy`."""
+`v3 @best`, `0.7867 accuracy`; and its plain-text tables."""
 
 from __future__ import annotations
 
@@ -24,3 +24,11 @@ def number_from_tag(text: str | None) -> float | None:
         return float(text) if text is not None else None
     except ValueError:
         return None
+
+
+def table(rows: Sequence[Sequence[str]]) -> list[str]:
+    """`rows` (a header first) as lines of left-aligned columns two spaces apart."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
+    ]

@@ -3,15 +3,17 @@
 Five queries whatever the number of trials: the experiment with its tags, its runs (paged), and
 two paged searches per model kind, straight on a SQLite store or as REST requests to a tracking
 server, without importing MLflow (`registry.status`); then the dev metric history of the trials
-still running (one query on SQLite, one request per such trial to a server). Per task: trials
-done / running / failed / pending (children of the task's newest sweep run, one per trial id),
-the best dev metric so far and the registered adapter; per fusion target: the registered fusion
-or what it waits for."""
+still running (one query on SQLite, one request per such trial to a server), and whether the
+runs of registered versions that are not among the experiment's are still there (one query, or
+two requests: after `mlflow gc` they are not, and the version counts as not registered). Per
+task: trials done / running / failed / pending (children of the task's newest sweep run, one
+per trial id), the best dev metric so far and the registered adapter; per fusion target: the
+registered fusion or what it waits for."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from adapterfleet.config import PipelineConfig
@@ -25,10 +27,10 @@ from adapterfleet.registry import (
 )
 from adapterfleet.registry.heartbeat import silent_since
 from adapterfleet.registry.interrupted import interrupted_at
-from adapterfleet.registry.status import FAILED, RUNNING, best_logged, experiment_runs_and_tags
+from adapterfleet.registry.status import FAILED, RUNNING, experiment_runs_and_tags
 from adapterfleet.registry.status import experiment_names as experiments_in
 from adapterfleet.registry.store import missing_store
-from adapterfleet.results.formats import metric_label, number_from_tag, version_label
+from adapterfleet.results.formats import metric_label, number_from_tag, table, version_label
 from adapterfleet.results.status_notes import (
     INTERRUPTED,
     fused_adapters,
@@ -36,9 +38,12 @@ from adapterfleet.results.status_notes import (
     no_store,
     other_adapters,
     other_settings,
+    purged_models,
+    purged_note,
     silence,
 )
 from adapterfleet.results.status_plan import StatusPlan
+from adapterfleet.results.status_trials import status_tasks, task_trials, with_best_so_far
 
 BEST_ALIAS = "best"
 # How a task's registered adapter was trained otherwise than the config says (`" (key: old →
@@ -132,7 +137,7 @@ class PipelineStatus:
             counts = (t.done, t.stopped, t.running, t.failed, t.pending)
             version = version_label(t.adapter_version, t.adapter_aliases)
             task_rows.append((t.task, *map(str, counts), best, version))
-        lines += [*_table(task_rows), *(t.note for t in self.tasks if t.note)]
+        lines += [*table(task_rows), *(t.note for t in self.tasks if t.note)]
         if self.fusions:
             rows = [("FUSION", "ADAPTERS", "STATE", "BEST")]
             rows += [
@@ -144,22 +149,15 @@ class PipelineStatus:
                 )
                 for f in self.fusions
             ]
-            lines += ["", *_table(rows), *(f.note for f in self.fusions if f.note)]
+            lines += ["", *table(rows), *(f.note for f in self.fusions if f.note)]
         if self.baselines:
             rows = [("BASELINE", "TASK", "DONE", "RUN", "FAIL", "PEND", "MEAN")]
             for b in self.baselines:
                 mean = metric_label(b.mean, b.metric or self.metric)
                 counts = (b.done, b.running, b.failed, b.pending)
                 rows.append((b.system, b.task, *map(str, counts), mean))
-            lines += ["", *_table(rows)]
+            lines += ["", *table(rows)]
         return "\n".join(lines)
-
-
-def _table(rows: Sequence[Sequence[str]]) -> list[str]:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return [
-        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
-    ]
 
 
 def pipeline_status(
@@ -198,14 +196,18 @@ def plan_status(
     runs, tags = (None, {}) if found is None else (list(found[0]), found[1])
     adapters = _by_task(list_models(uri, plan.prefix, "adapter")) if runs is not None else {}
     fusions = _by_task(list_models(uri, plan.prefix, "fusion")) if runs is not None else {}
+    purged = purged_models(uri, [*adapters.values(), *fusions.values()], runs or [])
     stopped_at = interrupted_at(tags)
     silent_at = None if stopped_at is not None else silent_since(tags)
     gone = stopped_at is not None or silent_at is not None
     records = [_stopped(r) for r in runs or []] if gone else runs or []
-    records = _with_best_so_far(plan, uri, records)
-    tasks = tuple(_task_status(plan, t, records, adapters.get(t), settings) for t in _tasks(plan))
+    records = with_best_so_far(plan, uri, records)
+    tasks = tuple(
+        _task_status(plan, t, records, adapters.get(t), settings, purged)
+        for t in status_tasks(plan)
+    )
     fusion_rows = tuple(
-        _fusion_status(plan, target, adapters, fusions.get(target), records)
+        _fusion_status(plan, target, adapters, fusions.get(target), records, purged)
         for target in plan.targets
     )
     baselines = tuple(
@@ -227,59 +229,13 @@ def plan_status(
     )
 
 
-def _with_best_so_far(plan: StatusPlan, uri: str, records: list[RunRecord]) -> list[RunRecord]:
-    """Trials still running (or stopped mid-way) with `best_dev_<metric>`, their best dev
-    metric so far, read from their history: the latest epoch, all the run's latest metrics
-    hold, need not be the best (a finished trial logged its best itself)."""
-    tasks = set(_tasks(plan))
-    unfinished: dict[str, list[str]] = {}
-    for r in records:
-        if r.kind == "trial" and r.task in tasks and r.status in (*RUNNING, INTERRUPTED):
-            metric = plan.metric_for(r.task)
-            if f"dev_{metric}" in r.metrics and f"best_dev_{metric}" not in r.metrics:
-                unfinished.setdefault(metric, []).append(r.run_id)
-    best: dict[str, dict[str, float]] = {}
-    for metric, run_ids in unfinished.items():
-        found = best_logged(uri, run_ids, f"dev_{metric}", higher_is_better(metric))
-        for run_id, value in found.items():
-            best[run_id] = {f"best_dev_{metric}": value}
-    return [
-        replace(r, metrics={**r.metrics, **best[r.run_id]}) if r.run_id in best else r
-        for r in records
-    ]
-
-
 def _stopped(run: RunRecord) -> RunRecord:
     """A run Ctrl-C left RUNNING: interrupted, counted neither running nor failed (pending)."""
     return replace(run, status=INTERRUPTED) if run.status in RUNNING else run
 
 
-def _tasks(plan: StatusPlan) -> tuple[str, ...]:
-    names = list(plan.tasks)
-    for sources in plan.targets.values():
-        names += [s for s in sources if s not in names]
-    return tuple(names)
-
-
 def _by_task(infos: Iterable[ModelVersionInfo]) -> dict[str, ModelVersionInfo]:
     return {info.task: info for info in infos if info.task}
-
-
-def task_trials(records: Sequence[RunRecord], task: str) -> list[RunRecord]:
-    """The trials of `task`'s newest sweep run (by start time), one per trial id (its newest
-    run); trials tagged with the task but without a parent when the task has no sweep run."""
-    sweeps = [r for r in records if r.kind == "sweep" and r.task == task]
-    if sweeps:
-        parent = max(sweeps, key=lambda r: r.start_time).run_id
-        trials = [r for r in records if r.kind == "trial" and r.parent_run_id == parent]
-    else:
-        trials = [r for r in records if r.kind == "trial" and r.task == task]
-    newest: dict[str, RunRecord] = {}
-    for run in trials:
-        key = run.trial_id or run.run_id
-        if key not in newest or run.start_time >= newest[key].start_time:
-            newest[key] = run
-    return list(newest.values())
 
 
 def _task_status(
@@ -288,6 +244,7 @@ def _task_status(
     records: Sequence[RunRecord],
     model: ModelVersionInfo | None,
     settings: SettingsCheck | None = None,
+    purged: Collection[str] = (),  # the runs of registered versions that mlflow gc purged
 ) -> TaskStatus:
     metric = plan.metric_for(task)
     trials = task_trials(records, task)
@@ -312,10 +269,10 @@ def _task_status(
     )
     status = _registered_best(status, model)
     differs = settings(task, model) if settings is not None and model is not None else None
-    if differs is None or model is None:
-        return status
-    what = f"adapter {task} {version_label(model.version, model.aliases)}"
-    return replace(status, note=other_settings(what, differs))
+    what = f"adapter {task} {version_label(model.version, model.aliases)}" if model else ""
+    if model is not None and model.run_id in purged:
+        return replace(status, note=purged_note(what, model))
+    return status if differs is None else replace(status, note=other_settings(what, differs))
 
 
 def _registered_best(status: TaskStatus, model: ModelVersionInfo | None) -> TaskStatus:
@@ -331,10 +288,15 @@ def _registered_best(status: TaskStatus, model: ModelVersionInfo | None) -> Task
 
 
 def _score(run: RunRecord, metric: str) -> float | None:
-    """The trial's best dev metric (so far, while it runs: `_with_best_so_far`), else its
+    """The trial's best dev metric (so far, while it runs: `with_best_so_far`), else its
     latest dev metric."""
     value = run.metrics.get(f"best_dev_{metric}", run.metrics.get(f"dev_{metric}"))
     return None if value is None or value != value else value
+
+
+def _usable(model: ModelVersionInfo | None, purged: Collection[str]) -> bool:
+    """An adapter a fusion takes: under `best`, its run not purged (trained again)."""
+    return model is not None and BEST_ALIAS in model.aliases and model.run_id not in purged
 
 
 def _baseline_status(
@@ -368,6 +330,7 @@ def _fusion_status(
     adapters: dict[str, ModelVersionInfo],
     model: ModelVersionInfo | None,
     records: Sequence[RunRecord],
+    purged: Collection[str] = (),  # as `_task_status`'s
 ) -> FusionStatus:
     sources = plan.targets[target]
     if model is not None:
@@ -376,10 +339,12 @@ def _fusion_status(
         best = number_from_tag(model.tags.get(f"dev_{metric}"))
         fused = fused_adapters(model)
         note = other_adapters(f"fusion {target} {text}", fused, sources, plan.source, model)
+        if model.run_id in purged:
+            note = purged_note(f"fusion {target} {text}", model)
         return FusionStatus(
             target, sources, text, model.version, best=best, metric=metric, fused=fused, note=note
         )
-    missing = tuple(s for s in sources if BEST_ALIAS not in getattr(adapters.get(s), "aliases", ()))
+    missing = tuple(s for s in sources if not _usable(adapters.get(s), purged))
     if missing:
         return FusionStatus(target, sources, f"waiting for {', '.join(missing)}", missing=missing)
     runs = [r for r in records if r.kind == "fusion" and r.task == target]

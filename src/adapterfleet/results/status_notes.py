@@ -1,6 +1,7 @@
 """The lines `status` says beside its tables: a store that is not there, what Ctrl-C, SIGTERM
 or a driver gone silent stopped, a registered version made for another plan than the one shown
-(two configs of one pipeline name share its experiment and registry)."""
+(two configs of one pipeline name share its experiment and registry), or one whose run `mlflow
+gc` purged."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from adapterfleet.registry import ModelVersionInfo, RunRecord
+from adapterfleet.registry.purged import purged_runs, purged_text
 from adapterfleet.registry.tags import TAG_LINEAGE, TAG_PRUNED_FROM
 
 INTERRUPTED = "INTERRUPTED"  # `status`'s word for a run Ctrl-C/SIGTERM left RUNNING
@@ -103,3 +105,18 @@ def other_adapters(
     return (
         f"{what} {how}: made by another config of this pipeline name, or before its target changed"
     )
+
+
+def purged_models(
+    uri: str, models: Sequence[ModelVersionInfo], runs: Sequence[RunRecord]
+) -> set[str]:
+    """The runs of `models` that are no longer in the store; asked only of those that are not
+    among the experiment's `runs` (no query at all when every one is)."""
+    there = {run.run_id for run in runs}
+    return purged_runs(uri, (model.run_id for model in models if model.run_id not in there))
+
+
+def purged_note(what: str, model: ModelVersionInfo) -> str:
+    """The line for a registered version (`what`: "adapter a v1 @best") whose run was purged:
+    it counts as not registered, and the next run of the pipeline trains it again."""
+    return f"{what}: {purged_text(model)}; the next run of the pipeline trains it again"

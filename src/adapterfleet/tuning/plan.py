@@ -5,7 +5,8 @@ A Tune experiment lives in `<storage>/ray/<pipeline name>`; next to Tune's files
 and its tasks. It is resumed only when those still match; otherwise a new sweep starts and the old
 experiment folder is moved to `<storage>/ray/previous/<its sweep name>`. A sweep set aside there
 unfinished (another config of the same pipeline name ran meanwhile) is brought back and resumed
-when its settings are the config's again.
+when its settings are the config's again. A registered version whose run `mlflow gc` purged does
+not count as registered: its task is trained again, in a new sweep.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 from adapterfleet.config import PipelineConfig
 from adapterfleet.registry import ModelVersionInfo, adapter_model_name, get_version
+from adapterfleet.registry.purged import purged_runs, purged_versions
 from adapterfleet.registry.store import missing_store
 from adapterfleet.registry.tags import BEST_ALIAS
 from adapterfleet.tuning.settings import TAG_SETTINGS, changed_settings
@@ -56,6 +58,8 @@ class SweepPlan:
     resettled: dict[str, tuple[ModelVersionInfo, list[str]]] = field(default_factory=dict)
     # where the sweep to resume was set aside (under previous/), to bring back first
     set_aside_at: Path | None = None
+    # registered for the current settings and data, but its run purged by mlflow gc
+    purged: dict[str, ModelVersionInfo] = field(default_factory=dict)
 
     @property
     def experiment_path(self) -> Path:
@@ -86,7 +90,10 @@ def earlier_adapter(
             client, f"name = {quote(name)} AND tags.`{TAG_CONFIG_HASH}` = {quote(config_hash)}"
         )
     ]
+    gone = purged_runs(uri, (version.run_id for version in found))  # not there to reuse
     for version in sorted(found, key=lambda mv: -int(mv.version)):
+        if version.run_id in gone:
+            continue
         info = get_version(uri, name, version=version.version)
         if info is not None and is_current(info, keys):
             return info
@@ -133,12 +140,15 @@ def plan_sweep(
 ) -> SweepPlan:
     """What to run. `resume`: None resumes a matching interrupted sweep when there is one,
     True requires one (unless every task is already registered), False always starts anew.
-    Tasks already registered for their config hash are never run again."""
+    Tasks already registered for their config hash are never run again; a version whose run
+    `mlflow gc` purged is not registered (nothing of it can be pulled), and a task of one is
+    trained in a new sweep: a finished sweep restored would register the same purged trial."""
     survey = _Survey.of(config, tracking_uri)
     if resume:
         survey.check_resumable()
     meta = survey.meta
     restore = bool(survey.pending) and survey.matches and resume is not False
+    restore = restore and not set(survey.purged) & set(survey.pending)
     if restore:
         name = str(meta["sweep_name"])  # type: ignore[index]
     else:
@@ -157,6 +167,7 @@ def plan_sweep(
         survey.changed,
         survey.resettled,
         survey.source if restore and survey.source != survey.path else None,
+        survey.purged,
     )
 
 
@@ -181,33 +192,20 @@ class _Survey:
     changed: dict[str, ModelVersionInfo]
     resettled: dict[str, tuple[ModelVersionInfo, list[str]]]
     source: Path  # where `meta` was read: `path`, or a sweep set aside under previous/
+    purged: dict[str, ModelVersionInfo] = field(default_factory=dict)
 
     @classmethod
     def of(cls, config: PipelineConfig, tracking_uri: str) -> _Survey:
         hashes = {t: task_config_hash(config, t) for t in config.adapter_tasks}
         data = {t: data_sha256(config, t) for t in config.adapter_tasks}
-        registered, changed, resettled = {}, {}, {}
-        if missing_store(tracking_uri) is None:
-            for task in hashes:
-                keys = current_keys(config, task)
-                name = adapter_model_name(config.registry_prefix, task)
-                best = get_version(tracking_uri, name, alias=BEST_ALIAS)
-                info = best if best and best.tags.get(TAG_CONFIG_HASH) in keys[0] else None
-                if info is not None and is_current(info, keys):
-                    registered[task] = info
-                elif earlier := earlier_adapter(tracking_uri, config, task, keys):
-                    registered[task] = earlier  # not under @best: the sweep moves it back
-                elif info is not None:  # its settings match: only the data differs
-                    changed[task] = info
-                elif best is not None:  # trained for other settings: say which
-                    why = changed_settings(config, task, best.tags.get(TAG_SETTINGS))
-                    resettled[task] = (best, why)
-        pending = tuple(t for t in config.adapter_tasks if t not in registered)
+        missing = missing_store(tracking_uri) is not None  # read as empty, not created
+        found = _Registered() if missing else _Registered.of(config, tracking_uri)
+        pending = tuple(t for t in config.adapter_tasks if t not in found.registered)
         path = experiment_path(config)
         meta = read_meta(path) if pending and _restorable(path) else None
         digest = sweep_hash(hashes)
-        found = (registered, pending, meta, data, changed, resettled)
-        survey = cls(path, digest, hashes, *found, source=path)
+        kept = (found.registered, pending, meta, data, found.changed, found.resettled)
+        survey = cls(path, digest, hashes, *kept, path, found.purged)
         return survey if survey.matches or not pending else survey._set_aside_match()
 
     def _set_aside_match(self) -> _Survey:
@@ -260,6 +258,44 @@ class _Survey:
             "(`adapterfleet run CONFIG`) to start a new sweep; adapters already registered for "
             "the same settings are not trained again"
         )
+
+
+@dataclass
+class _Registered:
+    """What the registry holds for each task, as `SweepPlan` names it."""
+
+    registered: dict[str, ModelVersionInfo] = field(default_factory=dict)
+    changed: dict[str, ModelVersionInfo] = field(default_factory=dict)
+    resettled: dict[str, tuple[ModelVersionInfo, list[str]]] = field(default_factory=dict)
+    purged: dict[str, ModelVersionInfo] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, config: PipelineConfig, uri: str) -> _Registered:
+        """Each task's `@best` version, and an earlier one of the current settings and data
+        where `@best` is not (`earlier_adapter`); whether their runs are still there is asked
+        once for every task."""
+        found = cls()
+        bests = {
+            task: get_version(uri, adapter_model_name(config.registry_prefix, task), BEST_ALIAS)
+            for task in config.adapter_tasks
+        }
+        gone = purged_versions(uri, (best for best in bests.values() if best is not None))
+        for task, best in bests.items():
+            keys = current_keys(config, task)
+            info = best if best and best.tags.get(TAG_CONFIG_HASH) in keys[0] else None
+            current = info is not None and is_current(info, keys)
+            if info is not None and current and (info.name, info.version) in gone:
+                found.purged[task] = info  # trained again, unless an earlier one is there
+            if info is not None and current and task not in found.purged:
+                found.registered[task] = info
+            elif earlier := earlier_adapter(uri, config, task, keys):
+                found.registered[task] = earlier  # not under @best: the sweep moves it back
+            elif info is not None and not current:  # its settings match: only the data differs
+                found.changed[task] = info
+            elif best is not None and info is None:  # trained for other settings: say which
+                why = changed_settings(config, task, best.tags.get(TAG_SETTINGS))
+                found.resettled[task] = (best, why)
+        return found
 
 
 def _restorable(path: Path) -> bool:

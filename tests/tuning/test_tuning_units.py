@@ -192,6 +192,45 @@ def test_a_sweep_set_aside_unfinished_is_brought_back_for_its_settings(
     assert not plan_sweep(config, uri, experiment, resume=False).restore  # never when told anew
 
 
+def test_resuming_a_sweep_whose_saved_state_was_deleted_says_so(config, tmp_path: Path) -> None:
+    """An interrupted sweep whose folder was deleted (`ray/<name>`, or `ray/previous/*` after
+    another config of the pipeline name set it aside): `run --resume` said `no sweep was started
+    there`, or `the adapter settings or tasks changed since it started`, neither of them true.
+    MLflow still holds its sweep runs, KILLED: the refusal names the sweep and its folder."""
+    from adapterfleet.registry import default_tracking_uri, ensure_experiment, open_sweep_run
+    from adapterfleet.tuning.plan import META_FILE, experiment_path, plan_sweep
+
+    uri = default_tracking_uri(tmp_path / "mlruns")
+    experiment = ensure_experiment(uri, config.name)
+    digest = plan_sweep(config, uri, experiment).sweep_hash
+    bob = f"tinysweep-{digest[:8]}-20260101T000000"
+    for task in ("fruit", "water"):  # Ctrl-C ended them
+        open_sweep_run(uri, experiment, bob, task).end("KILLED")
+    path = experiment_path(config)
+    fix = (
+        "so its trials cannot be restored; run the pipeline without --resume (`adapterfleet "
+        "run CONFIG`) to start afresh (adapters already registered are kept)"
+    )
+    with pytest.raises(SweepError) as refused:  # its folder deleted
+        plan_sweep(config, uri, experiment, resume=True)
+    assert (
+        str(refused.value)
+        == f"cannot resume the sweep {bob}: its saved state ({path}) is gone, {fix}"
+    )
+    path.mkdir(parents=True)  # Alice's sweep of other settings in place, Bob's set aside, deleted
+    (path / "tuner.pkl").write_bytes(b"")
+    note = {"sweep_name": "tinysweep-alice", "sweep_hash": "1" * 64, "tasks": ["fruit", "water"]}
+    (path / META_FILE).write_text(json.dumps(note))
+    with pytest.raises(SweepError) as refused:
+        plan_sweep(config, uri, experiment, resume=True)
+    aside = path.parent / "previous" / bob
+    assert (
+        str(refused.value)
+        == f"cannot resume the sweep {bob}: its saved state ({aside}) is gone, {fix}"
+    )
+    assert not plan_sweep(config, uri, experiment).restore  # a plain run starts afresh
+
+
 def test_trials_get_absolute_paths(config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from adapterfleet.tuning.sweep import worker_config
 

@@ -23,7 +23,7 @@ from adapterfleet.config import PipelineConfig
 from adapterfleet.registry import ModelVersionInfo, adapter_model_name, get_version
 from adapterfleet.registry.purged import purged_runs, purged_versions
 from adapterfleet.registry.store import missing_store
-from adapterfleet.registry.tags import BEST_ALIAS
+from adapterfleet.registry.tags import BEST_ALIAS, TAG_SWEEP
 from adapterfleet.tuning.settings import TAG_SETTINGS, changed_settings
 from adapterfleet.tuning.spec import (
     RAY_DIR,
@@ -193,6 +193,7 @@ class _Survey:
     resettled: dict[str, tuple[ModelVersionInfo, list[str]]]
     source: Path  # where `meta` was read: `path`, or a sweep set aside under previous/
     purged: dict[str, ModelVersionInfo] = field(default_factory=dict)
+    uri: str = ""  # the tracking store's
 
     @classmethod
     def of(cls, config: PipelineConfig, tracking_uri: str) -> _Survey:
@@ -205,7 +206,7 @@ class _Survey:
         meta = read_meta(path) if pending and _restorable(path) else None
         digest = sweep_hash(hashes)
         kept = (found.registered, pending, meta, data, found.changed, found.resettled)
-        survey = cls(path, digest, hashes, *kept, path, found.purged)
+        survey = cls(path, digest, hashes, *kept, path, found.purged, tracking_uri)
         return survey if survey.matches or not pending else survey._set_aside_match()
 
     def _set_aside_match(self) -> _Survey:
@@ -247,6 +248,15 @@ class _Survey:
     def check_resumable(self) -> None:
         if not self.pending or self.matches:
             return
+        lost = _lost_sweep(self)
+        if lost is not None:
+            name, where = lost
+            state = "is incomplete" if where.exists() else "is gone"
+            raise SweepError(
+                f"cannot resume the sweep {name}: its saved state ({where}) {state}, so its "
+                "trials cannot be restored; run the pipeline without --resume (`adapterfleet "
+                "run CONFIG`) to start afresh (adapters already registered are kept)"
+            )
         if self.meta is None:
             why = "no sweep was started there"
         elif self.data_changed:
@@ -296,6 +306,29 @@ class _Registered:
                 why = changed_settings(config, task, best.tags.get(TAG_SETTINGS))
                 found.resettled[task] = (best, why)
         return found
+
+
+def _lost_sweep(survey: _Survey) -> tuple[str, Path] | None:
+    """(name, folder) of the newest sweep of these settings that MLflow holds unfinished for a
+    pending task (its runs KILLED, FAILED or still RUNNING) whose Tune state is not where a
+    resume looks for it: its folder deleted, in place or set aside under previous/."""
+    from adapterfleet.registry.status import experiment_runs_and_tags
+
+    found = experiment_runs_and_tags(survey.uri, survey.path.name) if survey.uri else None
+    head = f"{survey.path.name}-{survey.digest[:8]}-"  # how `plan_sweep` names its sweeps
+    sweeps = [
+        run
+        for run in (found[0] if found else [])
+        if run.kind == "sweep" and run.task in survey.pending and run.status != "FINISHED"
+        and run.tags.get(TAG_SWEEP, "").startswith(head)
+    ]  # fmt: skip
+    newest = max(sweeps, key=lambda run: run.start_time, default=None)
+    if newest is None or newest.tags[TAG_SWEEP] == (survey.meta or {}).get("sweep_name"):
+        return None  # none, or found: refused for what changed since it started
+    name = newest.tags[TAG_SWEEP]
+    in_place = (read_meta(survey.path) or {}).get("sweep_name")
+    set_aside = in_place not in (None, name)  # another sweep there: this one was moved aside
+    return name, survey.path.parent / PREVIOUS_DIR / name if set_aside else survey.path
 
 
 def _restorable(path: Path) -> bool:

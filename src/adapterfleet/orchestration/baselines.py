@@ -48,10 +48,9 @@ from adapterfleet.training import (
     TrainConfig,
     end_quietly,
     ended_by,
+    log_best,
 )
-from adapterfleet.training.modes import (
-    RUN_FILE,
-)
+from adapterfleet.training.modes import RUN_FILE, read_run_file
 from adapterfleet.tuning.spec import RAY_DIR
 from adapterfleet.tuning.workers import TRAIN_DIR, fit_on_workers
 
@@ -103,12 +102,7 @@ def run_baseline_job(
                 metrics = _saved_metrics(work.run_dir, job)
             else:
                 metrics = trainer()
-        for task, values in metrics.items():
-            result = {f"best_dev_{k}": v for k, v in values.items()}
-            if job.system == "mt-a":
-                _log_task_run(uri, experiment_id, job, task, result, logger.run_id)
-            else:
-                logger.log_metrics(result)
+        _log_result(uri, experiment_id, job, logger, metrics, work.run_dir)
         _log_run_folder(logger, work.run_dir)
     except BaseException as error:
         end_quietly(logger, ended_by(error))
@@ -138,6 +132,26 @@ def _open_run(
     return logger
 
 
+def _log_result(
+    uri: str,
+    experiment_id: str,
+    job: BaselineJob,
+    logger: MlflowRunLogger,
+    metrics: dict[str, dict[str, float]],
+    run_dir: Path,
+) -> None:
+    """`best_dev_<name>` of each task and `best_epoch`, at that epoch's step, as a trial's and a
+    fusion's run hold them; MT-A's joint run holds its `best_epoch`, and each task's result
+    goes to a `baseline` run of its own under it."""
+    best_epoch = read_run_file(run_dir).fit.best_epoch  # on the workers too: from its run file
+    if job.system != "mt-a":
+        log_best(logger, metrics[job.task], best_epoch)
+        return
+    log_best(logger, {}, best_epoch)
+    for task, values in metrics.items():
+        _log_task_run(uri, experiment_id, job, task, values, best_epoch, logger.run_id)
+
+
 def _log_run_folder(logger: MlflowRunLogger, run_dir: Path) -> None:
     """The run folder as the run's artifacts, but for a whole encoder (`model/`: full
     fine-tuning, MT-A): that stays on the pipeline's storage, where fusion-mt-a reads it."""
@@ -153,7 +167,8 @@ def _log_task_run(
     experiment_id: str,
     job: BaselineJob,
     task: str,
-    result: dict[str, float],
+    dev_metrics: dict[str, float],
+    best_epoch: int,
     parent: str,
 ) -> None:
     """MT-A's result on one task, as a `baseline` run under the joint training run."""
@@ -161,7 +176,7 @@ def _log_task_run(
         uri, experiment_id, f"{job.job_id}-{task}", job.system, task, job.seed, {"task": task}
     )
     logger.set_tags({TAG_PARENT_RUN: parent, TAG_NOTE: baseline_note(job.system, [task], job.seed)})
-    logger.log_metrics(result)
+    log_best(logger, dev_metrics, best_epoch)
     logger.end("FINISHED")
 
 

@@ -355,8 +355,9 @@ def open_baseline_run(
 ) -> MlflowRunLogger:
     """The run of one baseline of the paper's Table 1 (`system` such as "head" or "mt-a") on
     `task` with `seed`, tagged with all three; reused when a run of the same `job_id` (which
-    names the settings) exists. A baseline run holds the task's `best_dev_<metric>`;
-    `kind="mt-a"` is the joint training run that MT-A's per-task baseline runs hang under."""
+    names the settings) exists. A baseline run holds the task's `best_dev_<metric>` and
+    `best_epoch`; `kind="mt-a"` is the joint training run that MT-A's per-task baseline runs
+    hang under."""
     match = {TAG_KIND: kind, TAG_TRIAL_ID: job_id}
     tags = {TAG_SYSTEM: system, TAG_TASK: task, TAG_SEED: str(int(seed))}
     logger = _open_run(uri, experiment_id, match, job_id, tags, retry_timeout_s)

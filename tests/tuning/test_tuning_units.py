@@ -323,3 +323,32 @@ def test_trials_pending_with_none_running_say_what_they_wait_for(config, ray_loc
         "CPUs free; they start once it has what one asks (other jobs may hold the rest, or an "
         "autoscaler may still be adding nodes)"
     )
+
+
+def test_the_trial_runs_of_two_sweeps_are_named_apart(config, tmp_path: Path) -> None:
+    """Every sweep of a task named its trial runs by the trial id alone: in the runs table two
+    sweeps' `fruit-rf4-lr0.01-s0` could not be told apart. A short key of the sweep tells them
+    apart; the same sweep (resumed) keeps the name, and the run is found by its tags."""
+    from mlflow import MlflowClient
+
+    from adapterfleet.registry import default_tracking_uri, ensure_experiment, open_sweep_run
+    from adapterfleet.tuning.spec import SweepContext
+    from adapterfleet.tuning.trial import open_run, trial_config
+
+    uri = default_tracking_uri(tmp_path / "mlruns")
+    experiment = ensure_experiment(uri, config.name)
+    params = TrialParams("fruit", 4, 0.01, 0)
+    names = {}
+    for sweep in ("tinysweep-aaaa1111-20260101T000000", "tinysweep-bbbb2222-20260102T000000"):
+        parent = open_sweep_run(uri, experiment, sweep, "fruit").run_id
+        ctx = SweepContext(config, uri, experiment, sweep, {"fruit": parent})
+        logger = open_run(ctx, params, trial_config(ctx, params))
+        logger.end("KILLED")
+        again = open_run(ctx, params, trial_config(ctx, params))  # resumed: the same run
+        assert again.run_id == logger.run_id
+        names[sweep] = MlflowClient(uri).get_run(logger.run_id).info.run_name
+    first, second = names.values()
+    assert first != second, names
+    for name in names.values():
+        key = name.removeprefix(f"{params.trial_id}-")
+        assert key != name and len(key) <= 8 and key.isalnum(), name

@@ -97,6 +97,15 @@ def trial_id(
     return f"{task}{number}-rf{int(reduction_factor)}-lr{float(learning_rate):g}-s{int(seed)}"
 
 
+def trial_run_name(trial: str, sweep_name: str) -> str:
+    """The name of a trial's MLflow run, `<trial id>-<sweep key>` (`rte-rf16-lr0.001-s0-3f9a1c`):
+    as a fusion run's `fusion-<target>-s<seed>-<key>`, it tells apart the same grid point of two
+    sweeps (each sweep's trials were named by the trial id alone). The key is the first six hex
+    digits of the sweep name's sha256: one per sweep, the same when it is resumed. A name only:
+    the run is found again by its trial id and parent."""
+    return f"{trial}-{hashlib.sha256(sweep_name.encode()).hexdigest()[:6]}"
+
+
 def grid(config: PipelineConfig, tasks: tuple[str, ...]) -> list[TrialParams]:
     """Every trial of `tasks`: task × reduction factor × learning rate × seed (the task's own
     reduction factors and learning rates where `adapters.task_grid` gives them)."""

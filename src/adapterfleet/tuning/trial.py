@@ -35,7 +35,7 @@ from adapterfleet.training import (
 from adapterfleet.training.metrics import signed
 from adapterfleet.training.modes import train_single
 from adapterfleet.tuning.inputs import log_task_inputs
-from adapterfleet.tuning.spec import OBJECTIVE_KEY, SweepContext, TrialParams
+from adapterfleet.tuning.spec import OBJECTIVE_KEY, SweepContext, TrialParams, trial_run_name
 
 TRAINABLE_NAME = "adapter_trial"
 FINAL_KEY = "final"  # set on the last result of a trial that ended normally
@@ -125,7 +125,7 @@ def open_run(ctx: SweepContext, params: TrialParams, train: TrainConfig) -> Mlfl
         ctx.experiment_id,
         ctx.parent_runs.get(params.task),
         params.trial_id,
-        run_name=params.trial_id,
+        run_name=trial_run_name(params.trial_id, ctx.sweep_name),
         params={
             **params.to_config(),
             "architecture": stage.architecture,

@@ -188,15 +188,19 @@ def test_ctrl_c_mid_sweep_is_one_line_and_the_same_command_continues(
     assert re.search(r"^interrupted .+ UTC: [1-4] trials? stopped mid-way", status, re.M), status
     rows = [line.split() for line in status.splitlines()]
     assert [r[3] for r in rows if r[:1] in (["fruit"], ["water"])] == ["0", "0"], status  # RUN
+    assert [r[4] for r in rows if r[:1] in (["fruit"], ["water"])] == ["0", "0"], status  # FAIL
+    uri = default_tracking_uri(tmp_path / "runs")
+    stopped = {r.info.run_id: r.info.status for r in runs_of(uri, "trial")}
+    assert "KILLED" in stopped.values() and "RUNNING" not in stopped.values(), stopped
 
     again = subprocess.run(
         stop.command, capture_output=True, text=True, env=stop.env, timeout=RESUME_DEADLINE_S
     )
     end_all(stop.marker, grace_s=10)
     assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
-    uri = default_tracking_uri(tmp_path / "runs")
     trial_runs = runs_of(uri, "trial")
     assert len(trial_runs) == 4 and all(r.info.status == "FINISHED" for r in trial_runs)
+    assert set(stopped) <= {r.info.run_id for r in trial_runs}  # reopened, not made anew
     for run in trial_runs:  # each epoch once: the interrupted trials went on from a checkpoint
         steps = metric_steps(uri, run.info.run_id, "dev_accuracy")
         assert steps == list(range(1, EPOCHS + 1)), (run.info.run_name, steps)

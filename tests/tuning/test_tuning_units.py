@@ -328,10 +328,12 @@ def test_trials_pending_with_none_running_say_what_they_wait_for(config, ray_loc
 def test_the_trial_runs_of_two_sweeps_are_named_apart(config, tmp_path: Path) -> None:
     """Every sweep of a task named its trial runs by the trial id alone: in the runs table two
     sweeps' `fruit-rf4-lr0.01-s0` could not be told apart. A short key of the sweep tells them
-    apart; the same sweep (resumed) keeps the name, and the run is found by its tags."""
+    apart; the same sweep (resumed) keeps the name, and the run is found by its tags. The run
+    belongs to the sweep's driver (it runs in a Tune worker): that driver ends it on Ctrl-C."""
     from mlflow import MlflowClient
 
     from adapterfleet.registry import default_tracking_uri, ensure_experiment, open_sweep_run
+    from adapterfleet.registry.tags import TAG_DRIVER
     from adapterfleet.tuning.spec import SweepContext
     from adapterfleet.tuning.trial import open_run, trial_config
 
@@ -341,8 +343,9 @@ def test_the_trial_runs_of_two_sweeps_are_named_apart(config, tmp_path: Path) ->
     names = {}
     for sweep in ("tinysweep-aaaa1111-20260101T000000", "tinysweep-bbbb2222-20260102T000000"):
         parent = open_sweep_run(uri, experiment, sweep, "fruit").run_id
-        ctx = SweepContext(config, uri, experiment, sweep, {"fruit": parent})
+        ctx = SweepContext(config, uri, experiment, sweep, {"fruit": parent}, driver="head-1 42")
         logger = open_run(ctx, params, trial_config(ctx, params))
+        assert MlflowClient(uri).get_run(logger.run_id).data.tags[TAG_DRIVER] == "head-1 42"
         logger.end("KILLED")
         again = open_run(ctx, params, trial_config(ctx, params))  # resumed: the same run
         assert again.run_id == logger.run_id

@@ -68,7 +68,7 @@ def _terminated(signum: int, frame: FrameType | None) -> None:
 def resumable(kept: str, config: PipelineConfig | None = None) -> Iterator[None]:
     """Ctrl-C or SIGTERM in the block: one line, `interrupted: <kept>`, and exit 130 (143 for
     SIGTERM: the shell's codes) instead of a traceback from wherever the driver was; `config`'s
-    experiment is marked interrupted for `status`."""
+    experiment is marked interrupted for `status`, and the runs the driver left open end KILLED."""
     main = threading.current_thread() is threading.main_thread()
     _sigterm_came.clear()
     previous = signal.signal(signal.SIGTERM, _terminated) if main else None

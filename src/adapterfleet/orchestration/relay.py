@@ -24,10 +24,11 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from adapterfleet.console import Level, Say
+from adapterfleet.registry.environment import driven_by, run_driver
 
 MARK = "[adapterfleet] "  # a relayed line: MARK + job + SEP + text
 SEP = " | "
@@ -42,9 +43,10 @@ class WorkerSay:
     """The `Say` of a job that runs as a Ray task: its lines go to the worker's stdout, marked
     with the job, for the driver's `WorkerRelay`. Written to the stream, not through `print`:
     Ray Train's workers patch `print` to log each line and also echo it, which the driver would
-    show twice."""
+    show twice. `driver`: the driver that made it (`run_driver`), whose runs the job opens."""
 
     job: str
+    driver: str = field(default_factory=run_driver)
 
     def __call__(self, line: str) -> None:
         sys.stdout.write(f"{MARK}{self.job}{SEP}{line}\n")
@@ -52,9 +54,11 @@ class WorkerSay:
 
 
 def run_relayed(function: Callable[..., T], say: WorkerSay, *args: Any, **kwargs: Any) -> T:
-    """`function(*args, say=say, **kwargs)`, then the end mark (the Ray task of a relayed job)."""
+    """`function(*args, say=say, **kwargs)`, then the end mark (the Ray task of a relayed job).
+    The runs it opens belong to the driver that sent it, which ends them if it is stopped."""
     try:
-        return function(*args, say=say, **kwargs)
+        with driven_by(say.driver):
+            return function(*args, say=say, **kwargs)
     finally:
         say(END)
 

@@ -149,9 +149,9 @@ def cancel_while_joined(ref: object) -> None:
 
 
 def note_interrupted(config: PipelineConfig) -> None:
-    """After Ctrl-C or SIGTERM: tag the pipeline's experiment, so that `status` calls the runs
-    it stopped interrupted rather than running (they stay RUNNING until the next run reopens
-    them)."""
+    """After Ctrl-C or SIGTERM, once Ray is left (`stop_ray`): tag the pipeline's experiment and
+    end KILLED the runs this driver's jobs left open, so that `status` calls them interrupted
+    rather than running or failed (the next run reopens them)."""
     mark_interrupted(config.tracking_uri, config.name)
 
 

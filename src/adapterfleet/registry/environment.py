@@ -2,7 +2,8 @@
 adapterfleet and of the libraries it trains with, and, from a git checkout of adapterfleet, its
 commit (MLflow's own `mlflow.source.git.commit`: the UI's "Source" shows `adapterfleet` and it). A
 reader of the run installs the same and reruns it; the config's settings are the run's params.
-Who made it (`mlflow.user`, the UI's "Created by") is set once, when the run is created."""
+Who made it (`mlflow.user`, the UI's "Created by") is set once, when the run is created; which
+driver's job it belongs to (`adapterfleet.driver`) each time a job opens it."""
 
 from __future__ import annotations
 
@@ -10,7 +11,10 @@ import functools
 import getpass
 import os
 import platform
+import socket
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 
@@ -22,6 +26,7 @@ TAG_GIT_DIRTY = "adapterfleet.git_dirty"  # "true": the checkout had uncommitted
 TAG_USER = "mlflow.user"  # MLflow's own: the UI's "Created by", the run's user_id
 USER_ENV = "ADAPTERFLEET_USER"  # set by `submit`: who submitted the job the run belongs to
 UNKNOWN_USER = "unknown"  # what MLflow records when it knows no user
+DRIVER_ENV = "ADAPTERFLEET_DRIVER"  # in a driver's job run as a Ray task: that driver
 PACKAGES = ("adapterfleet", "torch", "transformers", "ray", "mlflow", "datasets", "safetensors")
 
 
@@ -58,6 +63,29 @@ def run_user() -> str:
         return getpass.getuser()
     except (ImportError, KeyError, OSError):  # no login name: a uid with no passwd entry
         return UNKNOWN_USER
+
+
+def run_driver() -> str:
+    """The driver a run belongs to, `<host> <pid>`: in a job that a driver runs as a Ray task (a
+    fusion, a baseline), that driver (`DRIVER_ENV`, which `driven_by` sets); else this process.
+    On Ctrl-C or SIGTERM a driver ends the runs tagged with it that are still open."""
+    given = os.environ.get(DRIVER_ENV, "").strip()
+    return given or f"{socket.gethostname()} {os.getpid()}"
+
+
+@contextmanager
+def driven_by(driver: str) -> Iterator[None]:
+    """The runs opened in the block belong to `driver` (`run_driver`), as the job of it that
+    runs in this process (a Ray worker)."""
+    before = os.environ.get(DRIVER_ENV)
+    os.environ[DRIVER_ENV] = driver
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(DRIVER_ENV, None)
+        else:
+            os.environ[DRIVER_ENV] = before
 
 
 def versions_text() -> str:

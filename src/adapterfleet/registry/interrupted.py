@@ -1,7 +1,8 @@
-"""The mark Ctrl-C (or SIGTERM) leaves on a pipeline's experiment: the runs it stopped stay
-RUNNING in MLflow (the next `run` reopens them and goes on from their checkpoints), so `status`
-reads this tag to call them interrupted rather than running. The next `run` or `sweep resume`
-takes it off."""
+"""What Ctrl-C (or SIGTERM) leaves on a pipeline's experiment: a mark with the time, and the runs
+the driver's jobs had open (trials, fusions, baselines) ended KILLED, as MLflow expects of a
+stopped run. The next `run` reopens them (RUNNING again) and goes on from their checkpoints;
+until then `status` reads the mark to call them interrupted rather than running or failed. The
+next `run` or `sweep resume` takes the mark off."""
 
 from __future__ import annotations
 
@@ -9,21 +10,30 @@ import sys
 import threading
 import time
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
+from adapterfleet.registry.environment import run_driver
 from adapterfleet.registry.store import get_client, missing_store
-from adapterfleet.registry.tags import TAG_INTERRUPTED
+from adapterfleet.registry.tags import TAG_DRIVER, TAG_INTERRUPTED, quote
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
 
 MARK_TIMEOUT_S = 5.0  # Ctrl-C is answered at once: an unreachable store is not waited for
 
 
 def mark_interrupted(uri: str, name: str, timeout_s: float = MARK_TIMEOUT_S) -> bool:
-    """Tag experiment `name` with the time of this interruption; False when the store did not
-    take it within `timeout_s` (the tag is a courtesy to `status`: nothing depends on it), when
-    there is no store yet (none is created), or when this process never imported MLflow: then
-    it opened no run and took off no earlier mark, and the import alone can take seconds."""
+    """Tag experiment `name` with the time of this interruption, then end KILLED the runs of
+    this driver still open there (`end_open_runs`), all within `timeout_s`. Call it once the
+    driver's Ray workers are gone (they can write no more). False when the store did not take
+    the mark in time (the mark and the ends are a courtesy to `status` and the MLflow UI:
+    nothing depends on them; a run left RUNNING is reopened all the same), when there is no
+    store yet (none is created), or when this process never imported MLflow: then it opened
+    no run and took off no earlier mark, and the import alone can take seconds."""
     if "mlflow" not in sys.modules or missing_store(uri) is not None:
         return False
-    done = threading.Event()
+    deadline = time.monotonic() + timeout_s
+    marked = threading.Event()
 
     def mark() -> None:
         try:
@@ -33,14 +43,32 @@ def mark_interrupted(uri: str, name: str, timeout_s: float = MARK_TIMEOUT_S) -> 
                 client.set_experiment_tag(
                     experiment.experiment_id, TAG_INTERRUPTED, str(int(time.time() * 1000))
                 )
-                done.set()
+                marked.set()
+                end_open_runs(client, experiment.experiment_id, run_driver(), deadline)
         except Exception:  # noqa: BLE001 - after Ctrl-C a failed courtesy says nothing
             pass
 
     worker = threading.Thread(target=mark, name="adapterfleet-mark-interrupted", daemon=True)
     worker.start()
-    worker.join(timeout_s)
-    return done.is_set()
+    worker.join(max(0.0, deadline - time.monotonic()))
+    return marked.is_set()
+
+
+def end_open_runs(
+    client: MlflowClient, experiment_id: str, driver: str, deadline: float | None = None
+) -> list[str]:
+    """End KILLED every run of the experiment still RUNNING that belongs to `driver` (its tag
+    `adapterfleet.driver`: the trials of its sweeps, its fusions and baselines, wherever they
+    ran); runs of other drivers (`fuse --wait` beside the sweep) are left alone. One search,
+    then one update per run, until `deadline` (`time.monotonic()`). The ids ended."""
+    clauses = f"attributes.status = 'RUNNING' AND tags.`{TAG_DRIVER}` = {quote(driver)}"
+    ended = []
+    for run in client.search_runs([experiment_id], filter_string=clauses, max_results=1000):
+        if deadline is not None and time.monotonic() >= deadline:
+            break
+        client.set_terminated(run.info.run_id, "KILLED")
+        ended.append(run.info.run_id)
+    return ended
 
 
 def clear_interrupted(uri: str, experiment_id: str) -> None:

@@ -10,11 +10,12 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from adapterfleet.registry.descriptions import TAG_NOTE, prune_note, report_note
-from adapterfleet.registry.environment import TAG_USER, environment_tags, run_user
+from adapterfleet.registry.environment import TAG_USER, environment_tags, run_driver, run_user
 from adapterfleet.registry.errors import call_with_retry
 from adapterfleet.registry.redact import redact
 from adapterfleet.registry.store import get_client
 from adapterfleet.registry.tags import (
+    TAG_DRIVER,
     TAG_KIND,
     TAG_PARENT_RUN,
     TAG_PRUNED_FROM,
@@ -239,7 +240,7 @@ def _open_run(
     retry_timeout_s: float,
 ) -> MlflowRunLogger:
     client = get_client(uri)
-    all_tags = {**environment_tags(), **redact(tags), **match}
+    all_tags = {**environment_tags(), TAG_DRIVER: run_driver(), **redact(tags), **match}
 
     def find_or_create() -> tuple[str, bool]:
         # Searching first on every attempt means a create whose reply was lost is found,

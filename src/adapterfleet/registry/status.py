@@ -34,7 +34,9 @@ if TYPE_CHECKING:
     from mlflow import MlflowClient
 
 RUNNING = ("RUNNING", "SCHEDULED")
-FAILED = ("FAILED", "KILLED")
+# not KILLED: how a run ends that was stopped (Ctrl-C, SIGTERM: `ended_by`); the next run
+# reopens it and goes on, so `status` counts it pending
+FAILED = ("FAILED",)
 _KEPT_TAGS = (
     TAG_KIND,
     TAG_PARENT_RUN,

@@ -28,6 +28,9 @@ TAG_BUDGET = "adapterfleet.budget"  # experiment tag: the budget that ran, e.g. 
 TAG_BUDGET_TRIMMED = "adapterfleet.budget_trimmed"  # experiment tag: JSON of what it changed
 TAG_OVERRIDES = "adapterfleet.overrides"  # experiment tag: JSON list of the --set overrides
 TAG_INTERRUPTED = "adapterfleet.interrupted"  # experiment tag: ms since 1970, Ctrl-C/SIGTERM
+# On every run: "<host> <pid>" of the driver whose job opened it (`environment.run_driver`); on
+# Ctrl-C or SIGTERM that driver ends its runs still open KILLED (`interrupted.end_open_runs`)
+TAG_DRIVER = "adapterfleet.driver"
 # experiment tag: "<ms since 1970> <interval s> <host> <pid>", then " ended" on the last stamp
 TAG_HEARTBEAT = "adapterfleet.heartbeat"
 # experiment tag: the same stamp, from the driver that runs the sweep (`run`, `sweep`) only

@@ -199,8 +199,10 @@ def plan_status(
     purged = purged_models(uri, [*adapters.values(), *fusions.values()], runs or [])
     stopped_at = interrupted_at(tags)
     silent_at = None if stopped_at is not None else silent_since(tags)
+    # Ctrl-C ended them KILLED (or left them RUNNING); a driver killed at once left them RUNNING
+    stopped = (*RUNNING, "KILLED") if stopped_at is not None else RUNNING
     gone = stopped_at is not None or silent_at is not None
-    records = [_stopped(r) for r in runs or []] if gone else runs or []
+    records = [_stopped(r, stopped) for r in runs or []] if gone else runs or []
     records = with_best_so_far(plan, uri, records)
     tasks = tuple(
         _task_status(plan, t, records, adapters.get(t), settings, purged)
@@ -229,9 +231,10 @@ def plan_status(
     )
 
 
-def _stopped(run: RunRecord) -> RunRecord:
-    """A run Ctrl-C left RUNNING: interrupted, counted neither running nor failed (pending)."""
-    return replace(run, status=INTERRUPTED) if run.status in RUNNING else run
+def _stopped(run: RunRecord, statuses: tuple[str, ...]) -> RunRecord:
+    """A run of a pipeline that Ctrl-C stopped, or whose driver is gone, in one of `statuses`:
+    interrupted, counted neither running nor failed (pending), and in the line that says so."""
+    return replace(run, status=INTERRUPTED) if run.status in statuses else run
 
 
 def _by_task(infos: Iterable[ModelVersionInfo]) -> dict[str, ModelVersionInfo]:
@@ -351,7 +354,7 @@ def _fusion_status(
     latest = max(runs, key=lambda r: r.start_time, default=None)
     if latest is not None and latest.status in RUNNING:
         return FusionStatus(target, sources, "training")
-    if latest is not None and latest.status in (INTERRUPTED, "KILLED"):  # KILLED: by Ctrl-C
+    if latest is not None and latest.status in (INTERRUPTED, "KILLED"):  # KILLED: stopped
         return FusionStatus(target, sources, "interrupted")
     if latest is not None and latest.status in FAILED:
         return FusionStatus(target, sources, f"failed (run {latest.run_id})")

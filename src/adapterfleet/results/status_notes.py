@@ -13,7 +13,7 @@ from adapterfleet.registry import ModelVersionInfo, RunRecord
 from adapterfleet.registry.purged import purged_runs, purged_text
 from adapterfleet.registry.tags import TAG_LINEAGE, TAG_PRUNED_FROM
 
-INTERRUPTED = "INTERRUPTED"  # `status`'s word for a run Ctrl-C/SIGTERM left RUNNING
+INTERRUPTED = "INTERRUPTED"  # `status`'s word for a run Ctrl-C/SIGTERM stopped (KILLED)
 
 
 def interruption(at: float | None, records: Sequence[RunRecord]) -> str:

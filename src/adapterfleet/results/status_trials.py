@@ -27,7 +27,7 @@ def with_best_so_far(plan: StatusPlan, uri: str, records: list[RunRecord]) -> li
     tasks = set(status_tasks(plan))
     unfinished: dict[str, list[str]] = {}
     for r in records:
-        if r.kind == "trial" and r.task in tasks and r.status in (*RUNNING, INTERRUPTED):
+        if r.kind == "trial" and r.task in tasks and r.status in (*RUNNING, INTERRUPTED, "KILLED"):
             metric = plan.metric_for(r.task)
             if f"dev_{metric}" in r.metrics and f"best_dev_{metric}" not in r.metrics:
                 unfinished.setdefault(metric, []).append(r.run_id)

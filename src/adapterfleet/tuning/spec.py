@@ -18,6 +18,7 @@ from adapterfleet.data.tasks import TaskSpec
 from adapterfleet.errors import UserError
 from adapterfleet.registry import ModelVersionInfo
 from adapterfleet.registry.descriptions import TAG_NOTE, sweep_note
+from adapterfleet.registry.environment import run_driver
 from adapterfleet.registry.tags import TAG_BASE_MODEL, TAG_CONFIG_HASH  # noqa: F401 - re-exported
 
 GRID_KEYS = ("task", "reduction_factor", "learning_rate", "seed")
@@ -280,6 +281,8 @@ class SweepContext:
     sweep_name: str
     parent_runs: dict[str, str] = field(default_factory=dict)  # task -> sweep run id
     cpu: float = 1.0
+    # the driver the trials' runs belong to (`run_driver`): it ends them KILLED on Ctrl-C
+    driver: str = field(default_factory=run_driver)
 
     @property
     def storage(self) -> Path:

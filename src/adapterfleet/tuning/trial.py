@@ -21,7 +21,7 @@ from adapterfleet.adapters import ADAPTER_WEIGHTS, AdapterConfig, load_tokenizer
 from adapterfleet.data import load_task, tokenize_task
 from adapterfleet.registry import TAG_SHA256, TAG_SWEEP, TAG_TASK, MlflowRunLogger, open_trial_run
 from adapterfleet.registry.descriptions import TAG_NOTE, trial_note
-from adapterfleet.registry.tags import TAG_STOPPED_EARLY
+from adapterfleet.registry.tags import TAG_DRIVER, TAG_STOPPED_EARLY
 from adapterfleet.training import (
     EpochRecorder,
     EpochReport,
@@ -133,7 +133,12 @@ def open_run(ctx: SweepContext, params: TrialParams, train: TrainConfig) -> Mlfl
             "max_length": ctx.config.max_length,
             **train.run_params(),
         },
-        tags={TAG_TASK: params.task, TAG_SWEEP: ctx.sweep_name, TAG_NOTE: note},
+        tags={
+            TAG_TASK: params.task,
+            TAG_SWEEP: ctx.sweep_name,
+            TAG_NOTE: note,
+            TAG_DRIVER: ctx.driver,  # not this worker: the driver ends the run on Ctrl-C
+        },
     )
 
 

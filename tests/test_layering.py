@@ -33,7 +33,7 @@ ORDER = (
     "adapters",
 )
 # Root modules every layer may use: standard library only, no adapterfleet package.
-SHARED = {"_lazy", "_locks", "_hashing", "_files", "_hub", "console", "errors", "masking"}
+SHARED = {"_lazy", "_locks", "_hashing", "_files", "_hub", "console", "disk", "errors", "masking"}
 # Tighter than "anything below": what DESIGN.md says each of these may import.
 ALLOWED = {
     "results": {"config", "registry"},  # registry only; no Ray, no training

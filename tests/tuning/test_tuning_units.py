@@ -292,8 +292,7 @@ def test_trials_pending_with_none_running_say_what_they_wait_for(config, ray_loc
     import ray
 
     from adapterfleet.config.stages import Resources
-    from adapterfleet.tuning.progress import Stall, stall_line
-    from adapterfleet.tuning.registration import free_resources, resources_asked
+    from adapterfleet.tuning.progress import Stall, free_resources, resources_asked, stall_line
 
     stall = Stall(after_s=60.0)
     waiting = ["PENDING", "PENDING", "TERMINATED"]

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import typer
 
 from adapterfleet.console import plural
+from adapterfleet.disk import DiskFullError, disk_full, is_disk_full
 from adapterfleet.errors import UserError
 from adapterfleet.masking import mask
 
@@ -26,8 +27,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def fail_cleanly(command: F) -> F:
     """Print a `UserError` (bad config, data, files, a store that does not answer, ...) as one
-    line `error: ...`, secrets masked, and exit 2; Ctrl-C as `interrupted`, exit 130. Anything
-    else is a bug: its traceback stays.
+    line `error: ...`, secrets masked, and exit 2; so is a full disk, whatever raised it;
+    Ctrl-C as `interrupted`, exit 130. Anything else is a bug: its traceback stays.
 
     `wrap_commands` applies it to every command of the app, so no command can miss it."""
     if getattr(command, "_fails_cleanly", False):
@@ -43,6 +44,12 @@ def fail_cleanly(command: F) -> F:
         except KeyboardInterrupt:
             typer.secho("interrupted", err=True, fg=typer.colors.YELLOW)
             raise typer.Exit(130) from None
+        except Exception as error:
+            if not is_disk_full(error):  # a bug: its traceback stays
+                raise
+            line = error_line(disk_full(None, error))  # a command that names no storage
+            typer.secho(f"error: {line}", err=True, fg=typer.colors.RED)
+            raise typer.Exit(2) from None
 
     wrapper._fails_cleanly = True  # type: ignore[attr-defined]
     return wrapper  # type: ignore[return-value]
@@ -74,6 +81,13 @@ def resumable(kept: str, config: PipelineConfig | None = None) -> Iterator[None]
     previous = signal.signal(signal.SIGTERM, _terminated) if main else None
     try:
         yield
+    except DiskFullError:  # said by `fail_cleanly`, after the workers' last lines
+        from adapterfleet.orchestration.sweep import note_interrupted, stop_ray
+
+        stop_ray()
+        if config is not None:  # for `status`, if the store still takes it
+            note_interrupted(config)
+        raise
     except KeyboardInterrupt as stop:
         from adapterfleet.orchestration.sweep import note_interrupted, stop_ray
 

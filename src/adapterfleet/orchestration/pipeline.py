@@ -28,6 +28,7 @@ from typing import Any
 from adapterfleet.config import PipelineConfig
 from adapterfleet.console import Level, Say, plural
 from adapterfleet.data import TaskData
+from adapterfleet.disk import DiskFullError, says_full, stops_when_full
 from adapterfleet.errors import cause_text
 from adapterfleet.orchestration.baselines import (
     BaselineSummary,
@@ -237,7 +238,7 @@ def run_pipeline(
     (the fusions' and baselines' relayed from their Ray workers); `level`: how much Ray, Tune
     and MLflow print besides (`relay.console`)."""
     options = {"resume": resume, "ray_address": ray_address, "num_cpus": num_cpus}
-    with console(level, say) as relay:
+    with console(level, say) as relay, stops_when_full(config.storage):
         return _run_pipeline(config, fusion_timeout_s, overrides, relay, **options)
 
 
@@ -265,16 +266,11 @@ def _run_pipeline(
         early = _early_target(config)
         gates = [
             FusionGate(
-                config,
-                target,
-                uri,
-                experiment_id,
-                relay,
-                fusion_timeout_s,
+                config, target, uri, experiment_id, relay, fusion_timeout_s,
                 start_now=target == early,
             )
             for target in config.fusion.targets
-        ]
+        ]  # fmt: skip
         for gate in gates:
             gate.start()
         launcher = BaselineLauncher(config, uri, experiment_id, say)
@@ -295,6 +291,9 @@ def _run_pipeline(
             launcher.stage_ended.set()
             _join_fusions(gates, summary)
         _join_baselines(config, launcher, summary, relay)
+        full = next((error for error in summary.errors.values() if says_full(error)), None)
+        if full is not None:  # a fusion or baseline found the disk full: one line, not each
+            raise DiskFullError(config.storage, full)
         if config.baselines.systems:
             folder = Path(config.storage) / "report" / config.name
             scope = report_scope(config, uri, overrides)

@@ -20,6 +20,7 @@ from contextlib import ExitStack
 from adapterfleet.config import ConfigError, PipelineConfig
 from adapterfleet.console import Level, Say
 from adapterfleet.data import TaskData
+from adapterfleet.disk import is_disk_full, stops_when_full
 from adapterfleet.orchestration.ray_address import check_ray_address, not_joined
 from adapterfleet.orchestration.relay import console, ray_log_level
 from adapterfleet.registry import (
@@ -179,7 +180,7 @@ def run_adapter_stage(
     """
     from adapterfleet.tuning.sweep import DEFAULT_MAX_FAILURES, run_sweep  # imports ray
 
-    with console(level, progress) as relay, ExitStack() as alive:
+    with console(level, progress) as relay, ExitStack() as alive, stops_when_full(config.storage):
         uri = config.tracking_uri
         check_store(uri, say=progress)
         if resume and missing_store(uri) is not None:  # refused before the store is created
@@ -205,7 +206,9 @@ def run_adapter_stage(
                 loaded=loaded,
             )
         except BaseException as error:
-            status = "KILLED" if isinstance(error, KeyboardInterrupt) else "FAILED"
+            # a full disk stops the sweep as Ctrl-C does: it goes on once there is space
+            stopped = isinstance(error, KeyboardInterrupt) or is_disk_full(error)
+            status = "KILLED" if stopped else "FAILED"
             for run in sweep_runs.values():
                 if run.ended is None:  # a task registered (or given up) before it ended its run
                     end_quietly(run, status, progress)

@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from adapterfleet.console import plural
+from adapterfleet.disk import is_disk_full
 from adapterfleet.errors import UserError
 from adapterfleet.masking import mask
 
@@ -40,7 +41,11 @@ def failed_reading(what: str, uri: str, exc: BaseException) -> RegistryError:
 
 
 def is_transient(exc: BaseException) -> bool:
-    """True for failures worth retrying: connection errors, HTTP 429 and 5xx."""
+    """True for failures worth retrying: connection errors, HTTP 429 and 5xx; not a full disk
+    (MLflow calls SQLite's `database or disk is full` TEMPORARILY_UNAVAILABLE, 503: it was
+    retried for two minutes per call, a trial's end and a stopped driver's too)."""
+    if is_disk_full(exc):
+        return False
     if isinstance(exc, ConnectionError | TimeoutError):
         return True
     try:

@@ -29,6 +29,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from adapterfleet.console import Say
+from adapterfleet.disk import watch_library_logs
 from adapterfleet.registry.errors import RegistryError, safe_uri
 from adapterfleet.registry.store import check_tracking_uri, get_client, sqlite_path
 from adapterfleet.registry.tags import TAG_HEARTBEAT, TAG_SWEEP_DRIVER
@@ -136,6 +137,7 @@ def heartbeat(
     block runs the sweep, refused while another driver does. Nested blocks of one experiment
     share one thread (and the first `say` given)."""
     key = (uri, experiment_id)
+    watch_library_logs()  # a stamp that finds the disk full: no SQLAlchemy traceback a minute
     with _LOCK:
         beat = _BEATS.get(key)
         fresh = beat is None

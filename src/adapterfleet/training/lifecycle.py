@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from adapterfleet.console import Say
+from adapterfleet.disk import is_disk_full
 from adapterfleet.training.callbacks import Callback, EpochReport
 from adapterfleet.training.workdir import JobWorkdir, checkpoint_epoch, checkpoint_history
 
@@ -143,8 +144,11 @@ def ended_by(error: BaseException) -> str:
 
 def end_quietly(sink: EpochSink, status: str, say: Say = print) -> None:
     """End the run without hiding the error that got us here: a failure to end it is said,
-    not raised."""
+    not raised; on a full disk, not even said (the command's own line says the disk is full,
+    or that it was interrupted): the run stays RUNNING, which the next run reopens as it does
+    an interrupted one's."""
     try:
         sink.end(status)
     except Exception as error:  # noqa: BLE001 - the original error matters more
-        say(f"could not mark run {sink.run_id} {status}: {error}")
+        if not is_disk_full(error):
+            say(f"could not mark run {sink.run_id} {status}: {error}")

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from adapterfleet.console import duration_text, plural
 from adapterfleet.training.callbacks import epoch_line
 from adapterfleet.tuning.spec import TrialParams
 
 ENDED = ("TERMINATED", "ERROR")
+if TYPE_CHECKING:
+    from adapterfleet.config import PipelineConfig
+
 Note = Callable[[], str]  # more of the pipeline's state, appended to each count ("" for none)
 
 
@@ -81,3 +84,19 @@ def stall_line(pending: int, asks: str, free: str, waited_s: float) -> str:
         f"asks {asks}; the cluster has {free} free; they start once it has what one asks (other "
         "jobs may hold the rest, or an autoscaler may still be adding nodes)"
     )
+
+
+def resources_asked(config: PipelineConfig) -> str:
+    """What a trial asks Ray for: `cpu 1`, `cpu 1, gpu 0.25`, `2 workers of cpu 4, gpu 1`."""
+    res = config.resources
+    each = f"cpu {res.cpu:g}" + (f", gpu {res.gpu:g}" if res.gpu else "")
+    return f"{res.workers} workers of {each}" if res.distributed else each
+
+
+def free_resources(gpus: bool = False) -> str:
+    """`0 of 2 CPUs` (`, 0 of 1 GPUs` on a cluster with GPUs, or with `gpus`), from Ray."""
+    import ray
+
+    free, total = ray.available_resources(), ray.cluster_resources()
+    kinds = [("CPU", "CPUs"), *([("GPU", "GPUs")] if gpus or total.get("GPU") else [])]
+    return ", ".join(f"{free.get(k, 0.0):g} of {total.get(k, 0.0):g} {name}" for k, name in kinds)

@@ -22,6 +22,7 @@ from adapterfleet.adapters import ADAPTER_WEIGHTS, HEAD_WEIGHTS, sha256_file
 from adapterfleet.config import PipelineConfig
 from adapterfleet.console import Say
 from adapterfleet.data.baseline import Chance
+from adapterfleet.disk import NOTES, DiskFullError, disk_full, is_disk_full
 from adapterfleet.errors import cause_text
 from adapterfleet.registry import (
     TAG_SWEEP,
@@ -42,6 +43,8 @@ from adapterfleet.training.workdir import JobWorkdir
 from adapterfleet.tuning.progress import (
     Note,
     Stall,
+    free_resources,
+    resources_asked,
     stall_line,
     trial_counts,
     trial_epoch_line,
@@ -93,13 +96,14 @@ def outcome_of_trial(trial: Any, status: str | None = None) -> TrialOutcome:
     if status is None:
         status = {"TERMINATED": "finished", "ERROR": "error"}.get(trial.status, "running")
     result = dict(trial.last_result or {})
-    error = _trial_error(trial) if status == "error" else ""
-    return TrialOutcome(TrialParams.from_config(trial.config), status, result, error)
+    error = _trial_exception(trial) if status == "error" else None
+    text = cause_text(error) if error is not None else ""
+    return TrialOutcome(TrialParams.from_config(trial.config), status, result, text)
 
 
-def _trial_error(trial: Any) -> str:
-    """The cause of a failed Tune trial, from the error Tune pickled for it in the trial's
-    local folder just before it calls back ("" if none: `get_pickled_error` reads the storage
+def _trial_exception(trial: Any) -> BaseException | None:
+    """The error of a failed Tune trial, from the one Tune pickled for it in the trial's local
+    folder just before it calls back (None if none: `get_pickled_error` reads the storage
     copy, which is synced later)."""
     from ray import cloudpickle
 
@@ -107,8 +111,8 @@ def _trial_error(trial: Any) -> str:
         with open(trial.pickled_error_file, "rb") as file:
             error = cloudpickle.load(file)
     except Exception:  # noqa: BLE001 - only the wording of a failure line
-        return ""
-    return cause_text(error) if isinstance(error, BaseException) else ""
+        return None
+    return error if isinstance(error, BaseException) else None
 
 
 def outcome_of_result(result: Any) -> TrialOutcome:
@@ -317,20 +321,6 @@ def activate(registrar: Registrar) -> Iterator[Registrar]:
         _ACTIVE.pop(registrar.sweep_name, None)
 
 
-def resources_asked(config: PipelineConfig) -> str:
-    """What a trial asks Ray for: `cpu 1`, `cpu 1, gpu 0.25`, `2 workers of cpu 4, gpu 1`."""
-    res = config.resources
-    each = f"cpu {res.cpu:g}" + (f", gpu {res.gpu:g}" if res.gpu else "")
-    return f"{res.workers} workers of {each}" if res.distributed else each
-
-
-def free_resources(gpus: bool = False) -> str:
-    """`0 of 2 CPUs` (`, 0 of 1 GPUs` on a cluster with GPUs, or with `gpus`), from Ray."""
-    free, total = ray.available_resources(), ray.cluster_resources()
-    kinds = [("CPU", "CPUs"), *([("GPU", "GPUs")] if gpus or total.get("GPU") else [])]
-    return ", ".join(f"{free.get(k, 0.0):g} of {total.get(k, 0.0):g} {name}" for k, name in kinds)
-
-
 class RegistrationCallback(ray.tune.Callback):
     """Tune callback: tells the active `Registrar` of `sweep_name` about every epoch a trial
     reports (its progress line) and every ended trial."""
@@ -340,8 +330,13 @@ class RegistrationCallback(ray.tune.Callback):
         self.stall = Stall()
 
     def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
-        """Trials pending with none running for a minute: a line says what they wait for."""
+        """A full disk that MLflow or Tune logged in this driver (the heartbeat's write, Tune's
+        sync of its state) stops the sweep; trials pending with none running for a minute: a
+        line says what they wait for."""
         registrar = _ACTIVE.get(self.sweep_name)
+        full = NOTES.take()
+        if full is not None:
+            raise DiskFullError(registrar.config.storage if registrar else None, full)
         statuses = [str(t.status) for t in trials]
         if registrar is None or not self.stall.due(statuses, time.monotonic()):
             return
@@ -373,18 +368,32 @@ class RegistrationCallback(ray.tune.Callback):
 
     def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         registrar = _ACTIVE.get(self.sweep_name)
+        error = self._stop_if_full(registrar, trial)
         if registrar is not None:
             trial_id = TrialParams.from_config(trial.config).trial_id
-            cause = _trial_error(trial)
+            cause = cause_text(error) if error is not None else ""
             failed = f"failed ({cause})" if cause else "failed"
             registrar.progress(f"trial {trial_id}: {failed}, retrying from its last checkpoint")
 
     def _ended(self, trials: list, trial: Any, status: str) -> None:
         registrar = _ACTIVE.get(self.sweep_name)
+        if status == "error":
+            self._stop_if_full(registrar, trial)
         if registrar is None:
             return
         outcomes = [outcome_of_trial(t, status if t is trial else None) for t in trials]
         try:
             registrar.trial_ended(outcome_of_trial(trial, status), outcomes)
         except Exception as error:  # noqa: BLE001 - retried by the driver after fit()
+            if is_disk_full(error):  # no write can succeed: the sweep stops (one line)
+                raise disk_full(registrar.config.storage, error) from None
             registrar.progress(f"registration deferred to the end of the sweep: {error}")
+
+    @staticmethod
+    def _stop_if_full(registrar: Registrar | None, trial: Any) -> BaseException | None:
+        """The failed trial's error; raised out of Tune as `DiskFullError` when it is a full
+        disk: its retries would fail alike (they did, for minutes), and so would the others."""
+        error = _trial_exception(trial)
+        if is_disk_full(error):
+            raise disk_full(registrar.config.storage if registrar else None, error) from None
+        return error

@@ -22,6 +22,7 @@ from adapterfleet.config import PipelineConfig
 from adapterfleet.console import Say, plural
 from adapterfleet.data import TaskData, TokenizedTask, load_task, tokenize_task
 from adapterfleet.data.baseline import Chance, dev_chance
+from adapterfleet.disk import watch_library_logs
 from adapterfleet.registry import MlflowRunLogger, ModelVersionInfo
 from adapterfleet.tuning.checkpoints import refill_deleted_checkpoints
 from adapterfleet.tuning.plan import SweepPlan, place_experiment, write_meta
@@ -197,7 +198,10 @@ OWN_SIGINT = {"TUNE_DISABLE_SIGINT_HANDLER": "1"}
 @contextmanager
 def tune_output(verbose: int) -> Iterator[None]:
     """Tune's own console output while the block runs: none at `verbose` 0 (`QUIET_TUNE`); our
-    lines come from `RegistrationCallback` either way. Ctrl-C is ours (`OWN_SIGINT`)."""
+    lines come from `RegistrationCallback` either way. Ctrl-C is ours (`OWN_SIGINT`). A full
+    disk that MLflow or Tune logs from now on is noted instead (`disk.NOTES`): it stops the
+    sweep."""
+    watch_library_logs().take()
     settings = {**({} if verbose else QUIET_TUNE), **OWN_SIGINT}
     before = {name: os.environ.get(name) for name in settings}
     os.environ.update(settings)

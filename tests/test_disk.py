@@ -1,6 +1,6 @@
 """A full disk recognised in the errors and log records the libraries really produce (SQLite's
 SQLITE_FULL through SQLAlchemy and MLflow, Python's ENOSPC), never retried as a passing
-hiccup."""
+hiccup; the pre-flight refusal of a disk with too little room for a run."""
 
 from __future__ import annotations
 
@@ -12,16 +12,21 @@ from pathlib import Path
 
 import pytest
 from disk_support import fill, small_disk
+from typer.testing import CliRunner
 
+from adapterfleet.cli.app import app
 from adapterfleet.disk import (
+    MIN_FREE_ENV,
     NOTES,
     DiskFullError,
     cause_line,
     disk_full,
     is_disk_full,
+    low_space,
     says_full,
     watch_library_logs,
 )
+from adapterfleet.errors import UserError
 from adapterfleet.registry.errors import is_transient
 
 
@@ -113,6 +118,37 @@ def test_the_library_records_of_a_full_disk_are_dropped_and_noted(
     ]
     assert NOTES.take() == "SQLite: database or disk is full, writing the tracking store"
     assert NOTES.take() is None
+
+
+def test_a_run_does_not_start_on_a_disk_with_too_little_room(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One demo run leaves about 70 MB, each with other settings adds 60-110 MB (README):
+    a disk with less free than the floor is refused before anything starts, naming the folder,
+    what it has, and the fix."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.tsv").write_text("sentence\tlabel\na b\t0\nc d\t1\n")
+    config = tmp_path / "pipe.yaml"
+    config.write_text(
+        f"name: p\nstorage: {tmp_path / 'runs'}\ntasks:\n  a: {{train: t.tsv, dev: t.tsv, "
+        "text_fields: [sentence], label_names: ['0', '1']}\n"
+    )
+    monkeypatch.setenv(MIN_FREE_ENV, "1e12")  # a megabyte floor no disk here reaches
+    result = CliRunner().invoke(app, ["run", str(config)])
+    assert result.exit_code == 2, result.output
+    (line,) = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert line.startswith(f"error: storage: the disk holding {tmp_path / 'runs'} has ")
+    assert line.endswith(
+        "MB free, less than the 1e+12 MB a run needs (checkpoints, the tracking store, the "
+        "token cache); free space there or point storage at another disk (-o storage=DIR); "
+        "ADAPTERFLEET_MIN_FREE_MB=N lowers the floor"
+    ), line
+    assert not (tmp_path / "runs").exists()  # nothing written
+    monkeypatch.setenv(MIN_FREE_ENV, "0")  # the check off
+    assert low_space(tmp_path / "runs") is None
+    monkeypatch.setenv(MIN_FREE_ENV, "lots")
+    with pytest.raises(UserError, match="ADAPTERFLEET_MIN_FREE_MB='lots': expected the megabytes"):
+        low_space(tmp_path / "runs")
 
 
 def test_ending_a_run_on_a_full_disk_fails_at_once(tmp_path: Path) -> None:

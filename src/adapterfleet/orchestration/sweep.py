@@ -20,7 +20,7 @@ from contextlib import ExitStack
 from adapterfleet.config import ConfigError, PipelineConfig
 from adapterfleet.console import Level, Say
 from adapterfleet.data import TaskData
-from adapterfleet.disk import is_disk_full, stops_when_full
+from adapterfleet.disk import is_disk_full, low_space, stops_when_full
 from adapterfleet.orchestration.ray_address import check_ray_address, not_joined
 from adapterfleet.orchestration.relay import console, ray_log_level
 from adapterfleet.registry import (
@@ -299,7 +299,11 @@ def resume_sweep(
     progress: Say = print,
     level: Level = Level.DEFAULT,
 ) -> dict[str, ModelVersionInfo]:
-    """`run_adapter_stage` with `resume=True`: continue the interrupted sweep of `config`."""
+    """`run_adapter_stage` with `resume=True`: continue the interrupted sweep of `config`,
+    not on a disk too full for it (`disk.low_space`)."""
+    problem = low_space(config.storage)
+    if problem is not None:
+        raise ConfigError(f"storage: {problem}")
     return run_adapter_stage(
         config,
         resume=True,

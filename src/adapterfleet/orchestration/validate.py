@@ -18,6 +18,7 @@ from adapterfleet.adapters.base_checks import (
 from adapterfleet.adapters.base_model import BASE_MODEL_TAKES, local_files_only
 from adapterfleet.config import ConfigError, PipelineConfig
 from adapterfleet.data import TaskData, load_task
+from adapterfleet.disk import low_space
 
 
 def base_model_config(name: str) -> Any:
@@ -133,7 +134,8 @@ def validate_settings(config: PipelineConfig) -> None:
 
 def check_storage(config: PipelineConfig) -> None:
     """The storage folder (checkpoints, data cache, locks; the SQLite store by default) is one,
-    or can be made: found here, not after Ray has started."""
+    or can be made, on a disk with room for a run (`disk.low_space`): found here, not after
+    Ray has started."""
     from adapterfleet.registry.store import folder_problem
 
     problem = folder_problem(Path(config.storage))
@@ -142,6 +144,9 @@ def check_storage(config: PipelineConfig) -> None:
             f"storage: cannot use {config.storage} ({problem}); choose a writable folder "
             "(-o storage=<folder>)"
         )
+    problem = low_space(Path(config.storage))
+    if problem:
+        raise ConfigError(f"storage: {problem}")
 
 
 def check_model_limits(config: PipelineConfig, model_config: Any) -> None:

@@ -34,3 +34,20 @@ def ray_local() -> Iterator[None]:
         yield
     finally:
         ray.shutdown()
+
+
+@pytest.fixture(autouse=True)
+def _tracking_uri_kept() -> Iterator[None]:
+    """A test that leaves $MLFLOW_TRACKING_URI changed fails here: every later pipeline of the
+    process (and of its pytest worker) would use that store instead of its own storage's.
+    MLflow's `set_tracking_uri` sets the variable, and so do commands that call it (`mlflow
+    gc`); `monkeypatch.setenv` is undone before this check."""
+    before = os.environ.get("MLFLOW_TRACKING_URI")
+    yield
+    after = os.environ.get("MLFLOW_TRACKING_URI")
+    if after != before:
+        if before is None:
+            os.environ.pop("MLFLOW_TRACKING_URI", None)
+        else:
+            os.environ["MLFLOW_TRACKING_URI"] = before
+        pytest.fail(f"the test left MLFLOW_TRACKING_URI={after!r} (it was {before!r})")

@@ -184,13 +184,24 @@ def mlflow_gc(uri: str, run_ids: list[str]) -> None:
     would spend seconds importing MLflow). The registry keeps the versions of those runs."""
     from click.testing import CliRunner
     from mlflow.cli import gc
+    from mlflow.tracking._tracking_service import utils as tracking_utils
 
     client = mlflow_client(uri)
     for run_id in run_ids:
         if client.get_run(run_id).info.lifecycle_stage == "active":
             client.delete_run(run_id)
     command = ["--backend-store-uri", uri, "--tracking-uri", uri, "--run-ids", ",".join(run_ids)]
-    result = CliRunner().invoke(gc, command, catch_exceptions=False)
+    # `gc` sets the process's tracking URI, and with it $MLFLOW_TRACKING_URI: every later
+    # pipeline of this test process would use this store instead of its own storage's
+    before = os.environ.get("MLFLOW_TRACKING_URI"), tracking_utils._tracking_uri
+    try:
+        result = CliRunner().invoke(gc, command, catch_exceptions=False)
+    finally:
+        tracking_utils._tracking_uri = before[1]
+        if before[0] is None:
+            os.environ.pop("MLFLOW_TRACKING_URI", None)
+        else:
+            os.environ["MLFLOW_TRACKING_URI"] = before[0]
     assert result.exit_code == 0, result.output
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from adapterfleet.disk import watch_library_logs
 from adapterfleet.registry.descriptions import TAG_NOTE, prune_note, report_note
 from adapterfleet.registry.environment import TAG_USER, environment_tags, run_driver, run_user
 from adapterfleet.registry.errors import call_with_retry
@@ -239,6 +240,7 @@ def _open_run(
     tags: Mapping[str, Any] | None,
     retry_timeout_s: float,
 ) -> MlflowRunLogger:
+    watch_library_logs()  # a trial's or job's process too: a full disk is one line, no traceback
     client = get_client(uri)
     all_tags = {**environment_tags(), TAG_DRIVER: run_driver(), **redact(tags), **match}
 

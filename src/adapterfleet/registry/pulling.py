@@ -13,6 +13,7 @@ from adapterfleet._files import follow_umask
 from adapterfleet.registry.errors import RegistryError, call_with_retry, safe_uri
 from adapterfleet.registry.info import ModelVersionInfo, sha256_file, version_with_aliases
 from adapterfleet.registry.models import check_inside, get_version, search_versions
+from adapterfleet.registry.purged import purged_text
 from adapterfleet.registry.store import get_client
 from adapterfleet.registry.tags import BEST_ALIAS, TAG_COMPANION, quote
 
@@ -225,10 +226,9 @@ def _run_gone(uri: str, info: ModelVersionInfo) -> RegistryError:
     """The registry keeps a version whose run `mlflow gc` purged (its experiment deleted, then
     collected), and nothing of its files: train it again."""
     return RegistryError(
-        f"model {info.name} version {info.version}: its run {info.run_id} is no longer in the "
-        f"tracking store {safe_uri(uri)}, nor are its files (its experiment was deleted and "
-        "purged by mlflow gc); delete this version in the model registry and run the pipeline "
-        "again to train and register it anew"
+        f"model {info.name} version {info.version}: {purged_text(info, safe_uri(uri))}; delete "
+        "this version in the model registry and run the pipeline again to train and register "
+        "it anew"
     )
 
 

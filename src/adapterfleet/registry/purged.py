@@ -75,12 +75,14 @@ def registered_by_tag(
     )
 
 
-def purged_text(info: ModelVersionInfo) -> str:
-    """What the plan and `status` say of a version whose run was purged, after naming it and
-    before what happens to it: `its run 7811fe8d... is no longer in the tracking store, ...`."""
+def purged_text(info: ModelVersionInfo, store: str = "") -> str:
+    """What the plan, `status` and a pull say of a version whose run was purged, after naming
+    it and before what happens to it: `its run 7811fe8d... is no longer in the tracking store,
+    ...`; `store`: the store's URI (masked) to name, if any."""
+    where = f"the tracking store {store}" if store else "the tracking store"
     return (
-        f"its run {info.run_id} is no longer in the tracking store, nor are its files (deleted, "
-        "then purged by mlflow gc)"
+        f"its run {info.run_id} is no longer in {where}, nor are its files (deleted, then "
+        "purged by mlflow gc)"
     )
 
 

@@ -221,16 +221,22 @@ def _get_version(
 def find_version_by_tag(uri: str, name: str, tag: str, value: str) -> ModelVersionInfo | None:
     """The lowest version of `name` whose tag `tag` equals `value`, or None."""
     client = get_client(uri)
+    found = versions_tagged(client, name, tag, value)
+    if not found:
+        return None
+    return info_from_mlflow(client.get_model_version(name, str(found[0].version)))
+
+
+def versions_tagged(client: MlflowClient, name: str, tag: str, value: str) -> list[Any]:
+    """MLflow's versions of `name` whose tag `tag` equals `value`, lowest first; none when
+    the model is not registered."""
     try:
         found = search_versions(client, f"name = {quote(name)} AND tags.`{tag}` = {quote(value)}")
     except Exception as exc:
         if _is_missing(exc):
-            return None
+            return []
         raise
-    if not found:
-        return None
-    lowest = min(found, key=lambda mv: int(mv.version))
-    return info_from_mlflow(client.get_model_version(name, str(lowest.version)))
+    return sorted(found, key=lambda mv: int(mv.version))
 
 
 def set_alias(uri: str, name: str, alias: str, version: int) -> None:

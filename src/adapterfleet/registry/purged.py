@@ -15,7 +15,7 @@ from typing import Any
 
 from adapterfleet.registry import rest_read, sqlite_read
 from adapterfleet.registry.info import ModelVersionInfo, info_from_mlflow
-from adapterfleet.registry.models import _is_missing, paged, search_versions
+from adapterfleet.registry.models import paged, versions_tagged
 from adapterfleet.registry.store import get_client, sqlite_path
 from adapterfleet.registry.tags import quote
 
@@ -59,13 +59,7 @@ def registered_by_tag(
     version of `name` tagged `tag`=`value` whose run is there, the lowest one whose run is not),
     None for none."""
     client = get_client(uri)
-    try:
-        found = search_versions(client, f"name = {quote(name)} AND tags.`{tag}` = {quote(value)}")
-    except Exception as exc:
-        if _is_missing(exc):
-            return None, None
-        raise
-    found.sort(key=lambda mv: int(mv.version))
+    found = versions_tagged(client, name, tag, value)
     gone = purged_runs(uri, (mv.run_id for mv in found))
     live = next((mv for mv in found if mv.run_id not in gone), None)
     dead = next((mv for mv in found if mv.run_id in gone), None)

@@ -152,7 +152,8 @@ def plan_sweep(
     if restore:
         name = str(meta["sweep_name"])  # type: ignore[index]
     else:
-        name = f"{config.name}-{survey.digest[:8]}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}"
+        began = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+        name = sweep_prefix(config.name, survey.digest) + began
     return SweepPlan(
         config,
         tracking_uri,
@@ -315,7 +316,7 @@ def _lost_sweep(survey: _Survey) -> tuple[str, Path] | None:
     from adapterfleet.registry.status import experiment_runs_and_tags
 
     found = experiment_runs_and_tags(survey.uri, survey.path.name) if survey.uri else None
-    head = f"{survey.path.name}-{survey.digest[:8]}-"  # how `plan_sweep` names its sweeps
+    head = sweep_prefix(survey.path.name, survey.digest)
     sweeps = [
         run
         for run in (found[0] if found else [])
@@ -329,6 +330,11 @@ def _lost_sweep(survey: _Survey) -> tuple[str, Path] | None:
     in_place = (read_meta(survey.path) or {}).get("sweep_name")
     set_aside = in_place not in (None, name)  # another sweep there: this one was moved aside
     return name, survey.path.parent / PREVIOUS_DIR / name if set_aside else survey.path
+
+
+def sweep_prefix(pipeline: str, digest: str) -> str:
+    """How a sweep's name begins, `<pipeline>-<settings hash>-`; the time it began follows."""
+    return f"{pipeline}-{digest[:8]}-"
 
 
 def _restorable(path: Path) -> bool:

@@ -30,6 +30,7 @@ TESTS = Path(__file__).resolve().parent
 THIRD_TOPIC = ("music", ("guitar piano drum violin song melody flute choir", "desk lamp chair"))
 WORKER_START_DEADLINE_S = 120.0
 WORKER_START_ATTEMPTS = 3
+STATE_API_ATTEMPTS = 3
 # "[time E pid tid]": an error line of Ray's C++ logs (C is its fatal level, F glog's)
 RAY_LOG_ERROR = re.compile(r"^\[[^\]]* [ECF] \d+ \d+\]")
 
@@ -77,12 +78,19 @@ def all_nodes(head: Any) -> list[dict[str, Any]]:
     """Every node the cluster has known, alive or dead, through the dashboard's state API."""
     import requests
 
-    response = requests.get(
-        f"{head.address}/api/v0/nodes",
-        params={"limit": 100, "detail": 1},
-        headers=auth_headers(head.token),
-        timeout=10,
-    )
+    for attempt in range(STATE_API_ATTEMPTS):
+        try:
+            response = requests.get(
+                f"{head.address}/api/v0/nodes",
+                params={"limit": 100, "detail": 1},
+                headers=auth_headers(head.token),
+                timeout=10,
+            )
+            break
+        except requests.ConnectionError:  # the state module's subprocess dropped the request
+            if attempt == STATE_API_ATTEMPTS - 1:
+                raise
+            time.sleep(2.0)
     response.raise_for_status()
     return list(response.json()["data"]["result"]["result"])
 

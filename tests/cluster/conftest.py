@@ -43,17 +43,29 @@ class RayHead:
     gcs: str = ""  # 127.0.0.1:<port>: what a driver joins (ray.init, run --address)
 
 
+# The dashboard serves jobs and the state API (nodes, tasks, actors) from separate module
+# subprocesses (Ray 2.60's SubprocessModule), each ready on its own: the jobs API answering
+# says nothing of the state API, whose first request could be dropped unanswered (a CI setup
+# error: RemoteDisconnected on /api/v0/nodes right after /api/jobs/ answered).
+READY_PATHS = ("/api/jobs/", "/api/v0/nodes?limit=1")
+
+
 def _wait_ready(head: RayHead, proc: subprocess.Popen[bytes], log: Path) -> None:
     import requests
 
     headers = {"Authorization": f"Bearer {head.token}"}
+    waiting = list(READY_PATHS)
     deadline = time.monotonic() + START_DEADLINE_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"ray start exited {proc.returncode}: {log.read_text()[-2000:]}")
         try:
-            r = requests.get(f"{head.address}/api/jobs/", headers=headers, timeout=5)
-            if r.status_code == 200:
+            while waiting:
+                r = requests.get(f"{head.address}{waiting[0]}", headers=headers, timeout=5)
+                if r.status_code != 200:
+                    break
+                waiting.pop(0)
+            if not waiting:
                 return
         except requests.RequestException:
             pass

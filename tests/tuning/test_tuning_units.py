@@ -196,7 +196,9 @@ def test_resuming_a_sweep_whose_saved_state_was_deleted_says_so(config, tmp_path
     """An interrupted sweep whose folder was deleted (`ray/<name>`, or `ray/previous/*` after
     another config of the pipeline name set it aside): `run --resume` said `no sweep was started
     there`, or `the adapter settings or tasks changed since it started`, neither of them true.
-    MLflow still holds its sweep runs, KILLED: the refusal names the sweep and its folder."""
+    MLflow still holds its sweep runs, KILLED: the refusal names the sweep and its folder. A
+    plain `run` trained its finished trials again without a word; now it says so first."""
+    from adapterfleet.orchestration.sweep import _say_planned
     from adapterfleet.registry import default_tracking_uri, ensure_experiment, open_sweep_run
     from adapterfleet.tuning.plan import META_FILE, experiment_path, plan_sweep
 
@@ -228,7 +230,15 @@ def test_resuming_a_sweep_whose_saved_state_was_deleted_says_so(config, tmp_path
         str(refused.value)
         == f"cannot resume the sweep {bob}: its saved state ({aside}) is gone, {fix}"
     )
-    assert not plan_sweep(config, uri, experiment).restore  # a plain run starts afresh
+    plain = plan_sweep(config, uri, experiment)  # a plain run starts afresh, and says why
+    assert not plain.restore and plain.lost == (bob, aside)
+    said: list[str] = []
+    _say_planned(plain, uri, said.append)
+    assert said == [
+        f"the interrupted sweep {bob} cannot be resumed: its saved state ({aside}) is gone; its "
+        "tasks start in a new sweep, trials it had finished too"
+    ]
+    assert plan_sweep(config, uri, experiment, resume=False).lost is None  # asked for anew
 
 
 def test_trials_get_absolute_paths(config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

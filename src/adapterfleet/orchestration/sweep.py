@@ -233,6 +233,13 @@ def _say_planned(plan: SweepPlan, uri: str, progress: Say) -> None:
             elif was is not None:  # e.g. another user's run of the same pipeline name
                 said += f" again (it was on v{was.version}, registered for other settings or data)"
         progress(said)
+    if plan.lost is not None:
+        name, where = plan.lost
+        state = "is incomplete" if where.exists() else "is gone"
+        progress(
+            f"the interrupted sweep {name} cannot be resumed: its saved state ({where}) {state};"
+            " its tasks start in a new sweep, trials it had finished too"
+        )
     for task, info in plan.purged.items():
         if task in plan.pending:
             registered = f"{info.name} v{info.version} is registered"

@@ -60,6 +60,9 @@ class SweepPlan:
     set_aside_at: Path | None = None
     # registered for the current settings and data, but its run purged by mlflow gc
     purged: dict[str, ModelVersionInfo] = field(default_factory=dict)
+    # (name, folder) of an interrupted sweep of these settings whose saved state is gone: a
+    # plain run starts anew, and its finished trials are trained again
+    lost: tuple[str, Path] | None = None
 
     @property
     def experiment_path(self) -> Path:
@@ -169,6 +172,7 @@ def plan_sweep(
         survey.resettled,
         survey.source if restore and survey.source != survey.path else None,
         survey.purged,
+        _lost_sweep(survey) if survey.pending and not restore and resume is None else None,
     )
 
 

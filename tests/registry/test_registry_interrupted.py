@@ -80,3 +80,52 @@ def test_a_job_its_driver_runs_on_ray_opens_runs_that_belong_to_that_driver(
     run_id = run_relayed(job, WorkerSay("baseline head rte seed 0", driver="head-1 4242"))
     assert MlflowClient(sqlite_uri).get_run(run_id).data.tags[TAG_DRIVER] == "head-1 4242"
     assert run_driver() != "head-1 4242"  # the worker is itself again after the job
+
+
+def test_runs_a_killed_driver_left_running_are_ended_killed_and_a_live_drivers_are_not(
+    sqlite_uri: str,
+) -> None:
+    """kill -9 (or the out-of-memory killer) leaves a driver's runs RUNNING. A run with the same
+    settings reopens them; one with other settings never did, so the MLflow UI showed them
+    running for good. The next driver ends KILLED those of a driver of this host that no
+    longer runs; a live one's (`fuse --wait` beside it) and another host's are left alone."""
+    import socket
+    import subprocess
+    import sys
+
+    from adapterfleet.orchestration.sweep import _end_orphans
+
+    host = socket.gethostname()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()  # gone, and reaped
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    experiment = ensure_experiment(sqlite_uri, f"orphans-{time.time_ns()}")
+    runs = {}
+    try:
+        for who, driver in (
+            ("dead", f"{host} {dead.pid}"),
+            ("live", f"{host} {live.pid}"),
+            ("elsewhere", "otherhost 4242"),
+            ("ours", run_driver()),
+        ):
+            with driven_by(driver):
+                sweep = open_sweep_run(sqlite_uri, experiment, f"sweep-{who}", "rte")
+                trial = open_trial_run(sqlite_uri, experiment, sweep.run_id, who, f"{who}-abc")
+            runs[who] = (sweep.run_id, trial.run_id)
+        said: list[str] = []
+        _end_orphans(sqlite_uri, experiment, said.append)  # as `run` and `sweep` begin
+    finally:
+        live.kill()
+        live.wait()
+    client = MlflowClient(sqlite_uri)
+    status = {who: {client.get_run(r).info.status for r in ids} for who, ids in runs.items()}
+    assert status == {
+        "dead": {"KILLED"},
+        "live": {"RUNNING"},
+        "elsewhere": {"RUNNING"},
+        "ours": {"RUNNING"},
+    }
+    assert said == [
+        f"ended KILLED 2 runs that process {dead.pid} on {host}, a driver no longer running, "
+        "left RUNNING (a run with their settings goes on from their checkpoints)"
+    ]

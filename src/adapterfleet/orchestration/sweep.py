@@ -33,7 +33,11 @@ from adapterfleet.registry import (
 )
 from adapterfleet.registry.descriptions import TAG_NOTE
 from adapterfleet.registry.heartbeat import heartbeat
-from adapterfleet.registry.interrupted import clear_interrupted, mark_interrupted
+from adapterfleet.registry.interrupted import (
+    clear_interrupted,
+    end_orphaned_runs,
+    mark_interrupted,
+)
 from adapterfleet.registry.purged import purged_text
 from adapterfleet.registry.store import check_store, login_env, missing_store
 from adapterfleet.registry.sweep_run import finish_sweep_run
@@ -188,6 +192,7 @@ def run_adapter_stage(
         experiment_id = ensure_experiment(uri, config.name, say=progress)
         alive.enter_context(heartbeat(uri, experiment_id, progress, sweep=True))  # and `status`
         clear_interrupted(uri, experiment_id)  # its runs are running again
+        _end_orphans(uri, experiment_id, progress)
         plan = plan_sweep(config, uri, experiment_id, resume=resume)
         _say_planned(plan, uri, progress)
         if not plan.pending:
@@ -213,6 +218,17 @@ def run_adapter_stage(
                 if run.ended is None:  # a task registered (or given up) before it ended its run
                     end_quietly(run, status, progress)
             raise
+
+
+def _end_orphans(uri: str, experiment_id: str, progress: Say) -> None:
+    """End KILLED what a driver killed at once left RUNNING, and say so."""
+    for driver, count in end_orphaned_runs(uri, experiment_id).items():
+        host, _, pid = driver.partition(" ")
+        runs = f"{count} run{'s' if count > 1 else ''}"
+        progress(
+            f"ended KILLED {runs} that process {pid} on {host}, a driver no longer running, "
+            "left RUNNING (a run with their settings goes on from their checkpoints)"
+        )
 
 
 def _say_planned(plan: SweepPlan, uri: str, progress: Say) -> None:

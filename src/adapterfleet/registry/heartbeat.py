@@ -207,6 +207,14 @@ def refuse_second_driver(uri: str, experiment_id: str) -> None:
     )
 
 
+def driver_gone(driver: str) -> bool:
+    """Whether the driver a run's `adapterfleet.driver` tag names (`<host> <pid>`) is known to
+    have ended: a process of this host that no longer runs. One on another host is not known
+    (False): its experiment's stamp names only the latest driver."""
+    host, _, pid = driver.partition(" ")
+    return host == socket.gethostname() and pid.isdigit() and not _alive(int(pid))
+
+
 def _alive(pid: int) -> bool:
     """Whether process `pid` of this host runs (a zombie, killed and not yet reaped, does not)."""
     try:

@@ -2,7 +2,8 @@
 the driver's jobs had open (trials, fusions, baselines) ended KILLED, as MLflow expects of a
 stopped run. The next `run` reopens them (RUNNING again) and goes on from their checkpoints;
 until then `status` reads the mark to call them interrupted rather than running or failed. The
-next `run` or `sweep resume` takes the mark off."""
+next `run` or `sweep resume` takes the mark off, and ends KILLED what a driver killed at once
+(kill -9) left RUNNING, which had no chance to end its runs itself."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from adapterfleet.registry.environment import run_driver
+from adapterfleet.registry.heartbeat import driver_gone
 from adapterfleet.registry.store import get_client, missing_store
 from adapterfleet.registry.tags import TAG_DRIVER, TAG_INTERRUPTED, quote
 
@@ -68,6 +70,25 @@ def end_open_runs(
             break
         client.set_terminated(run.info.run_id, "KILLED")
         ended.append(run.info.run_id)
+    return ended
+
+
+def end_orphaned_runs(uri: str, experiment_id: str) -> dict[str, int]:
+    """End KILLED the runs of the experiment still RUNNING whose driver is gone (`driver_gone`:
+    kill -9, the out-of-memory killer), as Ctrl-C would have: a run with other settings never
+    reopens them, and they stayed RUNNING for good (the MLflow UI's spinner). A run with their
+    settings reopens them all the same. Returns how many were ended, by driver."""
+    client = get_client(uri)
+    ours = run_driver()
+    ended: dict[str, int] = {}
+    found = client.search_runs(
+        [experiment_id], filter_string="attributes.status = 'RUNNING'", max_results=1000
+    )
+    for run in found:
+        driver = run.data.tags.get(TAG_DRIVER, "")
+        if driver and driver != ours and driver_gone(driver):
+            client.set_terminated(run.info.run_id, "KILLED")
+            ended[driver] = ended.get(driver, 0) + 1
     return ended
 
 

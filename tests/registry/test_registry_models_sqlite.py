@@ -471,3 +471,35 @@ def test_a_fusion_whose_run_mlflow_gc_purged_is_registered_anew_and_takes_best(
         f"registered {name} v2 (accuracy 0.5000); best moves here from v1, whose run mlflow gc "
         "purged"
     )
+
+
+def test_fuse_wait_waits_past_an_adapter_whose_run_mlflow_gc_purged(
+    sqlite_uri: str,
+    sqlite_experiment: str,
+    logged_adapter: LoggedAdapter,
+    new_name: Callable[[str], str],
+) -> None:
+    """`fuse --wait` took an adapter's `best` whose run `mlflow gc` purged, then failed at the
+    pull. Now it says why once and waits for the version the pipeline's next run registers."""
+    from tuning_support import mlflow_gc
+
+    from adapterfleet.orchestration.fusion_plan import pullable_adapter
+    from adapterfleet.registry import RegistryTimeout, wait_for_models
+
+    name = adapter_model_name(new_name("p"), "rte")
+    run1, w1 = logged_adapter(sqlite_uri, sqlite_experiment, seed=1)
+    register_version(sqlite_uri, name, run1, "adapter", w1)
+    mlflow_gc(sqlite_uri, [run1])
+    said: list[str] = []
+    accept = pullable_adapter(sqlite_uri, "mrpc", said.append)
+    with pytest.raises(RegistryTimeout):
+        wait_for_models(sqlite_uri, [name], timeout_s=1.0, poll_s=0.2, accept=accept)
+    assert said == [
+        f"fusion mrpc: {name} v1 (@best) cannot be pulled: its run {run1} is no longer in the "
+        "tracking store, nor are its files (deleted, then purged by mlflow gc); waiting for the "
+        "pipeline's next run to train it again"
+    ]  # once, for all its polls
+    run2, w2 = logged_adapter(sqlite_uri, sqlite_experiment, seed=2)
+    register_version(sqlite_uri, name, run2, "adapter", w2)  # @best moves to v2
+    found = wait_for_models(sqlite_uri, [name], timeout_s=5.0, poll_s=0.2, accept=accept)
+    assert found[name].version == 2 and len(said) == 1

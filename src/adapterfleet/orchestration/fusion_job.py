@@ -35,6 +35,7 @@ from adapterfleet.orchestration.fusion_plan import (
     lineage_key,
     open_plan_run,
     plan_fusion,
+    pullable_adapter,
     say_not_current,
     seed_configs,
 )
@@ -121,9 +122,11 @@ def run_fusion_job(
             say(f"fusion {target}: waiting for {', '.join(sorted(names[m] for m in missing))}")
         shown[0] = set(missing)
 
+    # the pipeline's: registered for its current settings; `fuse --wait`'s: its run still there
+    accept = current_adapter(config, names, uri) if current_only else None
     found = wait_for_models(
         uri, list(names), BEST_ALIAS, timeout_s, poll_s, progress, max_poll_s=max_poll_s,
-        accept=current_adapter(config, names, uri) if current_only else None,
+        accept=accept or pullable_adapter(uri, target, say),
     )  # fmt: skip
     waited = time.time() - started
     versions = {names[n]: info for n, info in found.items()}

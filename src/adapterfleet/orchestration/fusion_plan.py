@@ -22,7 +22,7 @@ from adapterfleet.registry import (
     open_fusion_run,
 )
 from adapterfleet.registry import descriptions as notes
-from adapterfleet.registry.purged import registered_by_tag, run_purged
+from adapterfleet.registry.purged import purged_text, registered_by_tag, run_purged
 from adapterfleet.registry.tags import TAG_LINEAGE, TAG_LINEAGE_KEY
 from adapterfleet.training.config import TrainConfig
 from adapterfleet.tuning.plan import current_keys, is_current
@@ -114,6 +114,26 @@ def current_adapter(
     there (the sweep trains one `mlflow gc` purged again, and replaces one of other settings)."""
     keys = {name: current_keys(config, task) for name, task in names.items()}
     return lambda info: is_current(info, keys[info.name]) and not run_purged(uri, info)
+
+
+def pullable_adapter(uri: str, target: str, say: Say) -> Callable[[ModelVersionInfo], bool]:
+    """`fuse --wait`'s test of an adapter's `best`: its run is still there. One whose run
+    `mlflow gc` purged cannot be pulled: it is waited past (the pipeline's next run trains it
+    again and moves `best`), and said once per version (it was taken, then the pull failed)."""
+    said: set[tuple[str, int]] = set()
+
+    def accept(info: ModelVersionInfo) -> bool:
+        if not run_purged(uri, info):
+            return True
+        if (info.name, info.version) not in said:
+            said.add((info.name, info.version))
+            say(
+                f"fusion {target}: {info.name} v{info.version} (@best) cannot be pulled: "
+                f"{purged_text(info)}; waiting for the pipeline's next run to train it again"
+            )
+        return False
+
+    return accept
 
 
 def say_not_current(

@@ -133,6 +133,20 @@ def test_prune_trains_registers_with_lineage_and_reports(world, tmp_path):
     versions = [row.split("|")[4].strip() for row in fusion_rows]
     assert versions == [f"v{pruned.version} @pruned-1", f"v{source.version} @best"]
 
+    # Its run purged by `mlflow gc`: it was found all the same, and pruned-1 kept on a version
+    # that cannot be pulled. Now it is trained and registered anew, and said so.
+    from tuning_support import mlflow_gc
+
+    mlflow_gc(uri, [pruned.run_id])
+    said.clear()
+    anew = prune_fusion(config, "fruit", uri, experiment, say=said.append)
+    assert anew.points[1].trained and anew.points[1].version > pruned.version
+    assert get_version(uri, name, alias="pruned-1").version == anew.points[1].version
+    assert (
+        f"prune fruit: {top} registered before as v{pruned.version}, but its run "
+        f"{pruned.run_id} is no longer in the tracking store"
+    ) in "\n".join(said)
+
 
 def test_cli_prune_reports_and_refuses_a_bad_keep(world):
     command = [sys.executable, "-m", "adapterfleet.cli.app", "prune", "fruit"]

@@ -34,12 +34,12 @@ from adapterfleet.registry import (
     MlflowRunLogger,
     ModelVersionInfo,
     adapter_model_name,
-    find_version_by_tag,
     fusion_model_name,
     get_version,
     open_prune_run,
     set_alias,
 )
+from adapterfleet.registry.purged import purged_text, registered_by_tag
 from adapterfleet.registry.tags import TAG_LINEAGE_KEY, TAG_PRUNED_FROM
 from adapterfleet.results.prune_report import SPEED_EXAMPLES, PrunePoint, PruneReport, write_report
 
@@ -331,13 +331,16 @@ def _pruned_fusion(
     alias = f"pruned-{len(kept)}"
     work = Path(config.storage).resolve() / "fusion" / target / key[:12]
     with training_claim(work, lambda: say(f"prune {target}: another job trains it; waiting")):
-        existing = find_version_by_tag(uri, name, TAG_LINEAGE_KEY, key)
+        existing, purged = registered_by_tag(uri, name, TAG_LINEAGE_KEY, key)
         if existing is not None:
             say(f"prune {target}: {', '.join(kept)} registered before as v{existing.version}")
             set_alias(uri, name, alias, existing.version)
             return existing, False
+        if purged is not None:  # nothing of it to pull: trained and registered anew
+            was = f"{', '.join(kept)} registered before as v{purged.version}, but"
+            say(f"prune {target}: {was} {purged_text(purged)}; training it again")
         lineage = ",".join(f"{t}:v{chosen[t].version}" for t in kept)
-        plan = FusionPlan(target, chosen, key, lineage, None)
+        plan = FusionPlan(target, chosen, key, lineage, None, purged)
         tags = {TAG_PRUNED_FROM: f"v{source.version}", TAG_KEPT: ",".join(kept)}
         outcome = _train_and_register(
             pruned, plan, uri, experiment_id, work, 0.0, say, alias=alias, tags=tags

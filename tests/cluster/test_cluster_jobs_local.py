@@ -141,8 +141,11 @@ def test_entrypoint_env_and_submission_id(monkeypatch: pytest.MonkeyPatch) -> No
         "MLFLOW_TRACKING_URI": "http://mlflow:5000",
         "HF_HUB_OFFLINE": "1",
         "ADAPTERFLEET_USER": "ada",
+        "RAY_JOB_STOP_WAIT_TIME_S": "30",  # the driver's time to end its runs on `stop`
         "EXTRA": "2",
     }
+    monkeypatch.setenv("RAY_JOB_STOP_WAIT_TIME_S", "120")  # the shell's own is passed instead
+    assert job_env()["RAY_JOB_STOP_WAIT_TIME_S"] == "120"
     monkeypatch.delenv("ADAPTERFLEET_USER")
     assert job_env()["ADAPTERFLEET_USER"] == getpass.getuser()  # the submitting login
     with pytest.raises(ValueError, match="RAY_AUTH_TOKEN must not be passed"):
@@ -167,6 +170,7 @@ def test_a_login_in_a_tracking_uri_goes_to_the_jobs_env_not_its_entrypoint(
         "MLFLOW_TRACKING_USERNAME": "u",
         "MLFLOW_TRACKING_PASSWORD": "s3cret",
         "ADAPTERFLEET_USER": env["ADAPTERFLEET_USER"],
+        "RAY_JOB_STOP_WAIT_TIME_S": "30",
     }
     with pytest.raises(ConfigError, match="MLFLOW_TRACKING_PASSWORD contradicts") as caught:
         logins_out(["tracking_uri=http://u:other@other:5000"], env)

@@ -10,7 +10,7 @@ from adapterfleet.config import ConfigError
 from adapterfleet.masking import mask, split_login
 from adapterfleet.registry.environment import USER_ENV, run_user
 
-__all__ = ["PASS_ENV", "job_env", "login_to_env", "logins_out"]
+__all__ = ["PASS_ENV", "STOP_WAIT_ENV", "STOP_WAIT_S", "job_env", "login_to_env", "logins_out"]
 
 # Passed from the submitting shell to the job when set there.
 PASS_ENV = (
@@ -21,7 +21,13 @@ PASS_ENV = (
     "HF_HUB_OFFLINE",
     "HF_DATASETS_OFFLINE",
     "TRANSFORMERS_OFFLINE",
+    "RAY_JOB_STOP_WAIT_TIME_S",
 )
+# What Ray's job supervisor waits, from the SIGTERM of `adapterfleet stop` to its SIGKILL; it
+# reads it from the job's env. Ray's own 3 s cut the driver's cleanup short (leave Ray, end its
+# open runs KILLED), so its runs stayed RUNNING; the driver exits as soon as it is done.
+STOP_WAIT_ENV = "RAY_JOB_STOP_WAIT_TIME_S"
+STOP_WAIT_S = 30
 
 
 def job_env(extra_env: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -30,6 +36,7 @@ def job_env(extra_env: Mapping[str, str] | None = None) -> dict[str, str]:
     is its runs' creator (`USER_ENV`), not the cluster's user its processes run as."""
     env = {k: os.environ[k] for k in PASS_ENV if os.environ.get(k)}
     env[USER_ENV] = run_user()
+    env.setdefault(STOP_WAIT_ENV, str(STOP_WAIT_S))
     if env.get("MLFLOW_TRACKING_URI"):
         env["MLFLOW_TRACKING_URI"] = login_to_env(env["MLFLOW_TRACKING_URI"], env)
     for key, value in (extra_env or {}).items():

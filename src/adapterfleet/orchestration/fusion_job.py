@@ -32,6 +32,7 @@ from adapterfleet.fusion import FUSION_WEIGHTS
 from adapterfleet.orchestration.fusion_plan import (
     FusionPlan,
     current_adapter,
+    fusion_work,
     lineage_key,
     open_plan_run,
     plan_fusion,
@@ -209,7 +210,7 @@ def _fusion_for_seed(
     """The fusion over `versions` with `config`'s seed: found registered, or trained now (its
     version without an alias: the caller points `best`; `since`: `run_fusion_job`'s)."""
     key = lineage_key(config, target, versions)
-    work = Path(config.storage).resolve() / "fusion" / target / key[:12]
+    work = fusion_work(config, target, key)
     with training_claim(work, lambda: say(f"fusion {target}: another job trains it; waiting")):
         plan = plan_fusion(config, target, uri, versions)  # again: the other job may be done
         if plan.existing is not None:

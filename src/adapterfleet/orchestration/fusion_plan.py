@@ -9,6 +9,7 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from adapterfleet.adapters.base_model import names_other_base
 from adapterfleet.config import ConfigError, PipelineConfig
@@ -75,6 +76,16 @@ class FusionPlan:
     @property
     def trial_id(self) -> str:
         return fusion_id(self.target, self.key)
+
+
+FUSION_DIR = "fusion"  # <storage>/fusion/<target>/<lineage key[:12]>/: a fusion's work folder
+
+
+def fusion_work(config: PipelineConfig, target: str, key: str) -> Path:
+    """The work folder of the fusion of `target` with lineage key `key` (its run, checkpoints
+    and pulled adapters), kept after it is registered; its `.training.lock` is held while one
+    trains it."""
+    return Path(config.storage).resolve() / FUSION_DIR / target / key[:12]
 
 
 def fusion_id(target: str, key: str) -> str:

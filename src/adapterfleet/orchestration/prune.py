@@ -22,7 +22,7 @@ from typing import Any
 
 from adapterfleet.config import ConfigError, PipelineConfig
 from adapterfleet.console import Say
-from adapterfleet.orchestration.fusion_plan import FusionPlan, lineage_key
+from adapterfleet.orchestration.fusion_plan import FusionPlan, fusion_work, lineage_key
 from adapterfleet.orchestration.predict import (
     check_target,
     find_version,
@@ -329,7 +329,7 @@ def _pruned_fusion(
     key = lineage_key(pruned, target, chosen)
     name = fusion_model_name(config.registry_prefix, target)
     alias = f"pruned-{len(kept)}"
-    work = Path(config.storage).resolve() / "fusion" / target / key[:12]
+    work = fusion_work(config, target, key)
     with training_claim(work, lambda: say(f"prune {target}: another job trains it; waiting")):
         existing, purged = registered_by_tag(uri, name, TAG_LINEAGE_KEY, key)
         if existing is not None:

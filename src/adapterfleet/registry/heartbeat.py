@@ -26,6 +26,7 @@ import time
 import urllib.parse
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
 
 from adapterfleet.console import Say
@@ -178,32 +179,50 @@ def silent_since(tags: Mapping[str, str], now: float | None = None) -> float | N
     return last if now - last > STALE_BEATS * interval else None
 
 
-def refuse_second_driver(uri: str, experiment_id: str) -> None:
-    """Raise `RegistryError` while another driver runs experiment `experiment_id`'s sweep: one
+@dataclass(frozen=True)
+class SweepDriver:
+    """A live driver of an experiment's sweep, as its stamp names it."""
+
+    name: str  # "Ray job J, process P on H" or "process P on H"
+    age_s: float  # since its last heartbeat
+    gone_in_s: float  # until it is taken for gone, if no beat comes
+    stop: str  # how its user stops it
+
+
+def sweep_driver(uri: str, experiment_id: str) -> SweepDriver | None:
+    """The driver that runs experiment `experiment_id`'s sweep, other than this process: one
     whose last stamp is younger than `STALE_BEATS` intervals, did not say it ended, and is not
     a process of this host that is gone (a driver killed here is known dead at once)."""
     try:
         tags = get_client(uri).get_experiment(experiment_id).tags
     except Exception:  # no experiment yet, a store that hiccups: nothing to go by
-        return
+        return None
     parts = tags.get(TAG_SWEEP_DRIVER, "").split()
     if len(parts) < 4 or not parts[3].isdigit() or "ended" in parts[4:]:
-        return  # no stamp, one older than driver names, or one that says its driver ended
+        return None  # no stamp, one older than driver names, or one that says its driver ended
     last, interval, host, pid = int(parts[0]) / 1000, float(parts[1]), parts[2], int(parts[3])
     job = next((part[4:] for part in parts[4:] if part.startswith("job=")), "")
     age = time.time() - last
     if age > STALE_BEATS * interval or (host == socket.gethostname() and not _alive(pid)):
-        return
+        return None
     if host == socket.gethostname() and pid == os.getpid():
-        return
-    wait = STALE_BEATS * interval - age
-    driver = f"Ray job {job}, process {pid} on {host}" if job else f"process {pid} on {host}"
+        return None
+    name = f"Ray job {job}, process {pid} on {host}" if job else f"process {pid} on {host}"
     stop = f"adapterfleet stop {job}" if job else "Ctrl-C in its terminal"
+    return SweepDriver(name, age, STALE_BEATS * interval - age, stop)
+
+
+def refuse_second_driver(uri: str, experiment_id: str) -> None:
+    """Raise `RegistryError` while another driver runs experiment `experiment_id`'s sweep
+    (`sweep_driver`)."""
+    driver = sweep_driver(uri, experiment_id)
+    if driver is None:
+        return
     raise RegistryError(
-        f"another adapterfleet driver runs this pipeline's sweep ({driver}, its last heartbeat "
-        f"{age:.0f} s ago): two would train the same trials twice; let it finish, stop it "
-        f"({stop}), or, if it was killed on another machine, run again in {wait:.0f} s, when "
-        "it is taken for gone"
+        f"another adapterfleet driver runs this pipeline's sweep ({driver.name}, its last "
+        f"heartbeat {driver.age_s:.0f} s ago): two would train the same trials twice; let it "
+        f"finish, stop it ({driver.stop}), or, if it was killed on another machine, run again "
+        f"in {driver.gone_in_s:.0f} s, when it is taken for gone"
     )
 
 
@@ -232,12 +251,23 @@ def _alive(pid: int) -> bool:
 def refuse_second_driver_of(uri: str, name: str) -> None:
     """`refuse_second_driver` for the experiment named `name`, where the store has one (before
     a driver starts Ray or writes anything)."""
+    experiment_id = _experiment_id(uri, name)
+    if experiment_id is not None:
+        refuse_second_driver(uri, experiment_id)
+
+
+def sweep_driver_of(uri: str, name: str) -> SweepDriver | None:
+    """`sweep_driver` for the experiment named `name`; None where the store has none."""
+    experiment_id = _experiment_id(uri, name)
+    return None if experiment_id is None else sweep_driver(uri, experiment_id)
+
+
+def _experiment_id(uri: str, name: str) -> str | None:
     db = sqlite_path(uri)
     if db is not None and not db.is_file():
-        return
+        return None
     try:
         experiment = get_client(uri).get_experiment_by_name(name)
     except Exception:  # a store that hiccups: the heartbeat checks again when it starts
-        return
-    if experiment is not None:
-        refuse_second_driver(uri, str(experiment.experiment_id))
+        return None
+    return None if experiment is None else str(experiment.experiment_id)

@@ -24,3 +24,22 @@ def exclusive_lock(path: Path, on_wait: Callable[[], None] | None = None) -> Ite
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@contextmanager
+def lock_if_free(path: Path) -> Iterator[bool]:
+    """Hold an exclusive `flock` on an existing `path` for the block, when no other process
+    holds it: yields whether it was taken (False: another holds it, or there is no such file)."""
+    if not path.is_file():
+        yield False
+        return
+    with open(path, "r+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)

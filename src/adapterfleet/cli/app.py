@@ -305,7 +305,7 @@ report.register(app)
 PANELS = {
     "Pipeline": ("demo", "run", "sweep", "status", "report", "tasks"),
     "Single runs": ("train", "fuse", "evaluate", "predict", "prune"),
-    "Registry": ("adapters", "pull", "ui"),
+    "Registry": ("adapters", "pull", "ui", "clean"),
     "Cluster": ("submit", "jobs", "logs", "stop"),
     "Interop": ("import-adapter", "export"),
 }

@@ -197,9 +197,32 @@ def ui(
     raise typer.Exit(serve_ui(cfg.tracking_uri, cfg.name, host, port, say=typer.echo))
 
 
+def clean(
+    config_arg: ConfigArg = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Say what would be removed; remove nothing.")
+    ] = False,
+    tokens: Annotated[
+        bool, typer.Option("--tokens", help="The token cache too (the next run tokenises again).")
+    ] = False,
+    budget: BudgetOpt = None,
+    set_: SetOpt = None,
+    config: MaybeConfigOpt = None,
+) -> None:
+    """Free the disk a pipeline's storage holds for nothing: Tune's experiments and trial
+    folders of finished sweeps, work folders of registered fusions. Interrupted sweeps, the
+    tracking store and registered versions are kept; refused while the pipeline runs."""
+    cfg = load(chosen_config(config_arg, config), set_, budget)
+    checked_store(cfg.tracking_uri, read_only=True, must_exist=False)
+    from adapterfleet.orchestration.clean import clean_storage
+
+    clean_storage(cfg, dry_run=dry_run, tokens=tokens, say=typer.echo)
+
+
 def register(app: typer.Typer) -> None:
     app.command()(run)
     app.add_typer(sweep_app, name="sweep")
     app.command()(pull)
     app.command()(adapters)
     app.command()(ui)
+    app.command()(clean)

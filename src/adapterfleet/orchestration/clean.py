@@ -26,7 +26,7 @@ from pathlib import Path
 from adapterfleet._locks import lock_if_free
 from adapterfleet.config import ConfigError, PipelineConfig
 from adapterfleet.console import Say
-from adapterfleet.orchestration.fusion_plan import FUSION_DIR
+from adapterfleet.orchestration.fusion_plan import FUSION_DIR, FUSION_LOCK
 from adapterfleet.registry import fusion_model_name
 from adapterfleet.registry.errors import RegistryError
 from adapterfleet.registry.heartbeat import sweep_driver_of
@@ -40,7 +40,6 @@ from adapterfleet.tuning.spec import RAY_DIR, TOKENS_DIR, TRIALS_DIR
 __all__ = ["CLEANING", "CleanPlan", "Scratch", "clean_storage", "plan_clean"]
 
 CLEANING = ".cleaning-"  # <storage>/.cleaning-<id>: a folder on its way out
-LOCK = ".training.lock"  # a fusion's work folder's: held while a job trains it
 
 
 @dataclass(frozen=True)
@@ -76,7 +75,7 @@ def plan_clean(config: PipelineConfig, *, tokens: bool = False) -> CleanPlan:
     if missing_store(config.tracking_uri) is None:
         states = _sweep_states(config)
         scratch += _sweep_folders(storage, config.name, states, kept)
-        scratch += _fusion_folders(storage, config, kept)
+        scratch += _fusion_folders(storage, config)
     if tokens and (storage / TOKENS_DIR).is_dir():
         cache = storage / TOKENS_DIR
         why = "the token cache (rebuilt by the next run)"
@@ -114,7 +113,7 @@ def clean_storage(
             say(f"kept {where}: a job trains it now")
     for line in plan.kept:
         say(f"kept {line}")
-    total = size_text(sum(item.size for item in (plan.scratch if dry_run else removed)))
+    total = size_text(plan.size if dry_run else sum(item.size for item in removed))
     if dry_run:
         say(f"clean {config.name}: would free {total} of {plan.storage}; run it without --dry-run")
     else:
@@ -158,7 +157,7 @@ def _sweep_folders(
     return found
 
 
-def _fusion_folders(storage: Path, config: PipelineConfig, kept: list[str]) -> list[Scratch]:
+def _fusion_folders(storage: Path, config: PipelineConfig) -> list[Scratch]:
     """The work folders of registered fusions (by the lineage key their name begins)."""
     found = []
     for target in _children(storage / FUSION_DIR):
@@ -186,7 +185,7 @@ def _registered_keys(config: PipelineConfig, target: str) -> dict[str, str]:
 def _remove(folder: Path, storage: Path) -> bool:
     """Rename `folder` out of the way, then delete it; False where a job trains in it (a
     fusion's lock is held)."""
-    lock = folder / LOCK
+    lock = folder / FUSION_LOCK
     if lock.is_file():
         with lock_if_free(lock) as free:
             return free and _delete(folder, storage)

@@ -30,6 +30,7 @@ from adapterfleet.console import Say
 from adapterfleet.data.baseline import Chance, dev_chance
 from adapterfleet.fusion import FUSION_WEIGHTS
 from adapterfleet.orchestration.fusion_plan import (
+    FUSION_LOCK,
     FusionPlan,
     current_adapter,
     fusion_work,
@@ -242,7 +243,7 @@ def _warm_up(config: PipelineConfig, target: str) -> None:
 def training_claim(work: Path, on_wait: Callable[[], None]) -> Iterator[None]:
     """Hold the lock of a fusion's work folder (on the pipeline's shared storage) while it
     trains: a second job for the same lineage waits here, then finds it registered."""
-    with exclusive_lock(work / ".training.lock", on_wait):
+    with exclusive_lock(work / FUSION_LOCK, on_wait):
         yield
 
 

@@ -79,11 +79,12 @@ class FusionPlan:
 
 
 FUSION_DIR = "fusion"  # <storage>/fusion/<target>/<lineage key[:12]>/: a fusion's work folder
+FUSION_LOCK = ".training.lock"  # in the work folder: held while a job trains the fusion
 
 
 def fusion_work(config: PipelineConfig, target: str, key: str) -> Path:
     """The work folder of the fusion of `target` with lineage key `key` (its run, checkpoints
-    and pulled adapters), kept after it is registered; its `.training.lock` is held while one
+    and pulled adapters), kept after it is registered; its `FUSION_LOCK` is held while one
     trains it."""
     return Path(config.storage).resolve() / FUSION_DIR / target / key[:12]
 

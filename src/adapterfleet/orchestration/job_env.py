@@ -12,6 +12,13 @@ from adapterfleet.registry.environment import USER_ENV, run_user
 
 __all__ = ["PASS_ENV", "STOP_WAIT_ENV", "STOP_WAIT_S", "job_env", "login_to_env", "logins_out"]
 
+# What Ray's job supervisor waits, from the SIGTERM of `adapterfleet stop` to its SIGKILL; it
+# reads it from the job's env. Ray's own 3 s is little for the driver's cleanup (leave Ray, end
+# its open runs KILLED): 1.5-2.4 s on a local store, more on a remote one; cut short, its runs
+# stay RUNNING. The driver exits as soon as it is done.
+STOP_WAIT_ENV = "RAY_JOB_STOP_WAIT_TIME_S"
+STOP_WAIT_S = 30
+
 # Passed from the submitting shell to the job when set there.
 PASS_ENV = (
     "MLFLOW_TRACKING_URI",
@@ -21,14 +28,8 @@ PASS_ENV = (
     "HF_HUB_OFFLINE",
     "HF_DATASETS_OFFLINE",
     "TRANSFORMERS_OFFLINE",
-    "RAY_JOB_STOP_WAIT_TIME_S",
+    STOP_WAIT_ENV,
 )
-# What Ray's job supervisor waits, from the SIGTERM of `adapterfleet stop` to its SIGKILL; it
-# reads it from the job's env. Ray's own 3 s is little for the driver's cleanup (leave Ray, end
-# its open runs KILLED): 1.5-2.4 s on a local store, more on a remote one; cut short, its runs
-# stay RUNNING. The driver exits as soon as it is done.
-STOP_WAIT_ENV = "RAY_JOB_STOP_WAIT_TIME_S"
-STOP_WAIT_S = 30
 
 
 def job_env(extra_env: Mapping[str, str] | None = None) -> dict[str, str]:

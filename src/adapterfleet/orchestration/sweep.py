@@ -217,6 +217,8 @@ def run_adapter_stage(
             for run in sweep_runs.values():
                 if run.ended is None:  # a task registered (or given up) before it ended its run
                     end_quietly(run, status, progress)
+            if stopped:  # as the CLI's `resumable` does, for a caller from Python (a notebook)
+                note_interrupted(config)
             raise
 
 

@@ -7,6 +7,7 @@ a per-task searcher; `adapters.scheduler: asha` stops trials early, per task (tu
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -221,6 +222,36 @@ def tune_output(verbose: int) -> Iterator[None]:
                 os.environ[name] = value
 
 
+def fit_or_kill(tuner: ray.tune.Tuner) -> ray.tune.ResultGrid:
+    """`tuner.fit()`; stopped by Ctrl-C, its trials killed before the KeyboardInterrupt goes on."""
+    try:
+        return tuner.fit()
+    except BaseException as error:
+        if not isinstance(error, Exception):  # Tune ends its trials itself after an Exception
+            kill_trials_of(error)
+        raise
+
+
+def kill_trials_of(stop: BaseException) -> None:
+    """Kill the trials of the Tune run that `stop` (Ctrl-C's KeyboardInterrupt) ended, and
+    free their placement groups. Tune does that after an Exception, not after a
+    KeyboardInterrupt: in a process that stays in Ray (a notebook's) its trials trained on and
+    held their CPUs as long as the traceback lived, which IPython keeps, so the next sweep
+    waited for resources for good. Tune holds its controller only in the frames of `tune.run`,
+    so it is taken from the traceback. The trials' MLflow runs stay RUNNING, for
+    `mark_interrupted` to end KILLED; a trial's checkpoints are complete or ignored."""
+    from ray.tune.execution.tune_controller import TuneController
+
+    trace = stop.__traceback__
+    while trace is not None:
+        controller = trace.tb_frame.f_locals.get("runner")
+        if isinstance(controller, TuneController):
+            with contextlib.suppress(Exception):  # Ray left meanwhile: nothing left to kill
+                controller._actor_manager.cleanup()  # ray.kill, then the resources freed
+            return
+        trace = trace.tb_next
+
+
 def run_sweep(
     plan: SweepPlan,
     sweep_runs: Mapping[str, MlflowRunLogger],
@@ -268,7 +299,7 @@ def run_sweep(
         progress(f"sweep {plan.sweep_name}: {verb}, {counts}")
         with tune_output(verbose):
             tuner = build_tuner(plan, trainable, max_failures=max_failures, verbose=verbose)
-            results = tuner.fit()
+            results = fit_or_kill(tuner)
         # a trial that never started has no config: its task is then among the unfinished
         registrar.observe([outcome_of_result(result) for result in results if result.config])
     registered = {**plan.registered, **registrar.registered}

@@ -381,9 +381,10 @@ class RegistrationCallback(ray.tune.Callback):
             self._stop_if_full(registrar, trial)
         if registrar is None:
             return
-        outcomes = [outcome_of_trial(t, status if t is trial else None) for t in trials]
+        ended = outcome_of_trial(trial, status)  # a failed one's pickled error read once
+        outcomes = [ended if t is trial else outcome_of_trial(t) for t in trials]
         try:
-            registrar.trial_ended(outcome_of_trial(trial, status), outcomes)
+            registrar.trial_ended(ended, outcomes)
         except Exception as error:  # noqa: BLE001 - retried by the driver after fit()
             if is_disk_full(error):  # no write can succeed: the sweep stops (one line)
                 raise disk_full(registrar.config.storage, error) from None

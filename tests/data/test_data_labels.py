@@ -64,11 +64,31 @@ def test_a_whole_number_written_as_a_float_reads_as_the_float_does(
     task |= {"label_field": "sentiment", "label_names": ["0", "1"]}
     from_parquet = load_task(load_tasks_config(write_config({"senti": task}))["senti"])
     assert from_csv.train["label"] == from_parquet.train["label"] == [0, 1, 1, 0]
-    # a float that is no whole number, or one against text names, is still no label
+    # a float that is no whole number is still no label
     message = _refusal(_senti(tmp_path, write_config, ["0.0", "0.5", "1.0"], ["0", "1"]))
     assert "unknown label value '0.5' (record 2 of" in message
-    message = _refusal(_senti(tmp_path, write_config, ["1.0", "0.0"], ["neg", "pos"]))
-    assert "unknown label value '1.0' (record 1 of" in message
+
+
+def test_whole_floats_against_text_names_are_indices_as_in_parquet(
+    tmp_path: Path, write_config
+) -> None:
+    """Against label_names [neg, pos] a Parquet 1.0 was index 1 and the same CSV's "1.0" was
+    refused (`unknown label value '1.0'`); both are index 1 now. A label name that is itself a
+    float is still read by name, and whole floats among names are refused as integers are."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from_csv = load_task(_senti(tmp_path, write_config, ["1.0", "0.0", "1.0"], ["neg", "pos"]))
+    table = pa.table({"review": [f"review {i}" for i in range(3)], "sentiment": [1.0, 0.0, 1.0]})
+    pq.write_table(table, tmp_path / "train.parquet")
+    task = {"train": "train.parquet", "dev": "train.parquet", "text_fields": ["review"]}
+    task |= {"label_field": "sentiment", "label_names": ["neg", "pos"]}
+    from_parquet = load_task(load_tasks_config(write_config({"senti": task}))["senti"])
+    assert from_csv.train["label"] == from_parquet.train["label"] == [1, 0, 1]
+    by_name = load_task(_senti(tmp_path, write_config, ["1.0", "0.5", "1.0"], ["0.5", "1.0"]))
+    assert by_name.train["label"] == [1, 0, 1]
+    message = _refusal(_senti(tmp_path, write_config, ["neg", "pos", "1.0"], ["neg", "pos"]))
+    assert "mixes label names (neg, pos) with integers (1; 1 record: 3)" in message
 
 
 @pytest.mark.parametrize(

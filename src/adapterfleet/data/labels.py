@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from adapterfleet.console import plural
 from adapterfleet.data.errors import TaskError
 from adapterfleet.data.quality import is_blank
 
@@ -31,13 +32,13 @@ class LabelMap:
         for i, name in enumerate(spec.label_names):  # JSON's true/false find True/False
             if name.lower() in ("true", "false"):
                 self.by_name.setdefault(name.lower(), i)
-        self.integer_names = all(_INT.match(name) for name in spec.label_names)
 
     def text(self, value: Any) -> Any:
-        """`_label_text`, and with integer label names a whole number written as a float
-        ("1.0", as pandas writes a float column to CSV) read as the float 1.0 is: as "1"."""
+        """`_label_text`, and a whole number written as a float ("1.0", as pandas writes a
+        float column to CSV) read as the float 1.0 is, as "1", unless it is a label name: a
+        CSV and a Parquet file of the same column read alike, by name or as indices."""
         text = _label_text(value)
-        if self.integer_names and isinstance(text, str) and _WHOLE_FLOAT.match(text):
+        if isinstance(text, str) and text not in self.by_name and _WHOLE_FLOAT.match(text):
             return str(int(text.partition(".")[0]))
         return text
 
@@ -88,8 +89,8 @@ class LabelMap:
         example = integers[0]
         problem = (
             f"{source} mixes label names ({', '.join(_few(named))}) with integers "
-            f"({', '.join(_few(integers))}; {len(numbers)} records: {shown}) (read as an index, "
-            f"{example} would be {self.spec.label_names[int(example)]!r})"
+            f"({', '.join(_few(integers))}; {plural(len(numbers), 'record')}: {shown}) "
+            f"(read as an index, {example} would be {self.spec.label_names[int(example)]!r})"
         )
         fix = (
             f"write those records' labels as names of label_names {list(self.spec.label_names)}, "

@@ -50,7 +50,7 @@ from adapterfleet.registry import (
     pull_companion,
     safe_uri,
 )
-from adapterfleet.registry.pulling import registered_versions
+from adapterfleet.registry.pulling import fetch_version, fused_adapter, registered_versions
 from adapterfleet.registry.tags import BEST_ALIAS
 from adapterfleet.tuning.spec import TAG_BASE_MODEL
 
@@ -132,7 +132,8 @@ def pull_version(config: PipelineConfig, uri: str, info: ModelVersionInfo, dest:
     pull_companion(uri, info, HEAD_ARTIFACT, dest / HEAD_ARTIFACT)
     if kind == "fusion":
         for task, number in fusion_lineage(info).items():
-            pull(uri, adapter_model_name(prefix, task), dest / "adapters" / task, version=number)
+            adapter = fused_adapter(uri, info, adapter_model_name(prefix, task), number)
+            fetch_version(uri, adapter, dest / "adapters" / task)
     return dest
 
 

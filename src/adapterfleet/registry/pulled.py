@@ -30,6 +30,7 @@ from adapterfleet.registry.pulling import (
     DEFAULT_RETRY_TIMEOUT_S,
     check_replaceable,
     fetch_version,
+    fused_adapter,
     pull_companion,
     version_to_pull,
 )
@@ -102,7 +103,7 @@ def _pull_adapters(
         return ()
     found = []
     for task, number in info.fused.items():
-        adapter = version_to_pull(uri, adapter_model_name(parsed[0], task), version=number)
+        adapter = fused_adapter(uri, info, adapter_model_name(parsed[0], task), number)
         fetch_version(uri, adapter, folder / task, retry_timeout_s=timeout_s)
         found.append(adapter)
     return tuple(found)

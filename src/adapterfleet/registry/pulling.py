@@ -78,6 +78,21 @@ def version_to_pull(
     )
 
 
+def fused_adapter(uri: str, fusion: ModelVersionInfo, name: str, number: int) -> ModelVersionInfo:
+    """Version `number` of adapter model `name`, which `fusion` fuses; refused naming the
+    fusion and the fix when it is no longer registered (deleted in the registry): the fusion
+    cannot run without it, and a fusion over other adapters is another fusion."""
+    info = get_version(uri, name, version=number)
+    if info is not None:
+        return info
+    raise RegistryError(
+        f"model {fusion.name} version {fusion.version} fuses {name} version {number}, which is "
+        f"no longer registered in {safe_uri(uri)} ({registered_versions(uri, name)}), so it "
+        "cannot be pulled or used; run the pipeline again (or `adapterfleet fuse --wait`) to "
+        "train a fusion over the adapters registered now"
+    )
+
+
 def registered_versions(uri: str, name: str) -> str:
     """What `name` has, for a refusal: `its versions: v1 (@best), v2 (@pruned-2)`."""
     from mlflow.exceptions import MlflowException

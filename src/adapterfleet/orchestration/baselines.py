@@ -19,6 +19,7 @@ resumes the others after their newest finished epoch.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -36,6 +37,7 @@ from adapterfleet.orchestration.relay import (
     WorkerSay,
     relayed_remote,
 )
+from adapterfleet.orchestration.sweep import sweep_started
 from adapterfleet.registry import (
     TAG_PARENT_RUN,
     MlflowRunLogger,
@@ -210,6 +212,30 @@ def submit_baselines(
             mt_refs[job.seed] = ref
         refs[ref] = job
     return refs
+
+
+class BaselineLauncher(threading.Thread):
+    """Submits the baselines stage once no trial of the sweep waits for a slot, or the adapter
+    stage has ended: the sweep and the fusions behind it are the critical path, the baselines
+    fill the slots they leave."""
+
+    def __init__(self, config: PipelineConfig, uri: str, experiment_id: str, say: Say):
+        super().__init__(name="baseline-launcher", daemon=True)
+        self.config, self.uri, self.experiment_id, self.say = config, uri, experiment_id, say
+        self.refs: dict[Any, Any] = {}
+        self.error: BaseException | None = None
+        self.stage_ended = threading.Event()
+        self.cancelled = False
+
+    def run(self) -> None:
+        try:
+            while not self.stage_ended.wait(2.0):
+                if sweep_started(self.config, self.uri):
+                    break
+            if not self.cancelled:
+                self.refs = submit_baselines(self.config, self.uri, self.experiment_id, self.say)
+        except BaseException as error:  # noqa: BLE001 - reported by the driver
+            self.error = error
 
 
 def collect_baselines(

@@ -31,9 +31,9 @@ from adapterfleet.data import TaskData
 from adapterfleet.disk import DiskFullError, says_full, stops_when_full
 from adapterfleet.errors import cause_text
 from adapterfleet.orchestration.baselines import (
+    BaselineLauncher,
     BaselineSummary,
     collect_baselines,
-    submit_baselines,
 )
 from adapterfleet.orchestration.fusion_job import FusionOutcome, registered_text, run_fusion_job
 from adapterfleet.orchestration.fusion_plan import (
@@ -56,8 +56,10 @@ from adapterfleet.orchestration.report_scope import report_scope
 from adapterfleet.orchestration.sweep import (
     cancel_while_joined,
     ensure_ray,
+    note_interrupted,
     ray_initialized,
     run_adapter_stage,
+    sweep_started,
 )
 from adapterfleet.orchestration.validate import check_resources, validate_pipeline
 from adapterfleet.registry import (
@@ -71,8 +73,9 @@ from adapterfleet.registry.heartbeat import heartbeat, refuse_second_driver_of
 from adapterfleet.registry.store import check_store
 from adapterfleet.registry.tags import BEST_ALIAS
 from adapterfleet.results.report import ReportResult, build_report
-from adapterfleet.results.status import pipeline_status
 from adapterfleet.tuning.plan import check_resumable
+
+GATES_STOP_S = 5.0  # after Ctrl-C: a gate polls the registry every 2 s at most
 
 
 @dataclass
@@ -98,36 +101,6 @@ def _fusion_remote(config: PipelineConfig, reserve: bool = True) -> Any:
         "retry_exceptions": False,
     }
     return relayed_remote(run_fusion_job, **options)
-
-
-def sweep_started(config: PipelineConfig, uri: str) -> bool:
-    """Every planned trial of every task has a run: no trial waits for a slot any more."""
-    status = pipeline_status(config, uri)
-    return bool(status.tasks) and all(task.pending == 0 for task in status.tasks)
-
-
-class BaselineLauncher(threading.Thread):
-    """Submits the baselines stage once no trial of the sweep waits for a slot, or the adapter
-    stage has ended: the sweep and the fusions behind it are the critical path, the baselines
-    fill the slots they leave."""
-
-    def __init__(self, config: PipelineConfig, uri: str, experiment_id: str, say: Say):
-        super().__init__(name="baseline-launcher", daemon=True)
-        self.config, self.uri, self.experiment_id, self.say = config, uri, experiment_id, say
-        self.refs: dict[Any, Any] = {}
-        self.error: BaseException | None = None
-        self.stage_ended = threading.Event()
-        self.cancelled = False
-
-    def run(self) -> None:
-        try:
-            while not self.stage_ended.wait(2.0):
-                if sweep_started(self.config, self.uri):
-                    break
-            if not self.cancelled:
-                self.refs = submit_baselines(self.config, self.uri, self.experiment_id, self.say)
-        except BaseException as error:  # noqa: BLE001 - reported by the driver
-            self.error = error
 
 
 class FusionGate(threading.Thread):
@@ -263,34 +236,26 @@ def _run_pipeline(
     )
     with heartbeat(uri, experiment_id, say, sweep=True):  # `status` tells a killed driver
         summary = PipelineSummary(config.name, uri)
-        early = _early_target(config)
-        gates = [
-            FusionGate(
-                config, target, uri, experiment_id, relay, fusion_timeout_s,
-                start_now=target == early,
-            )
-            for target in config.fusion.targets
-        ]  # fmt: skip
-        for gate in gates:
-            gate.start()
-        launcher = BaselineLauncher(config, uri, experiment_id, say)
-        if config.baselines.systems:
-            launcher.start()
+        gates, launcher = _start_stages(config, experiment_id, relay, fusion_timeout_s)
         try:
-            summary.adapters = run_adapter_stage(
-                config, resume=resume, ray_address=ray_address, num_cpus=num_cpus, progress=say,
-                level=relay.level, note=lambda: fusion_note(gates), loaded=loaded,
-            )  # fmt: skip
-        except BaseException as error:
-            for gate in gates:
-                gate.stop.set()
-            launcher.cancelled = True
-            summary.errors["adapters"] = str(error)
+            try:
+                summary.adapters = run_adapter_stage(
+                    config, resume=resume, ray_address=ray_address, num_cpus=num_cpus,
+                    progress=say, level=relay.level, note=lambda: fusion_note(gates),
+                    loaded=loaded,
+                )  # fmt: skip
+            except BaseException as error:
+                _stop_stages(gates, launcher)
+                summary.errors["adapters"] = str(error)
+                raise
+            finally:
+                launcher.stage_ended.set()
+                _join_fusions(gates, summary)
+            _join_baselines(config, launcher, summary, relay)
+        except KeyboardInterrupt:  # the sweep's trials are killed by then (`run_sweep`)
+            _stop_stages(gates, launcher, cancel=True)
+            note_interrupted(config)
             raise
-        finally:
-            launcher.stage_ended.set()
-            _join_fusions(gates, summary)
-        _join_baselines(config, launcher, summary, relay)
         full = next((error for error in summary.errors.values() if says_full(error)), None)
         if full is not None:  # a fusion or baseline found the disk full: one line, not each
             raise DiskFullError(config.storage, full)
@@ -334,6 +299,45 @@ def _validate_and_start(
     check_resources(config, [n["Resources"] for n in ray.nodes() if n.get("Alive")])
     tags = pipeline_tags(config, overrides)
     return ensure_experiment(uri, config.name, tags=tags, say=relay.say), loaded
+
+
+def _start_stages(
+    config: PipelineConfig, experiment_id: str, relay: WorkerRelay, fusion_timeout_s: float
+) -> tuple[list[FusionGate], BaselineLauncher]:
+    """A gate per fusion target, and the baselines' launcher, started beside the sweep."""
+    uri, early = config.tracking_uri, _early_target(config)
+    gates = [
+        FusionGate(
+            config, target, uri, experiment_id, relay, fusion_timeout_s, start_now=target == early
+        )
+        for target in config.fusion.targets
+    ]
+    for gate in gates:
+        gate.start()
+    launcher = BaselineLauncher(config, uri, experiment_id, relay.say)
+    if config.baselines.systems:
+        launcher.start()
+    return gates, launcher
+
+
+def _stop_stages(
+    gates: Sequence[FusionGate], launcher: BaselineLauncher, *, cancel: bool = False
+) -> None:
+    """Tell the fusion gates to stop waiting for adapters and the baselines not to start; with
+    `cancel` (Ctrl-C) also cancel the fusion and baseline jobs on Ray, and wait a moment for
+    the gates. The CLI leaves Ray next, which ends them all; a caller that stays in Ray (a
+    notebook) had them train on, and register, after its KeyboardInterrupt."""
+    for gate in gates:
+        gate.stop.set()
+        if cancel and gate.ref is not None and gate.outcome is None:
+            cancel_while_joined(gate.ref)
+    launcher.cancelled = True
+    if cancel:
+        for ref in launcher.refs:
+            cancel_while_joined(ref)
+        deadline = time.monotonic() + GATES_STOP_S
+        for gate in gates:
+            gate.join(max(0.0, deadline - time.monotonic()))
 
 
 def _join_fusions(gates: Sequence[FusionGate], summary: PipelineSummary) -> None:

@@ -42,6 +42,7 @@ from adapterfleet.registry.purged import purged_text
 from adapterfleet.registry.store import check_store, login_env, missing_store
 from adapterfleet.registry.sweep_run import finish_sweep_run
 from adapterfleet.registry.tags import BEST_ALIAS, TAG_CONFIG_HASH, TAG_SWEEP, TAG_TRIAL_ID
+from adapterfleet.results.status import pipeline_status
 from adapterfleet.training import end_quietly
 from adapterfleet.tuning.plan import SweepPlan, check_resumable, plan_sweep
 from adapterfleet.tuning.settings import changed_text
@@ -338,3 +339,9 @@ def resume_sweep(
         progress=progress,
         level=level,
     )
+
+
+def sweep_started(config: PipelineConfig, uri: str) -> bool:
+    """Every planned trial of every task has a run: no trial waits for a slot any more."""
+    status = pipeline_status(config, uri)
+    return bool(status.tasks) and all(task.pending == 0 for task in status.tasks)

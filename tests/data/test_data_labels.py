@@ -110,3 +110,33 @@ def test_a_label_in_other_case_or_spaces_says_to_clean_the_column(
         f"unknown label value {cell!r} (record 4 of {tmp_path / 'train.csv'}); it is {like} "
         "with other case or spaces; clean the column (label names match exactly)"
     )
+
+
+def _splits(tmp_path: Path, write_config, train: list[str], dev: list[str]) -> TaskSpec:
+    for split, labels in (("train", train), ("dev", dev)):
+        lines = ["review,sentiment"] + [f"{split} {i},{label}" for i, label in enumerate(labels)]
+        (tmp_path / f"{split}.csv").write_text("\n".join(lines) + "\n")
+    task = {"train": "train.csv", "dev": "dev.csv", "text_fields": ["review"]}
+    task |= {"label_field": "sentiment", "label_names": ["pos", "neg"]}
+    return load_tasks_config(write_config({"senti": task}))["senti"]
+
+
+def test_train_by_name_and_dev_by_index_are_refused(tmp_path: Path, write_config) -> None:
+    """A train of names beside a dev of 0/1 meaning 1 = pos loaded, and dev's labels were read
+    against label_names [pos, neg]: inverted, scored without a word. Each column alone is
+    fine; together they are refused, naming both files and the fix."""
+    spec = _splits(tmp_path, write_config, ["neg", "pos", "neg"], ["0", "1", "1", "0"])
+    assert _refusal(spec) == (
+        f"task 'senti', dev 'sentiment': the splits write labels differently: "
+        f"{tmp_path / 'train.csv'} as names (neg, pos), {tmp_path / 'dev.csv'} as indices "
+        "(0, 1); dev's 0 would be read as 'pos' (label_names[0]), and nothing shows that is "
+        "what the file means; write both splits' labels the same way: names of label_names "
+        "['pos', 'neg'], or indices in that order"
+    )
+    spec = _splits(tmp_path, write_config, ["1", "0"], ["neg", "pos"])
+    assert "dev 'sentiment'" not in _refusal(spec)  # the split written as indices is named
+    assert "train 'sentiment'" in _refusal(spec)
+    same = load_task(_splits(tmp_path, write_config, ["1", "0", "1"], ["0", "1"]))
+    assert same.dev["label"] == [0, 1]
+    same = load_task(_splits(tmp_path, write_config, ["neg", "pos"], ["pos", "neg"]))
+    assert same.dev["label"] == [0, 1]

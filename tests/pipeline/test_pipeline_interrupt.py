@@ -13,19 +13,24 @@ from pathlib import Path
 
 import pytest
 import ray
-from test_pipeline_fusion_kill import fusion_checkpoints
 from tuning_support import config_document, runs_of
 
 from adapterfleet.config import parse_config
 from adapterfleet.orchestration.pipeline import run_pipeline
 from adapterfleet.registry import fusion_model_name, get_version
-from adapterfleet.registry.tags import TAG_INTERRUPTED
 from adapterfleet.registry.store import get_client
+from adapterfleet.registry.tags import TAG_INTERRUPTED
+from adapterfleet.training.workdir import checkpoint_epoch
 
 pytestmark = pytest.mark.integration
 FUSION_EPOCHS = 30  # far more than the test waits for: a fusion that goes on would show
 START_DEADLINE_S = 420
 FREED_DEADLINE_S = 15
+
+
+def fusion_checkpoints(storage: Path) -> list[int]:
+    folders = storage.glob("fusion/fruit/*/checkpoints/epoch-*")
+    return sorted(e for e in (checkpoint_epoch(f) for f in folders) if e is not None)
 
 
 def _ctrl_c_after_first_fusion_epoch(storage: Path, armed: threading.Event) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from adapterfleet.console import plural
@@ -42,8 +43,11 @@ class LabelMap:
             return str(int(text.partition(".")[0]))
         return text
 
-    def check_column(self, cells: Iterable[tuple[int, Any]], split: str, source: str) -> None:
-        """Refuse a column of (record number, label cell) that mixes two readings."""
+    def check_column(
+        self, cells: Iterable[tuple[int, Any]], split: str, source: str
+    ) -> LabelForm | None:
+        """Refuse a column of (record number, label cell) that mixes two readings; how the
+        column writes its labels, for `check_same_form` (None: it says nothing either way)."""
         records: dict[str, list[int]] = {}  # what is not text is refused by `index`
         for number, value in cells:
             text = self.text(value)
@@ -72,6 +76,13 @@ class LabelMap:
             )
             raise TaskError(self.spec.name, f"{split} {self.spec.label_field!r}", problem, fix)
         self._refuse_names_with_integers(records, split, source)
+        named = sorted(t for t in records if t in self.by_name and not _INT.match(t))
+        if named:
+            return LabelForm(split, source, "names", tuple(named))
+        indices = sorted(
+            (t for t in records if t not in self.by_name and _is_index(t, self.spec)), key=int
+        )
+        return LabelForm(split, source, "indices", tuple(indices)) if indices else None
 
     def _refuse_names_with_integers(
         self, records: dict[str, list[int]], split: str, source: str
@@ -124,6 +135,41 @@ class LabelMap:
         """The label names `text` equals but for case and surrounding spaces."""
         folded = text.strip().casefold()
         return [name for name in self.spec.label_names if name.strip().casefold() == folded]
+
+
+@dataclass(frozen=True)
+class LabelForm:
+    """How a split's label column writes its labels: as label names, or as indices (with text
+    label names; integer names are read by name, and a column mixing both is refused)."""
+
+    split: str
+    source: str
+    kind: str  # "names" or "indices"
+    values: tuple[str, ...]
+
+    def shown(self) -> str:
+        return f"{self.source} as {self.kind} ({', '.join(_few(list(self.values)))})"
+
+
+def check_same_form(spec: TaskSpec, forms: Iterable[LabelForm | None]) -> None:
+    """Refuse train and dev that write their labels differently, one by name and the other as
+    indices: read so, a 0 in dev is label_names[0] whatever the file meant by it (a dev file of
+    1 = pos against label_names [pos, neg] was scored inverted, without a word)."""
+    found = {form.kind: form for form in forms if form is not None}
+    if len(found) < 2:
+        return
+    names, indices = found["names"], found["indices"]
+    first = indices.values[0]
+    problem = (
+        f"the splits write labels differently: {names.shown()}, {indices.shown()}; "
+        f"{indices.split}'s {first} would be read as {spec.label_names[int(first)]!r} "
+        f"(label_names[{first}]), and nothing shows that is what the file means"
+    )
+    fix = (
+        f"write both splits' labels the same way: names of label_names "
+        f"{list(spec.label_names)}, or indices in that order"
+    )
+    raise TaskError(spec.name, f"{indices.split} {spec.label_field!r}", problem, fix)
 
 
 def _label_text(value: Any) -> Any:

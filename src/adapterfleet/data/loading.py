@@ -14,7 +14,7 @@ from adapterfleet.console import plural
 from adapterfleet.data.choices import choice_rows
 from adapterfleet.data.demo import ensure_demo_files
 from adapterfleet.data.errors import TaskError
-from adapterfleet.data.labels import LabelMap
+from adapterfleet.data.labels import LabelForm, LabelMap, check_same_form
 from adapterfleet.data.quality import (
     RowRef,
     cell_text,
@@ -80,9 +80,11 @@ def load_task(spec: TaskSpec) -> TaskData:
     if spec.demo_seed is not None:
         ensure_demo_files(spec)
     skipped: dict[str, int] = {}
-    train, _ = _rows(spec, "train", spec.train, skipped)
+    forms: list[LabelForm | None] = []
+    train, _ = _rows(spec, "train", spec.train, skipped, forms)
     if spec.dev is not None:
-        dev, numbers = _rows(spec, "dev", spec.dev, skipped)
+        dev, numbers = _rows(spec, "dev", spec.dev, skipped, forms)
+        check_same_form(spec, forms)
         if not _warn_if_dev_is_train(spec, spec.train, spec.dev):
             _warn_dev_rows_in_train(spec, train, dev, numbers)
     else:
@@ -168,9 +170,14 @@ def _warn_dev_rows_in_train(spec: TaskSpec, train: list, dev: list, numbers: lis
 
 
 def _rows(
-    spec: TaskSpec, split: str, source: SplitSource, skipped: dict[str, int]
+    spec: TaskSpec,
+    split: str,
+    source: SplitSource,
+    skipped: dict[str, int],
+    forms: list[LabelForm | None],
 ) -> tuple[list[tuple[Any, ...]], list[int]]:
-    """The split's rows, and the record number of each."""
+    """The split's rows, and the record number of each; how many were skipped into `skipped`,
+    how its label column writes labels into `forms`."""
     if spec.hub is not None:
         raw = _read_hub(spec, split, source)
     else:
@@ -179,7 +186,7 @@ def _rows(
     if spec.is_multiple_choice:
         rows, missing = choice_rows(spec, split, raw, first)
     else:
-        rows, missing = _normalise(spec, split, raw, first)
+        rows, missing = _normalise(spec, split, raw, first, forms)
     check_skipped(spec, split, raw, len(rows), missing)
     skipped[split] = raw.skipped + len(missing)
     if skipped[split]:
@@ -197,7 +204,11 @@ def _rows(
 
 
 def _normalise(
-    spec: TaskSpec, split: str, raw: RawSplit, first: int = 1
+    spec: TaskSpec,
+    split: str,
+    raw: RawSplit,
+    first: int = 1,
+    forms: list[LabelForm | None] | None = None,
 ) -> tuple[list[tuple[Any, ...]], list[int]]:
     """Map rows to (texts..., label index, or a regression number), and the numbers of the
     rows dropped for a missing or empty value. (Multiple choice: `choices.choice_rows`.)"""
@@ -218,7 +229,9 @@ def _normalise(
     else:
         labels = LabelMap(spec)
         cells = enumerate((r.get(spec.label_field) for r in raw.rows), start=first)
-        labels.check_column(cells, split, raw.source)
+        form = labels.check_column(cells, split, raw.source)
+        if forms is not None:
+            forms.append(form)
     keys = [f"column {name!r} (text_fields)" for name in spec.text_fields]
     rows: list[tuple[Any, ...]] = []
     missing: list[int] = []

@@ -24,6 +24,7 @@ from adapterfleet.registry import (
     register_version,
     set_alias,
 )
+from adapterfleet.training import TrainConfig
 
 LoggedAdapter = Callable[..., tuple[str, Path]]
 
@@ -357,6 +358,14 @@ def test_a_fusion_takes_best_only_from_a_version_that_did_not_score_better(
     assert registered_text(point_best(sqlite_uri, found, "accuracy"), "accuracy") == (
         f"kept {name} v1 (accuracy 0.7867, registered before)"  # it was there: nothing moved
     )
+    # a fusion early stopping ended says so, as a trial's line does (it stopped at 4/9 unsaid)
+    training = TrainConfig(learning_rate=1e-3, max_epochs=9, patience=3)
+    stopped = replace(worse, stopped=training.patience_note("early_stopping", 4))
+    assert registered_text(stopped, "accuracy") == (
+        f"registered {name} v2 (accuracy 0.5367), patience 3 ended it at epoch 4/9; best stays "
+        "on v1 (accuracy 0.7867), better on dev"
+    )
+    assert training.patience_note("max_epochs", 9) == ""
 
 
 def test_a_fusion_on_another_base_is_not_ranked_against_best(

@@ -84,6 +84,7 @@ class FusionOutcome:
     # on other data of <target>" (dev scores of two bases or two dev files rank neither)
     best_was_apart: str | None = None
     chance: Chance | None = None  # what learning nothing scores on the target's dev split
+    stopped: str = ""  # `, patience 3 ended it at epoch 4/9` when early stopping ended it
 
 
 def run_fusion_job(
@@ -295,7 +296,8 @@ def _train_and_register(
     logger.end("FINISHED")
     workdir.clear_checkpoints()  # registered: a rerun finds the version, never resumes this
     delay = start_delay if gated else 0.0
-    return FusionOutcome(target, version, run.dev_metrics, True, waited, delay)
+    stopped = config.fusion.training.patience_note(run.fit.stop_reason, run.fit.epochs_run)
+    return FusionOutcome(target, version, run.dev_metrics, True, waited, delay, stopped=stopped)
 
 
 def _unlike_best(uri: str, config: PipelineConfig, plan: FusionPlan) -> str:
@@ -319,6 +321,7 @@ def registered_text(outcome: FusionOutcome, metric: str) -> str:
     done = "registered" if outcome.trained else "kept"  # found registered: nothing was done
     before = "" if outcome.trained else ", registered before"
     text = f"{done} {outcome.version.name} v{outcome.version.version} ({shown}{before})"
+    text += outcome.stopped
     kept = outcome.best_kept
     if kept is not None:
         theirs = kept.tags.get(f"dev_{metric}")

@@ -86,6 +86,12 @@ class TrainConfig:
                 f"{field}; set cuda_graphs: false, or device: cuda with precision bf16/fp32/auto"
             )
 
+    def patience_note(self, stop_reason: str | None, epochs_run: int | None) -> str:
+        """`, patience 3 ended it at epoch 9/30` for a fit early stopping ended, else ""."""
+        if stop_reason != "early_stopping":
+            return ""
+        return f", patience {self.patience} ended it at epoch {epochs_run}/{self.max_epochs}"
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of every field."""
         return dataclasses.asdict(self)

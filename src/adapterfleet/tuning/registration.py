@@ -216,11 +216,9 @@ class Registrar:
 
     def _patience_note(self, outcome: TrialOutcome) -> str:
         """The note `, patience 3 ended it at epoch 9/30` for a trial early stopping ended."""
-        if outcome.result.get("stop_reason") != "early_stopping":
-            return ""
         training = self.config.adapters.training_for(outcome.params.task)
-        last, most = outcome.result.get("epochs_run"), training.max_epochs
-        return f", patience {training.patience} ended it at epoch {last}/{most}"
+        result = outcome.result
+        return training.patience_note(result.get("stop_reason"), result.get("epochs_run"))
 
     def observe(self, outcomes: Iterable[TrialOutcome]) -> None:
         """Register every task whose trials have all ended and succeeded (or were stopped

@@ -199,7 +199,11 @@ def test_headerless_tsv_with_named_columns(world, tmp_path):
     ("case", "error", "words"),
     [
         ("unknown target", ConfigError, ["target 'nope'", "tasks there: fruit, water"]),
-        ("no fusion", RegistryError, ["tinysweep.fusion.water", "--adapter"]),
+        (  # `run` never trains it: the message said to run it (before 2026-12-02)
+            "no fusion",
+            ConfigError,
+            ["'water' is not a fusion target of the config (fusion targets: fruit)", "--adapter"],
+        ),
         ("no version", RegistryError, ["version 7", "; its versions: v1 (@best); ", "--version"]),
         ("alias and version", ConfigError, ["--alias pruned-1 and --version 1", "give one"]),
         (

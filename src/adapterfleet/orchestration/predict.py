@@ -107,12 +107,20 @@ def find_version(
     if info is None:
         wanted = f"version {version}" if version is not None else f"alias {alias!r}"
         other = "a fusion (leave out --adapter)" if adapter else "its adapter (--adapter)"
+        asked = fix is not None  # a caller's own fix (prune's) is said as it is
         fix = fix or (
             "train and register it first (adapterfleet run), choose another --alias/--version, "
             f"or predict with {other}"
         )
         there = registered_versions(uri, name)  # "its versions: v1 (@best), v2 (@pruned-2)"
         there = f"; {there}" if there.startswith("its versions") else ""
+        if not adapter and not there and target not in config.fusion.targets and not asked:
+            targets = ", ".join(config.fusion.targets) or "none in this config"
+            raise ConfigError(
+                f"predict: {target!r} is not a fusion target of the config (fusion targets: "
+                f"{targets}) and no fusion of it is registered; predict with its adapter "
+                "(--adapter)"
+            )  # `adapterfleet run` would never train that fusion
         raise RegistryError(
             f"no registered {kind} {name} with {wanted} in {safe_uri(uri)}{there}; {fix}"
         )

@@ -108,8 +108,14 @@ def test_a_label_in_other_case_or_spaces_says_to_clean_the_column(
     message = _refusal(_senti(tmp_path, write_config, labels, names))
     assert message.endswith(
         f"unknown label value {cell!r} (record 4 of {tmp_path / 'train.csv'}); it is {like} "
-        "with other case or spaces; clean the column (label names match exactly)"
-    )
+        "in other case; clean the column (label names match case; spaces around a value are "
+        "ignored)"
+    )  # it said "with other case or spaces", while spaces alone are taken (below)
+
+
+def test_spaces_around_a_label_name_are_taken(tmp_path: Path, write_config) -> None:
+    spaced = load_task(_senti(tmp_path, write_config, [" neg", "pos ", "neg"], ["neg", "pos"]))
+    assert spaced.train["label"] == [0, 1, 0]
 
 
 def _splits(tmp_path: Path, write_config, train: list[str], dev: list[str]) -> TaskSpec:

@@ -119,10 +119,10 @@ class LabelMap:
         names = list(self.spec.label_names)
         fix = f"label_names are {names} (or indices 0..{len(names) - 1}); fix label_names"
         if isinstance(text, str) and (like := self._names_like(text)):
-            # ' NEG', pandas' True against "true": the data is what to fix, not label_names
+            # 'NEG', pandas' True against "true": the data is what to fix, not label_names
             fix = (
-                f"it is {' or '.join(map(repr, like))} with other case or spaces; clean the "
-                "column (label names match exactly)"
+                f"it is {' or '.join(map(repr, like))} in other case; clean the column (label "
+                "names match case; spaces around a value are ignored)"
             )
         raise TaskError(
             self.spec.name,

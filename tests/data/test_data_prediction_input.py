@@ -149,3 +149,16 @@ def test_a_quoted_tsv_input_is_read_with_predict_quotes(tmp_path, caplog) -> Non
     with pytest.raises(TaskError, match=r"--quotes: only for tsv/csv files, not jsonl"):
         (tmp_path / "in.jsonl").write_text('{"s1": "a", "s2": "b"}\n')
         read_input(spec, tmp_path / "in.jsonl", quotes=True)
+
+
+def test_an_input_not_in_utf8_names_the_byte_and_its_line(spec, tmp_path) -> None:
+    """A Latin-1 input said `is not text in utf-8-sig` (Python's codec name, and no place);
+    now the byte and line, as a training file's refusal names them."""
+    path = tmp_path / "in.csv"
+    path.write_bytes("s1,s2\nA cat.,An animal.\nA caf\u00e9.,A place.\n".encode("latin-1"))
+    with pytest.raises(TaskError) as caught:
+        read_input(spec, path)
+    assert str(caught.value) == (
+        f"task 'rte', input: {path} is not UTF-8: byte 0xe9 on line 3 (invalid continuation "
+        "byte); save it as UTF-8"
+    )

@@ -16,6 +16,7 @@ class TaskError(UserError, ValueError):
     def __init__(self, task: str | None, field: str, problem: str, fix: str = "") -> None:
         self.task = task
         self.field = field
+        self.problem = problem
         text = f"{field}: {problem}" if task is None else f"task {task!r}, {field}: {problem}"
         if fix:
             text += f"; {fix}"

@@ -162,8 +162,8 @@ def _read_rows(
     except TaskError as error:
         if error.field != "input.encoding":
             raise
-        problem = f"{path} is not text in {DEFAULT_ENCODING}"
-        raise TaskError(task, "input", problem, "save it as UTF-8") from None
+        # the reader's own words (`... is not UTF-8: byte 0xe9 on line 3`), predict's fix
+        raise TaskError(task, "input", error.problem, "save it as UTF-8") from None
     if raw.skipped:
         fix = "fix or remove them (one prediction is written per input row)"
         if raw.looks_quoted is not None:  # a row broken by a quoted line break, read unquoted

@@ -315,6 +315,15 @@ def test_a_task_whose_settings_changed_is_planned_again_saying_which(swept: Swep
         for line in lines
     ), lines
     assert changed_settings(changed, "fruit", None) == []  # a version from before the tag
+    # resuming the interrupted sweep of the new settings: not "training it again" (a tester
+    # read it as a restart, though the sweep went on from its last epochs)
+    resumed: list[str] = []
+    _say_planned(replace(plan, restore=True), swept.uri, resumed.append)
+    assert any(
+        line.startswith(f"task fruit: its settings changed since {name} v1 was registered")
+        and line.endswith("; its interrupted sweep goes on")
+        for line in resumed
+    ), resumed
 
 
 def test_an_adapter_whose_run_mlflow_gc_purged_is_planned_again(swept: Swept) -> None:

@@ -263,16 +263,18 @@ def _say_planned(plan: SweepPlan, uri: str, progress: Say) -> None:
         if task in plan.pending:
             registered = f"{info.name} v{info.version} is registered"
             progress(f"task {task}: {registered}, but {purged_text(info)}; training it again")
+    # resumed: an earlier run began training it for the settings and data it has now
+    again = "its interrupted sweep goes on" if plan.restore else "training it again"
     for task, info in plan.changed.items():
         progress(
             f"task {task}: its data files changed since {info.name} v{info.version} was "
-            "registered for these settings; training it again"
+            f"registered for these settings; {again}"
         )
     for task, (info, changes) in plan.resettled.items():
         if task in plan.pending:
             progress(
                 f"task {task}: its settings changed since {info.name} v{info.version} was "
-                f"registered{changed_text(changes)}; training it again"
+                f"registered{changed_text(changes)}; {again}"
             )
 
 

@@ -160,5 +160,29 @@ def test_an_input_not_in_utf8_names_the_byte_and_its_line(spec, tmp_path) -> Non
         read_input(spec, path)
     assert str(caught.value) == (
         f"task 'rte', input: {path} is not UTF-8: byte 0xe9 on line 3 (invalid continuation "
-        "byte); save it as UTF-8"
+        "byte); pass --encoding with the file's (e.g. latin-1, cp1252, utf-16), or save it as "
+        "UTF-8"
     )
+
+
+def test_predict_encoding_reads_an_input_in_another_encoding(spec, tmp_path) -> None:
+    """`--encoding` reads a Latin-1 or UTF-16 input as a split's `encoding:` reads a training
+    file (there was no way but to convert the file); a name that is no text encoding, or one
+    given for Parquet, is refused as the option."""
+    rows = "s1,s2\nA cat.,An animal.\nA caf\u00e9.,A place.\n"
+    for encoding in ("latin-1", "utf-16"):
+        path = tmp_path / f"in-{encoding}.csv"
+        path.write_bytes(rows.encode(encoding))
+        read = read_input(spec, path, encoding=encoding)
+        assert read.texts == [("A cat.", "An animal."), ("A caf\u00e9.", "A place.")]
+    with pytest.raises(TaskError) as caught:
+        read_input(spec, path, encoding="latin-9x")
+    assert str(caught.value) == (
+        "task 'rte', --encoding: unknown encoding 'latin-9x'; e.g. utf-8, latin-1, cp1252, utf-16"
+    )
+    with pytest.raises(TaskError, match=r"--encoding: 'rot13' is not a text encoding"):
+        read_input(spec, path, encoding="rot13")
+    table = pa.table({"s1": ["A cat."], "s2": ["An animal."]})
+    pq.write_table(table, tmp_path / "in.parquet")
+    with pytest.raises(TaskError, match=r"--encoding: only for text files"):
+        read_input(spec, tmp_path / "in.parquet", encoding="latin-1")

@@ -447,6 +447,35 @@ def test_cli_predict_in_a_subprocess(world, tmp_path):
     assert "Traceback" not in failed.stderr
 
 
+def test_cli_predict_encoding_reads_a_latin1_input_as_its_utf8_twin(world, tmp_path):
+    """A Latin-1 export was refused (`save it as UTF-8`) with no option to read it as it is;
+    `--encoding latin-1` gives the predictions of the same rows saved as UTF-8."""
+    texts = [f"{text} caf\u00e9 na\u00efve" for text in _texts(5, seed=9)]
+    lines = ["id\ttext", *(f"ex{i}\t{t}" for i, t in enumerate(texts))]
+    (tmp_path / "latin1.tsv").write_bytes(("\n".join(lines) + "\n").encode("latin-1"))
+    utf8 = _write_tsv(tmp_path / "utf8.tsv", texts)
+    command = [sys.executable, "-m", "adapterfleet.cli.app", "predict", "fruit"]
+    command += ["-c", str(world.config_path), "--input", str(tmp_path / "latin1.tsv")]
+    refused = subprocess.run(
+        [*command, "--out", str(tmp_path / "refused.csv")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert refused.returncode == 2 and "pass --encoding" in refused.stderr, refused.stderr
+    done = subprocess.run(
+        [*command, "--encoding", "latin-1", "--out", str(tmp_path / "out.csv")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    predict_file(world.config, "fruit", utf8, tmp_path / "twin.csv", say=lambda _: None)
+    assert _read(tmp_path / "out.csv") == _read(tmp_path / "twin.csv")
+
+
 def test_cli_predict_on_ray_prints_our_lines_not_rays(world, tmp_path):
     """`predict --ray` printed some fifty lines of Ray and Ray Data (INFO lines, a progress
     report every ten seconds, the token-authentication WARNING) around its own two. What Ray

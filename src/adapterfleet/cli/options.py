@@ -55,6 +55,13 @@ QuotesOpt = Annotated[
         show_default=False,
     ),
 ]
+EncodingOpt = Annotated[
+    str | None,
+    typer.Option(help="Text encoding of a tsv/csv/json input, e.g. latin-1 (default: UTF-8)."),
+]
+PredictWorkersOpt = Annotated[
+    int | None, typer.Option("--workers", help="Ray actors (default: as many as resources allow).")
+]
 # The training settings a single run may change from the command line (train, fuse).
 LrOpt = Annotated[float | None, typer.Option(help="Learning rate.")]
 EpochsOpt = Annotated[int | None, typer.Option(help="Maximum epochs.")]

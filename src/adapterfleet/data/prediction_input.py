@@ -14,13 +14,14 @@ import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from adapterfleet.console import plural
 from adapterfleet.data.choices import check_columns, holds, labels_of, record_texts
 from adapterfleet.data.compressed import refuse_compressed
-from adapterfleet.data.encodings import DEFAULT_ENCODING
+from adapterfleet.data.encodings import parse_encoding
 from adapterfleet.data.errors import TaskError
 from adapterfleet.data.quality import RowRef, cell_text, check_once, other_case, skip_places
 from adapterfleet.data.readers import RawSplit, read_file
@@ -66,13 +67,15 @@ def read_input(
     columns: Sequence[str] | None = None,
     id_field: str | None = None,
     quotes: bool | None = None,
+    encoding: str | None = None,
 ) -> PredictionInput:
     """Read the rows of `path` (tsv, csv, jsonl, json, parquet). Columns are renamed as the
     task's splits declare; every row needs every text field; a label column is not needed.
 
     `header=False` takes column names from `columns`, else from the task's declaration.
     `quotes` (`--quotes`): whether a tsv/csv's fields may be quoted; None: as the task's own
-    file of that format says (`quotes:`), else the format's default.
+    file of that format says (`quotes:`), else the format's default. `encoding` (`--encoding`):
+    the text encoding of a tsv, csv or JSON input; None: UTF-8.
     `id_field` defaults to the first of id, idx, index, guid found in the file. `-` (or a
     pipe, `/dev/stdin`) is standard input, read whole first; it needs `fmt`."""
     task = spec.name
@@ -81,10 +84,10 @@ def read_input(
         with _spooled(spec.name, path, fmt) as copy:
             data = read_input(
                 spec, copy, fmt=fmt, header=header, columns=columns, id_field=id_field,
-                quotes=quotes,
+                quotes=quotes, encoding=encoding,
             )  # fmt: skip
         return replace(data, source="standard input" if str(path) == "-" else str(path))
-    raw = _read_rows(spec, path, fmt, header, columns, quotes)
+    raw = _read_rows(spec, path, fmt, header, columns, quotes, encoding)
     renames = {old: new for s in (spec.train, spec.dev) if s for old, new in s.rename.items()}
     rows = [{renames.get(k, k): v for k, v in row.items()} for row in raw.rows]
     present = [renames.get(c, c) for c in raw.columns]
@@ -147,14 +150,16 @@ def _read_rows(
     header: bool,
     columns: Sequence[str] | None,
     quotes: bool | None,
+    encoding: str | None,
 ) -> RawSplit:
-    """The raw rows of `path`, refused when it is missing, unreadable, not UTF-8 or malformed."""
+    """The raw rows of `path`, refused when it is missing, unreadable, not in its encoding or
+    malformed."""
     task = spec.name
     if not path.is_file():
         raise TaskError(task, "input", f"file not found: {path}", "check the --input path")
     refuse_compressed(task, "input", path, "pass the result as --input")  # before its suffix
     fmt = _input_format(task, path, fmt)
-    source = _input_source(spec, path, fmt, header, columns, quotes)
+    source = _input_source(spec, path, fmt, header, columns, quotes, encoding)
     try:
         raw = read_file(task, "input", source)
     except OSError as error:
@@ -163,7 +168,8 @@ def _read_rows(
         if error.field != "input.encoding":
             raise
         # the reader's own words (`... is not UTF-8: byte 0xe9 on line 3`), predict's fix
-        raise TaskError(task, "input", error.problem, "save it as UTF-8") from None
+        fix = "pass --encoding with the file's (e.g. latin-1, cp1252, utf-16), or save it as UTF-8"
+        raise TaskError(task, "input", error.problem, fix) from None
     if raw.skipped:
         fix = "fix or remove them (one prediction is written per input row)"
         if raw.looks_quoted is not None:  # a row broken by a quoted line break, read unquoted
@@ -197,10 +203,14 @@ def _input_source(
     header: bool,
     columns: Sequence[str] | None,
     quotes: bool | None,
+    encoding: str | None,
 ) -> SplitSource:
     for option, value in (("--columns", columns), ("--quotes", quotes)):
         if value not in (None, []) and fmt not in ("tsv", "csv"):
             raise TaskError(spec.name, option, f"only for tsv/csv files, not {fmt}")
+    if encoding is not None and fmt == "parquet":
+        raise TaskError(spec.name, "--encoding", "only for text files (tsv, csv, jsonl, json)")
+    encoding = parse_encoding(partial(_encoding_error, spec.name), "input", encoding)
     if columns and header:
         raise TaskError(
             spec.name,
@@ -221,7 +231,12 @@ def _input_source(
             s for s in (spec.train, spec.dev) if s and s.format == fmt and s.quotes is not None
         ]
         quotes = given[0].quotes if given else None
-    return SplitSource(path, fmt, header, named, DEFAULT_ENCODING, quotes=quotes)
+    return SplitSource(path, fmt, header, named, encoding, quotes=quotes)
+
+
+def _encoding_error(task: str, _key: str, problem: str, fix: str = "") -> TaskError:
+    """`parse_encoding`'s refusal of a `--encoding`, named as the option."""
+    return TaskError(task, "--encoding", problem, fix or "e.g. utf-8, latin-1, cp1252, utf-16")
 
 
 def _check_fields(

@@ -243,6 +243,7 @@ def predict_file(
     header: bool = True,
     columns: Sequence[str] | None = None,
     quotes: bool | None = None,
+    encoding: str | None = None,
     id_field: str | None = None,
     batch_size: int | None = None,
     use_ray: bool = False,
@@ -260,7 +261,7 @@ def predict_file(
     spec = config.tasks[target]
     data = read_input(
         spec, input_path, fmt=input_format, header=header, columns=columns, id_field=id_field,
-        quotes=quotes,
+        quotes=quotes, encoding=encoding,
     )  # fmt: skip
     uri = config.tracking_uri
     info = find_version(config, target, uri, adapter=adapter, alias=alias, version=version)

@@ -59,6 +59,28 @@ def test_a_config_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("", ("is empty: it holds no settings", "name, base_model, tasks", "-c demo")),
+        ("# settings to come\n\n", ("is empty: it holds no settings",)),
+        ("- name: x\n", ("expected a mapping of settings at the top level", "got a list")),
+    ],
+)
+def test_an_empty_config_says_it_is_empty(tmp_path: Path, text: str, words: tuple[str]) -> None:
+    """An empty file said `expected a mapping of settings at the top level`, which a user read
+    as a syntax problem; `submit` read the file with a loader of its own that said the same."""
+    from adapterfleet.config import ConfigError
+    from adapterfleet.orchestration.job_upload import config_document
+
+    path = tmp_path / "pipe.yaml"
+    path.write_text(text)
+    line = refused(runner.invoke(app, ["tasks", "-c", str(path)]), str(path), *words)
+    with pytest.raises(ConfigError) as caught:
+        config_document(path, [])
+    assert f"error: {caught.value}" == line
+
+
+@pytest.mark.parametrize(
     ("override", "words"),
     [
         ("tasks.a.train={path: t.tsv, encoding: utf-16}", ("train.encoding", "is not utf-16")),

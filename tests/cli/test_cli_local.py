@@ -122,6 +122,41 @@ def test_train_a_regression_task_reports_its_correlations(tmp_path):
     assert "accuracy" not in trained.stdout
 
 
+def test_an_adapter_of_another_named_base_is_one_warning_line(tmp_path):
+    """`fuse` over an adapter saved on another base of the same shape printed Python's
+    `.../training/modes.py:246: UserWarning: ...` and the source line under it, which a user read
+    past; now one `warning:` line naming both bases, and the fusion goes on."""
+    from adapterfleet.adapters import (
+        AdapterConfig,
+        AdapterModel,
+        add_adapter,
+        load_encoder,
+        save_adapter,
+    )
+
+    model = AdapterModel(load_encoder("minilm-l6"))
+    add_adapter(model, "other", AdapterConfig(reduction_factor=16))
+    save_adapter(model, "other", tmp_path / "adapter")
+    saved = json.loads((tmp_path / "adapter" / "adapter_config.json").read_text())
+    saved["base_model"]["name_or_path"] = "sentence-transformers/paraphrase-MiniLM-L6-v2"
+    (tmp_path / "adapter" / "adapter_config.json").write_text(json.dumps(saved))
+    fused = _run(
+        "fuse", "-c", "configs/demo.yaml", "--target", "demo_delivery", "--epochs", "1",
+        "--adapters", str(tmp_path / "adapter"), "--out", str(tmp_path / "fusion"),
+        "-o", f"storage={tmp_path / 'runs'}", "-o", "tasks.demo_delivery.max_train_examples=16",
+        "-o", "tasks.demo_delivery.max_dev_examples=8",
+    )  # fmt: skip
+    assert fused.returncode == 0, fused.stderr
+    warned = [line for line in fused.stderr.splitlines() if "was trained on the base" in line]
+    assert warned == [
+        f"warning: {tmp_path / 'adapter'} was trained on the base "
+        "'sentence-transformers/paraphrase-MiniLM-L6-v2', but this model is "
+        "'sentence-transformers/all-MiniLM-L6-v2' (the same model type, width and depth); "
+        "loading it anyway. It may not have been trained for this model"
+    ], fused.stderr
+    assert "UserWarning" not in fused.stderr and "names = [" not in fused.stderr
+
+
 # Every command that reads a config, with what else it requires.
 CONFIG_COMMANDS = {
     "run": ["run", "{c}"],

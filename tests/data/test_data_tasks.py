@@ -136,6 +136,12 @@ def test_first_hour_hints_say_what_to_write() -> None:
     for name in ("-x", ".."):
         message = _error(BASE, name=name)
         assert f"name: {name!r}: a task name starts with a letter or a digit, then" in message
+    # it listed '.', which the config then refuses (it names the registered models' parts)
+    assert _error(BASE, name="My Task").endswith(
+        "name: 'My Task': a task name starts with a letter or a digit, then letters, digits, "
+        "'_' and '-'; rename it, e.g. My_Task"
+    )
+    assert _error(BASE, name="..").endswith("rename it, e.g. task1")
 
 
 def test_a_fraction_yaml_reads_as_text_is_read_as_the_number() -> None:

@@ -108,16 +108,35 @@ def test_a_run_that_is_not_a_run_folder_says_so(config, st_a, tmp_path) -> None:
     adapter_only = Path(shutil.copytree(st_a.out_dir / "adapter", tmp_path / "imported"))
     cases = {
         tmp_path / "nope": "does not exist",
-        adapter_only: "has no run.json, head/ or heads/: it is not a run folder",
+        adapter_only: (
+            "has no run.json, head/, heads/ or head_config.json: it is not a run folder"
+        ),
         adapter_only / "adapter.safetensors": "is a file",
     }
     for run, problem in cases.items():
         with pytest.raises(UserError) as caught:
             evaluate_run(config, "fruit", run)
         assert str(caught.value) == (
-            f"--run {run} {problem}; give the --out folder of a train or fuse run, or a folder "
-            "adapterfleet pull wrote (an adapter folder alone is used with fuse --adapters)"
+            f"--run {run} {problem}; give the --out folder of a train or fuse run, a folder "
+            "adapterfleet pull wrote, or one import-adapter wrote with its head (an adapter "
+            "folder alone is used with fuse --adapters)"
         )
+
+
+def test_an_imported_adapter_with_its_head_is_scored_as_the_run_it_came_from(
+    config, st_a, tmp_path
+) -> None:
+    """import-adapter writes an AdapterHub adapter's head beside it, as AdapterHub saves them;
+    evaluate refused that folder as no run folder, so an imported head could not be scored.
+    Through AdapterHub's layout and back, the run's own dev metrics."""
+    from adapterfleet.interop import export_adapterhub, import_adapterhub
+
+    export_adapterhub(st_a.out_dir, tmp_path / "hub")
+    imported = import_adapterhub(tmp_path / "hub", tmp_path / "imported", name="fruit")
+    assert (imported.adapter, imported.head) == ("fruit", "fruit")
+    assert (tmp_path / "imported" / "head_config.json").is_file()
+    scored = evaluate_run(config, "fruit", tmp_path / "imported")
+    assert scored == pytest.approx(st_a.dev_metrics, abs=1e-6)
 
 
 def test_a_head_that_does_not_score_the_tasks_labels_is_refused(config, st_a) -> None:

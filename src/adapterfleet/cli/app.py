@@ -41,6 +41,7 @@ from adapterfleet.cli.output import (
     metrics_table,
     resumable,
     run_report,
+    show_our_warnings_as_lines,
     usage_line,
     wrap_commands,
 )
@@ -367,6 +368,7 @@ def main() -> None:
     # every command starts or joins Ray itself (`ensure_ray`): a Ray call from a thread after
     # Ctrl-C has left Ray fails, rather than starting a new local Ray (read when Ray is imported)
     os.environ.setdefault("RAY_ENABLE_AUTO_CONNECT", "0")
+    show_our_warnings_as_lines()
     exit_promptly(run_app())
 
 

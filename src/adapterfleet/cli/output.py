@@ -5,8 +5,10 @@ from __future__ import annotations
 import functools
 import signal
 import threading
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -110,6 +112,24 @@ def error_line(error: BaseException) -> str:
 def usage_line(text: str) -> str:
     """`text` as one line, with the login of every URI in it masked."""
     return mask(" ".join(text.split()))
+
+
+def show_our_warnings_as_lines() -> None:
+    """adapterfleet's own Python warnings (an adapter trained on another named base, a head
+    left frozen, a CUDA graph not captured) as one `warning: ...` line on stderr at the command
+    line, where Python wrote `path/modes.py:246: UserWarning: ...` and the source line under it,
+    which read as a crash and were missed. Other packages' warnings are shown as Python shows
+    them. For `main()` only: the Python API keeps Python's warnings."""
+    package = Path(__file__).resolve().parents[1]
+    show = warnings.showwarning
+
+    def shown(message: Warning | str, category: type[Warning], filename: str, *rest: Any) -> None:
+        if Path(filename).resolve().is_relative_to(package):
+            typer.secho(f"warning: {usage_line(str(message))}", err=True, fg=typer.colors.YELLOW)
+        else:
+            show(message, category, filename, *rest)
+
+    warnings.showwarning = shown
 
 
 def wrap_commands(app: typer.Typer) -> None:

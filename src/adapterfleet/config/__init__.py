@@ -37,6 +37,7 @@ from adapterfleet.config.document import (
     config_file,
     load_config,
     override_keys,
+    read_document,
 )
 from adapterfleet.config.fields import ConfigError, flat_changes, training_with
 from adapterfleet.config.schema import (
@@ -83,6 +84,7 @@ __all__ = [
     "load_config",
     "override_keys",
     "parse_config",
+    "read_document",
     "resolve_tracking_uri",
     "training_with",
 ]

@@ -117,8 +117,17 @@ def read_document(path: Path) -> dict[str, Any]:
         if isinstance(error, yaml.constructor.ConstructorError):  # a duplicate or boolean key
             raise ConfigError(f"{path}{where.replace(' at', ',')}: {problem}") from None
         raise ConfigError(f"{path}: YAML syntax error{where}: {problem}") from None
+    if document is None:  # no bytes, or only blank lines and comments
+        raise ConfigError(
+            f"{path} is empty: it holds no settings; write the pipeline's (name, base_model, "
+            "tasks, ...; see the README's Config section), or pass -c demo for the packaged one"
+        )
     if not isinstance(document, Mapping):
-        raise ConfigError(f"{path}: expected a mapping of settings at the top level")
+        found = type(document).__name__
+        raise ConfigError(
+            f"{path}: expected a mapping of settings at the top level (key: value lines), got a "
+            f"{found}"
+        )
     return dict(document)
 
 

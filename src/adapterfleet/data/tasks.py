@@ -142,6 +142,12 @@ class TaskSpec:
         return out
 
 
+def _suggested_name(name: object) -> str:
+    """A task name that the rules take, made from a refused one ('My Task' -> My_Task)."""
+    suggested = re.sub(r"[^A-Za-z0-9_-]+", "_", str(name)).strip("_-")
+    return suggested or "task1"
+
+
 class _Parser:
     """Checks one task mapping; every failure is a one-line `TaskError`."""
 
@@ -155,7 +161,8 @@ class _Parser:
     def task(self, raw: Any) -> TaskSpec:
         if not isinstance(self.name, str) or not _NAME.match(self.name):
             problem = f"{self.name!r}: a task name starts with a letter or a digit"
-            raise self.fail("name", problem + ", then letters, digits, '_', '.', '-'", "rename it")
+            problem += ", then letters, digits, '_' and '-'"  # '.' too here; check_task_names
+            raise self.fail("name", problem, f"rename it, e.g. {_suggested_name(self.name)}")
         if not isinstance(raw, Mapping):
             raise self.fail("task", f"expected a mapping of keys, got {type(raw).__name__}")
         self.unknown(raw, TASK_KEYS, "key")

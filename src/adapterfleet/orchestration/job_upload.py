@@ -14,9 +14,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from adapterfleet.config import DEFAULT_STORAGE, ConfigError, apply_overrides, config_file
+from adapterfleet.config import (
+    DEFAULT_STORAGE,
+    ConfigError,
+    apply_overrides,
+    config_file,
+    read_document,
+)
 from adapterfleet.errors import user_path
 from adapterfleet.orchestration.job_errors import JobError
 
@@ -43,13 +47,7 @@ def uploaded_config(given: Path, folder: Path) -> tuple[Path, str]:
 def config_document(config_path: Path, overrides: Sequence[str]) -> dict[str, Any]:
     """The YAML with overrides applied; the full validation runs on the cluster (its data
     paths need not exist here)."""
-    try:
-        document = yaml.safe_load(config_path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{config_path}: cannot read the config ({exc})") from None
-    if not isinstance(document, dict):
-        raise ConfigError(f"{config_path}: expected a mapping of settings at the top level")
-    document = apply_overrides(document, overrides)
+    document = apply_overrides(read_document(config_path), overrides)  # run's own refusals
     document.setdefault("name", re.sub(r"[^A-Za-z0-9_-]", "-", config_path.stem))
     return document
 

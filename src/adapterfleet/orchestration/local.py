@@ -12,6 +12,7 @@ from typing import Any
 from adapterfleet.adapters import (
     ADAPTER_CONFIG,
     ADAPTER_WEIGHTS,
+    HEAD_CONFIG,
     MINILM,
     AdapterModel,
     WeightsFileError,
@@ -188,16 +189,17 @@ def evaluate_run(
 
 def check_run_folder(run_dir: Path) -> None:
     """`--run` is a folder that train, fuse or pull wrote: its run.json, or a head/ (heads/:
-    MT-A)."""
+    MT-A); or one import-adapter wrote with a head, its head_config.json beside the adapter."""
     if not run_dir.is_dir():
         problem = "is a file" if run_dir.exists() else "does not exist"
-    elif not any((run_dir / name).exists() for name in (RUN_FILE, "head", "heads")):
-        problem = f"has no {RUN_FILE}, head/ or heads/: it is not a run folder"
+    elif not any((run_dir / name).exists() for name in (RUN_FILE, "head", "heads", HEAD_CONFIG)):
+        problem = f"has no {RUN_FILE}, head/, heads/ or {HEAD_CONFIG}: it is not a run folder"
     else:
         return
     raise ConfigError(
-        f"--run {run_dir} {problem}; give the --out folder of a train or fuse run, or a folder "
-        "adapterfleet pull wrote (an adapter folder alone is used with fuse --adapters)"
+        f"--run {run_dir} {problem}; give the --out folder of a train or fuse run, a folder "
+        "adapterfleet pull wrote, or one import-adapter wrote with its head (an adapter folder "
+        "alone is used with fuse --adapters)"
     )
 
 
@@ -246,6 +248,8 @@ def load_run(
     if mt_a:
         check_mt_a_task(run_dir, task)
     head_dir = run_dir / "heads" / task if mt_a else run_dir / "head"
+    if not mt_a and not head_dir.is_dir() and (run_dir / HEAD_CONFIG).is_file():
+        head_dir = run_dir  # import-adapter's: the head beside the adapter, as AdapterHub has it
     model = AdapterModel(load_encoder(base))
     model.select_head(load_head(model, head_dir, name=task))
     check_run_head(model, task, config.tasks[task], head_dir)

@@ -84,24 +84,38 @@ def resumable(kept: str, config: PipelineConfig | None = None) -> Iterator[None]
     try:
         yield
     except DiskFullError:  # said by `fail_cleanly`, after the workers' last lines
-        from adapterfleet.orchestration.sweep import note_interrupted, stop_ray
+        from adapterfleet.orchestration.sweep import stop_ray
 
         stop_ray()
-        if config is not None:  # for `status`, if the store still takes it
-            note_interrupted(config)
+        _note_interrupted(config)  # for `status`, if the store still takes it
         raise
     except KeyboardInterrupt as stop:
-        from adapterfleet.orchestration.sweep import note_interrupted, stop_ray
+        from adapterfleet.orchestration.sweep import stop_ray
 
         stop_ray()  # a worker's late line ("Checkpoint successfully created") came after ours
-        if config is not None:
-            note_interrupted(config)
+        _note_interrupted(config)
         by = " by SIGTERM" if isinstance(stop, Terminated) or _sigterm_came.is_set() else ""
         typer.secho(f"interrupted{by}: {kept}", err=True, fg=typer.colors.YELLOW)
         raise typer.Exit(143 if by else 130) from None
     finally:
         if main:
             signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+
+
+def _note_interrupted(config: PipelineConfig | None) -> None:
+    """Mark `config`'s experiment interrupted; a store that did not answer in time is said."""
+    from adapterfleet.orchestration.sweep import note_interrupted
+    from adapterfleet.registry.errors import safe_uri
+    from adapterfleet.registry.interrupted import MARK_TIMEOUT_S
+
+    if config is not None and not note_interrupted(config):
+        typer.secho(
+            f"the tracking store {safe_uri(config.tracking_uri)} did not answer within "
+            f"{MARK_TIMEOUT_S:g} s: the runs this driver had open stay RUNNING there (status "
+            "counts them stopped once the driver's heartbeat is old; the next run reopens them)",
+            err=True,
+            fg=typer.colors.YELLOW,
+        )
 
 
 def error_line(error: BaseException) -> str:

@@ -37,6 +37,7 @@ from adapterfleet.registry.interrupted import (
     clear_interrupted,
     end_orphaned_runs,
     mark_interrupted,
+    mark_unanswered,
 )
 from adapterfleet.registry.purged import purged_text
 from adapterfleet.registry.store import check_store, login_env, missing_store
@@ -154,11 +155,14 @@ def cancel_while_joined(ref: object) -> None:
             ray.cancel(ref, force=True)
 
 
-def note_interrupted(config: PipelineConfig) -> None:
+def note_interrupted(config: PipelineConfig) -> bool:
     """After Ctrl-C or SIGTERM, once Ray is left (`stop_ray`): tag the pipeline's experiment and
     end KILLED the runs this driver's jobs left open, so that `status` calls them interrupted
-    rather than running or failed (the next run reopens them)."""
+    rather than running or failed (the next run reopens them). False when the store did not
+    answer within `MARK_TIMEOUT_S` (then, and for the rest of this interruption, it is not
+    waited for: an MLflow server that is down held Ctrl-C for minutes)."""
     mark_interrupted(config.tracking_uri, config.name)
+    return not mark_unanswered(config.tracking_uri, config.name)
 
 
 def run_adapter_stage(
@@ -213,13 +217,16 @@ def run_adapter_stage(
             )
         except BaseException as error:
             # a full disk stops the sweep as Ctrl-C does: it goes on once there is space
-            stopped = isinstance(error, KeyboardInterrupt) or is_disk_full(error)
-            status = "KILLED" if stopped else "FAILED"
+            if isinstance(error, KeyboardInterrupt) or is_disk_full(error):
+                # stopped (a full disk as Ctrl-C: it goes on once there is space): the sweep
+                # runs end KILLED with the mark, within seconds (ended one by one, each waited
+                # on through MLflow's retries, a server that was down held Ctrl-C for minutes);
+                # as the CLI's `resumable` does, for a caller from Python (a notebook)
+                note_interrupted(config)
+                raise
             for run in sweep_runs.values():
                 if run.ended is None:  # a task registered (or given up) before it ended its run
-                    end_quietly(run, status, progress)
-            if stopped:  # as the CLI's `resumable` does, for a caller from Python (a notebook)
-                note_interrupted(config)
+                    end_quietly(run, "FAILED", progress)
             raise
 
 

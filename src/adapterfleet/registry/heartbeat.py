@@ -68,6 +68,18 @@ class _Beat:
             for tag in tags:
                 client.set_experiment_tag(self.experiment_id, tag, stamp)
 
+    def write_last(self) -> None:
+        """The stamp that says the driver ended (the next driver need not wait for its beats
+        to age), within `PROBE_TIMEOUT_S`: MLflow retries one request to a server that is down
+        for minutes, which held Ctrl-C as long; a server found silent is not asked."""
+        if self.down_since is not None:
+            return
+        writer = threading.Thread(
+            target=self.write, args=("ended",), name="adapterfleet-last-beat", daemon=True
+        )
+        writer.start()
+        writer.join(timeout=PROBE_TIMEOUT_S)
+
     def answers(self) -> bool:
         """Whether the store answers; for a server, a change is said (a SQLite or file store
         has nobody to wait for, and its hiccups are retried at the next beat)."""
@@ -163,8 +175,8 @@ def heartbeat(
                 del _BEATS[key]
                 beat.stop.set()
         if beat.stop.is_set():
-            beat.thread.join(timeout=5.0)
-            beat.write("ended")  # the next driver need not wait for this one's beats to age
+            beat.thread.join(timeout=PROBE_TIMEOUT_S)
+            beat.write_last()
 
 
 def silent_since(tags: Mapping[str, str], now: float | None = None) -> float | None:

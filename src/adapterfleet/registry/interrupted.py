@@ -22,6 +22,9 @@ if TYPE_CHECKING:
     from mlflow import MlflowClient
 
 MARK_TIMEOUT_S = 5.0  # Ctrl-C is answered at once: an unreachable store is not waited for
+# (uri, experiment name) whose store did not take this interruption's mark in time: a later call
+# for the same interruption (the sweep's, the pipeline's, the CLI's) does not wait again
+_unanswered: set[tuple[str, str]] = set()
 
 
 def mark_interrupted(uri: str, name: str, timeout_s: float = MARK_TIMEOUT_S) -> bool:
@@ -34,8 +37,10 @@ def mark_interrupted(uri: str, name: str, timeout_s: float = MARK_TIMEOUT_S) -> 
     no run and took off no earlier mark, and the import alone can take seconds."""
     if "mlflow" not in sys.modules or missing_store(uri) is not None:
         return False
+    if (uri, name) in _unanswered:
+        return False
     deadline = time.monotonic() + timeout_s
-    marked = threading.Event()
+    marked, done = threading.Event(), threading.Event()
 
     def mark() -> None:
         try:
@@ -49,11 +54,21 @@ def mark_interrupted(uri: str, name: str, timeout_s: float = MARK_TIMEOUT_S) -> 
                 end_open_runs(client, experiment.experiment_id, run_driver(), deadline)
         except Exception:  # noqa: BLE001 - after Ctrl-C a failed courtesy says nothing
             pass
+        finally:
+            done.set()
 
     worker = threading.Thread(target=mark, name="adapterfleet-mark-interrupted", daemon=True)
     worker.start()
     worker.join(max(0.0, deadline - time.monotonic()))
+    if not done.is_set():  # MLflow's own retries of one request take minutes: not waited for
+        _unanswered.add((uri, name))
     return marked.is_set()
+
+
+def mark_unanswered(uri: str, name: str) -> bool:
+    """Whether the store did not answer this interruption's `mark_interrupted` in time: the
+    runs the driver had open stay RUNNING there until the next run reopens them."""
+    return (uri, name) in _unanswered
 
 
 def end_open_runs(
@@ -93,7 +108,8 @@ def end_orphaned_runs(uri: str, experiment_id: str) -> dict[str, int]:
 
 
 def clear_interrupted(uri: str, experiment_id: str) -> None:
-    """Take the mark off: the runs it spoke of are running again."""
+    """Take the mark off: the runs it spoke of are running again (and the store answers)."""
+    _unanswered.difference_update({key for key in _unanswered if key[0] == uri})
     client = get_client(uri)
     if TAG_INTERRUPTED in client.get_experiment(experiment_id).tags:
         client.delete_experiment_tag(experiment_id, TAG_INTERRUPTED)

@@ -59,3 +59,20 @@ def test_loading_onto_the_same_base_says_nothing(bases, saved):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         _load_all(bases[0], saved)
+
+
+def test_loading_leaves_the_processs_progress_bars_as_they_were(bases) -> None:
+    """`load_encoder` switched transformers' and the hub's progress bars off for the whole
+    process: a notebook's own downloads after it showed none. Off during our load only."""
+    from huggingface_hub.utils import are_progress_bars_disabled
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.enable_progress_bar()  # a fresh process's state
+    load_encoder(str(bases[0]))
+    assert hf_logging.is_progress_bar_enabled() and not are_progress_bars_disabled()
+    hf_logging.disable_progress_bar()  # a caller's own choice stays too
+    try:
+        load_encoder(str(bases[0]))
+        assert not hf_logging.is_progress_bar_enabled()
+    finally:
+        hf_logging.enable_progress_bar()

@@ -65,6 +65,23 @@ def test_submit_and_follow_say_no_ray_info_lines(
     assert not RAY_INFO.search(followed.stderr), followed.stderr
 
 
+def test_submit_hints_at_status_with_the_jobs_own_overrides(ray_head: Any, tmp_path: Path) -> None:
+    """The `progress:` hint was `adapterfleet status -c CONFIG`, without the `--set`s the job
+    ran with: on a cluster `storage` and `tracking_uri` are given so, and the hint read another
+    (empty) store. A login in them is masked."""
+    (tmp_path / "bad.yaml").write_text("name: bad\ndemo_tasks: true\n")
+    storage = tmp_path / "team runs"
+    options = ["-o", f"storage={storage}", "-o", "tracking_uri=http://ann:pw@127.0.0.1:9/"]
+    address = ray_head.address
+    done = _cli(ray_head, "submit", "bad.yaml", "--address", address, *options, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (
+        f"  progress:  adapterfleet status -c bad.yaml -o 'storage={storage}' "
+        "-o 'tracking_uri=http://***@127.0.0.1:9/'"
+    ) in done.stdout.splitlines(), done.stdout
+    assert "pw" not in done.stdout
+
+
 def test_submit_wait_says_the_job_id_at_once_and_no_follow_hints(
     refused_job: tuple[Done, str],
 ) -> None:

@@ -133,7 +133,8 @@ def test_fusion_over_tsv_and_jsonl_matches_the_model_row_by_row(world, tmp_path)
     _check(rows, expected, labels, ids=True)
 
     jsonl = _write_jsonl(tmp_path / "in.jsonl", texts)  # no id, no label
-    predict_file(world.config, "fruit", jsonl, tmp_path / "out.csv", batch_size=5, say=print)
+    out = str(tmp_path / "out.csv")  # a str from a notebook failed after every row was scored
+    predict_file(world.config, "fruit", str(jsonl), out, batch_size=5, say=print)
     rows = _read(tmp_path / "out.csv")
     assert list(rows[0]) == ["row", "prediction", "prob_no", "prob_yes"]
     _check(rows, expected, labels, ids=False)

@@ -107,12 +107,19 @@ def load_encoder(base: str | BaseModelSpec, **kwargs: Any) -> Any:
     from adapterfleet.adapters.architectures import SlotMap, attach_slot_map
     from adapterfleet.adapters.base_checks import load_checked
 
-    hf_logging.disable_progress_bar()  # a bar per load of a small encoder is noise in our logs
     spec = base if isinstance(base, BaseModelSpec) else BaseModelSpec(str(base))
     path = resolve_base_model(spec.name)
     if spec.dtype != "auto":
         kwargs.setdefault("dtype", getattr(torch, spec.dtype))
-    model = load_checked(path, spec.name, local_files_only=local_files_only(path), **kwargs)
+    # a bar per load of a small encoder is noise in our logs; a notebook's own loads after
+    # this one keep theirs (it was switched off for the process, hub downloads' too)
+    shown = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        model = load_checked(path, spec.name, local_files_only=local_files_only(path), **kwargs)
+    finally:
+        if shown:
+            hf_logging.enable_progress_bar()
     if spec.layout:
         attach_slot_map(model, SlotMap.from_mapping(spec.layout_mapping))
     if spec.gradient_checkpointing:

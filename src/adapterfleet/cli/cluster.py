@@ -19,6 +19,7 @@ from adapterfleet.cli.options import (
     budget_overrides,
     checked_store,
     chosen_config,
+    config_command,
 )
 from adapterfleet.cli.output import metrics_table
 from adapterfleet.cli.pipeline_ref import resolve
@@ -43,7 +44,8 @@ def submit(
     job_id = submit_pipeline(
         config, address, overrides, working_dir=working_dir, wait=wait, say=typer.echo
     )
-    progress = f"adapterfleet status -c {config}" + (f" --budget {budget}" if budget else "")
+    # with the job's own --budget and --set: `storage` and `tracking_uri` are given so there
+    progress = config_command("status", config, set_, budget)
     if wait:  # it ended SUCCEEDED (else an error)
         typer.echo(f"job {job_id} SUCCEEDED\n  results:   {progress}")
         return

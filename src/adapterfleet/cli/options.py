@@ -6,6 +6,7 @@ also take it as their first argument, the spelling they had first.
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Annotated, TypeVar
 
@@ -13,6 +14,7 @@ import typer
 
 from adapterfleet.config import ConfigError, PipelineConfig, load_config
 from adapterfleet.console import Level
+from adapterfleet.masking import masked_settings
 
 N = TypeVar("N", bound=float | None)
 CONFIG_HELP = "Pipeline YAML file."
@@ -121,6 +123,15 @@ def budget_overrides(budget: str | None, overrides: list[str] | None) -> list[st
     if budget is not None and not budget.strip():
         raise ConfigError("--budget: empty; give the name of a budget in the config's budgets:")
     return [*([f"budget={budget}"] if budget else []), *(overrides or [])]
+
+
+def config_command(verb: str, path: Path, overrides: list[str] | None, budget: str | None) -> str:
+    """`adapterfleet VERB -c PATH` for the store a run wrote to (`ui` after `run`, `status`
+    after `submit`): the budget and overrides go along, logins masked, since they may move it
+    (storage=..., tracking_uri=...)."""
+    items = masked_settings(budget_overrides(budget, overrides))
+    options = [part for item in items for part in ("-o", item)]
+    return shlex.join(["adapterfleet", verb, "-c", str(path), *options])
 
 
 def load(path: Path, overrides: list[str] | None, budget: str | None = None) -> PipelineConfig:

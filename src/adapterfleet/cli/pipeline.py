@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 from typing import Annotated
 
@@ -18,9 +17,9 @@ from adapterfleet.cli.options import (
     RayAddressOpt,
     SetOpt,
     VerboseOpt,
-    budget_overrides,
     checked_store,
     chosen_config,
+    config_command,
     load,
     local_cpus,
     output_level,
@@ -28,7 +27,6 @@ from adapterfleet.cli.options import (
 from adapterfleet.cli.output import metrics_table, resumable
 from adapterfleet.config import ConfigError
 from adapterfleet.console import duration_text, progress_say
-from adapterfleet.masking import masked_settings
 from adapterfleet.registry.tags import BEST_ALIAS
 
 # What Ctrl-C leaves of a pipeline or sweep: every finished epoch is checkpointed and every
@@ -41,14 +39,6 @@ KEPT = (
 )
 
 sweep_app = typer.Typer(help="Adapter sweeps.", no_args_is_help=True)
-
-
-def _ui_command(path: Path, overrides: list[str] | None, budget: str | None) -> str:
-    """`adapterfleet ui` for the store this run wrote to: the budget and overrides go along,
-    since they may move it (storage=..., tracking_uri=...)."""
-    items = masked_settings(budget_overrides(budget, overrides))
-    options = [part for item in items for part in ("-o", item)]
-    return shlex.join(["adapterfleet", "ui", "-c", str(path), *options])
 
 
 def run(
@@ -88,7 +78,7 @@ def run(
         typer.echo(f"\n{summary.report.table}\nreport: {summary.report.out_dir}")
     for where, error in summary.errors.items():
         typer.secho(f"error in {where}: {error}", err=True, fg=typer.colors.RED)
-    ui = _ui_command(config, set_, budget)
+    ui = config_command("ui", config, set_, budget)
     typer.echo(f"wall time {duration_text(summary.seconds)}. See the runs: {ui}")
     if summary.errors:
         raise typer.Exit(1)
@@ -118,6 +108,12 @@ def sweep_resume(
     metrics_table(
         [{"task": t, "model": i.name, "version": f"v{i.version}"} for t, i in registered.items()]
     )
+    if cfg.fusion.targets:  # `status` showed them `not started` after it, with no word of why
+        targets = ", ".join(cfg.fusion.targets)
+        again = config_command("run", chosen_config(config_arg, config), set_, budget)
+        typer.echo(
+            f"sweep resume trains the adapters only; to train the fusions ({targets}) too: {again}"
+        )
 
 
 def pull(

@@ -233,8 +233,8 @@ class PredictSetup:
 def predict_file(
     config: PipelineConfig,
     target: str,
-    input_path: Path,
-    out: Path,
+    input_path: Path | str,
+    out: Path | str,
     *,
     adapter: bool = False,
     alias: str | None = "best",
@@ -253,6 +253,7 @@ def predict_file(
     say: Say = print,
 ) -> PredictionSummary:
     """Predict every row of `input_path` with the registered model of `target`; write `out`."""
+    input_path, out = Path(input_path), Path(out)  # a str from Python failed at the very end
     fmt = check_output(out, input_path)
     for option, value in (("--batch-size", batch_size), ("--workers", workers)):
         if value is not None and value < 1:

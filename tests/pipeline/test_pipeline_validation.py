@@ -432,6 +432,12 @@ CASES = {
         (),
         r"tracking URI 'ftp://example.org/runs': MLflow has no tracking store for ftp://; use ",
     ),
+    "an MLflow file store, which MLflow 3 refuses unless told otherwise": (
+        lambda doc: doc.update(tracking_uri="file:///tmp/adapterfleet-file-store"),
+        (),
+        r"tracking URI 'file:///tmp/adapterfleet-file-store': MLflow's file store is in "
+        r"maintenance mode and refused; use sqlite:////tmp/adapterfleet-file-store/mlflow.db ",
+    ),
     "a base model path that is not a folder": (
         lambda doc: doc.update(base_model="/no/such/model"),
         (),

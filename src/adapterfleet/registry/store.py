@@ -161,6 +161,8 @@ def check_tracking_uri(
     """
     shown = safe_uri(uri)
     scheme = urllib.parse.urlsplit(uri).scheme.lower()
+    if scheme == "file":
+        _check_file_store(uri, shown)
     if scheme in ("http", "https"):
         _check_http(uri, shown, timeout, say)
     elif scheme in ("sqlite", "file"):
@@ -173,8 +175,8 @@ def check_tracking_uri(
     elif scheme and scheme.split("+")[0] not in _store_schemes():
         raise RegistryError(
             f"tracking URI {shown!r}: MLflow has no tracking store for {scheme}://; use "
-            "http(s)://<host>:<port>, sqlite:///<path>/mlflow.db, file:///<path> or a database "
-            "URI (postgresql://, mysql://, mssql://)"
+            "http(s)://<host>:<port>, sqlite:///<path>/mlflow.db or a database URI "
+            "(postgresql://, mysql://, mssql://)"
         )
     elif scheme and scheme != "databricks":
         _check_tcp(uri, shown, timeout)
@@ -183,6 +185,19 @@ def check_tracking_uri(
             f"tracking URI {shown!r} has no scheme; use sqlite:///<path>/mlflow.db "
             "or http://<host>:<port>"
         )
+
+
+def _check_file_store(uri: str, shown: str) -> None:
+    """MLflow 3 refuses its file store (in maintenance mode) unless MLFLOW_ALLOW_FILE_STORE is
+    set: `run` failed with its 76-line traceback after Ray started, `status` cut its message."""
+    if os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").strip().lower() in ("true", "1"):
+        return
+    folder = Path(urllib.parse.urlsplit(uri).path)
+    raise RegistryError(
+        f"tracking URI {shown!r}: MLflow's file store is in maintenance mode and refused; use "
+        f"sqlite:///{folder}/mlflow.db (mlflow migrate-filestore moves what a file store "
+        "holds), or set MLFLOW_ALLOW_FILE_STORE=true to use it all the same"
+    )
 
 
 def _store_schemes() -> set[str]:

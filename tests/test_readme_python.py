@@ -29,3 +29,5 @@ def test_the_python_api_block_runs_as_pasted(tmp_path: Path) -> None:
     for folder in ("out/sentiment", "out/delivery"):
         assert (tmp_path / folder / "adapter.safetensors").is_file()
     assert (tmp_path / "out/fusion/model_adapter_fusion.safetensors").is_file()
+    # loaded onto a fresh base with set_active=True, the fusion predicts as the one trained
+    assert ran.stdout.splitlines()[-1] == "True", ran.stdout

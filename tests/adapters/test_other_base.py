@@ -76,3 +76,19 @@ def test_loading_leaves_the_processs_progress_bars_as_they_were(bases) -> None:
         assert not hf_logging.is_progress_bar_enabled()
     finally:
         hf_logging.enable_progress_bar()
+
+
+def test_set_active_routes_the_layers_through_what_was_loaded(bases, saved) -> None:
+    """`load_adapter(..., set_active=True)` and `load_fusion(..., set_active=True)`, AdapterHub's
+    keyword: a notebook that loaded a fusion without activating it predicted with the base."""
+
+    def active(model: AdapterModel, attribute: str) -> set[object]:
+        return {getattr(m, attribute) for m in model.modules() if hasattr(m, attribute)}
+
+    model = AdapterModel(load_encoder(str(bases[0])))
+    load_adapter(model, saved / "adapter")
+    assert active(model, "active_adapter") == {None}  # AdapterHub's default
+    load_adapter(model, saved / "adapter", name="b", set_active=True)
+    assert active(model, "active_adapter") == {"b"}
+    load_fusion(model, saved / "fusion", set_active=True)
+    assert active(model, "active_fusion") == {"f"}

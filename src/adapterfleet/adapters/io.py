@@ -24,6 +24,7 @@ from adapterfleet.adapters.model import (
     adapter_modules,
     add_adapter,
     delete_adapter,
+    set_active_adapter,
 )
 
 ADAPTER_CONFIG = "adapter_config.json"
@@ -66,13 +67,16 @@ def load_adapter(
     directory: str | os.PathLike[str],
     name: str | None = None,
     sha256: str | None = None,
+    *,
+    set_active: bool = False,
 ) -> str:
     """Add the adapter saved in `directory` to `model` (as `name`, default its saved name).
 
     Checks the base model it was trained on, every key and shape, and `sha256` when given; on any
     mismatch the model is left as it was. Returns the adapter's name in the model. The adapter
-    is not activated (AdapterHub's default, `set_active=False`): `set_active_adapter(model,
-    name)` routes the layers through it, `train_adapter(model, name)` also makes it train.
+    is not activated unless `set_active` (AdapterHub's default and keyword): until then the
+    model computes without it; `set_active_adapter(model, name)` routes the layers through it,
+    `train_adapter(model, name)` also makes it train.
     """
     saved_name, config, base = read_adapter_config(directory)
     check_base(base, model, str(directory))
@@ -85,6 +89,8 @@ def load_adapter(
         lambda: delete_adapter(model, name),
         sha256,
     )
+    if set_active:
+        set_active_adapter(model, name)
     return name
 
 

@@ -17,7 +17,13 @@ from adapterfleet.adapters.files import (
     write_weights,
 )
 from adapterfleet.fusion.config import FusionConfig
-from adapterfleet.fusion.model import add_fusion, delete_fusion, fusion_layers, fusion_setup
+from adapterfleet.fusion.model import (
+    add_fusion,
+    delete_fusion,
+    fusion_layers,
+    fusion_setup,
+    set_active_fusion,
+)
 
 FUSION_CONFIG = "adapter_fusion_config.json"
 FUSION_WEIGHTS = "model_adapter_fusion.safetensors"
@@ -65,9 +71,12 @@ def load_fusion(
     directory: str | os.PathLike[str],
     name: str | None = None,
     sha256: str | None = None,
+    *,
+    set_active: bool = False,
 ) -> str:
     """Add the fusion saved in `directory`; the adapters it fuses must already be in `model`.
-    The fusion is not activated (AdapterHub's default, `set_active=False`):
+    The fusion is not activated unless `set_active` (AdapterHub's default and keyword): until
+    then the model computes without it, a notebook's predictions silently the base's.
     `set_active_fusion(model, name)` routes the layers through it, `train_fusion(model, name)`
     also makes it train. Returns its name in the model."""
     saved_name, adapters, config, base = read_fusion_config(directory)
@@ -84,4 +93,6 @@ def load_fusion(
         lambda: delete_fusion(model, name),
         sha256,
     )
+    if set_active:
+        set_active_fusion(model, name)
     return name

@@ -275,3 +275,33 @@ def test_storage_inside_the_working_dir_is_not_uploaded(
     shipped = _shipped_folder(with_token, job_id)
     assert (shipped / "team.yaml").is_file()
     assert not (shipped / "runs").exists()
+
+
+def test_a_second_submit_of_a_running_pipeline_is_refused_here(
+    with_token: Any, tmp_path: Path
+) -> None:
+    """A second `submit` of a pipeline whose job still ran said `submitted` and exited 0; its
+    job then failed on the cluster, refused by the first's driver. Now `submit` refuses it,
+    naming the running job; the same pipeline on another store is not refused."""
+    from ray.job_submission import JobSubmissionClient
+
+    from adapterfleet.orchestration.job_info import PIPELINE_KEY, STORE_KEY, running_twin
+    from adapterfleet.orchestration.jobs import connect
+
+    config = tmp_path / "twin.yaml"
+    config.write_text(f"name: twin\ndemo_tasks: true\nstorage: {tmp_path}/runs\n")
+    metadata = {PIPELINE_KEY: "twin", STORE_KEY: f"{tmp_path}/runs"}  # as submit records them
+    sleeper = f"{sys.executable} -c 'import time; time.sleep(300)'"
+    first = submit_job(with_token.address, sleeper, metadata=metadata)
+    try:
+        with pytest.raises(JobError) as caught:
+            submit_pipeline(config, with_token.address, working_dir=tmp_path)
+        assert str(caught.value).startswith(
+            f"pipeline twin: job {first} is "  # pending or running
+        )
+        assert f"adapterfleet stop {first} --address {with_token.address}" in str(caught.value)
+        client: JobSubmissionClient = connect(with_token.address)
+        assert running_twin(client.list_jobs(), "twin", f"{tmp_path}/elsewhere") is None
+    finally:
+        stop_job(with_token.address, first)
+    assert wait_for_job(with_token.address, first, timeout_s=60, poll_s=0.5) == "STOPPED"

@@ -17,7 +17,20 @@ from typing import Any
 from adapterfleet.console import plural
 from adapterfleet.orchestration.job_errors import command
 
-__all__ = ["JobInfo", "ended_line", "failure_note", "info_of", "jobs_note", "last_error"]
+__all__ = [
+    "PIPELINE_KEY",
+    "STORE_KEY",
+    "JobInfo",
+    "ended_line",
+    "failure_note",
+    "info_of",
+    "jobs_note",
+    "last_error",
+    "running_twin",
+]
+# what `submit` records in a job's metadata: the pipeline's name, and the store it writes to
+PIPELINE_KEY = "adapterfleet.pipeline"
+STORE_KEY = "adapterfleet.store"
 
 _ERROR_LINE = re.compile(r"^error: (.*\S)", re.MULTILINE)  # as the CLI says a UserError
 _COLOUR = re.compile(r"\x1b\[[0-9;]*m")
@@ -95,3 +108,16 @@ def ended_line(info: JobInfo, given: str | None) -> str:
     if said:
         return f"job {info.job_id} ended {info.status} (its logs: {logs}); it said: {said}"
     return f"job {info.job_id} ended {info.status}; see its logs: {logs}"
+
+
+def running_twin(jobs: Sequence[Any], pipeline: str, store: str) -> Any | None:
+    """The PENDING or RUNNING job (Ray's `JobDetails`) that `submit` sent for `pipeline` on the
+    same `store`, if any: a second one would fail on the cluster, refused by the first's driver.
+    Jobs submitted before the store was recorded are not matched."""
+    for job in jobs:
+        metadata = getattr(job, "metadata", None) or {}
+        if str(job.status) not in ("PENDING", "RUNNING"):
+            continue
+        if metadata.get(PIPELINE_KEY) == pipeline and metadata.get(STORE_KEY) == store:
+            return job
+    return None

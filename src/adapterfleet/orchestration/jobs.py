@@ -23,13 +23,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from adapterfleet.console import Say, silent
+from adapterfleet.masking import mask
 from adapterfleet.orchestration.job_env import PASS_ENV as PASS_ENV  # re-exported
 from adapterfleet.orchestration.job_env import job_env as job_env
 from adapterfleet.orchestration.job_env import logins_out
 from adapterfleet.orchestration.job_errors import JobError as JobError  # re-exported
-from adapterfleet.orchestration.job_errors import failed, not_the_job_server, unreachable
+from adapterfleet.orchestration.job_errors import command, failed, not_the_job_server, unreachable
+from adapterfleet.orchestration.job_info import (
+    PIPELINE_KEY,
+    STORE_KEY,
+    ended_line,
+    failure_note,
+    info_of,
+    running_twin,
+)
 from adapterfleet.orchestration.job_info import JobInfo as JobInfo  # re-exported
-from adapterfleet.orchestration.job_info import ended_line, failure_note, info_of
 from adapterfleet.orchestration.job_info import jobs_note as jobs_note  # re-exported
 from adapterfleet.orchestration.job_upload import (
     check_job_storage,
@@ -246,17 +254,16 @@ def submit_pipeline(
     excludes = storage_excludes(document.get("storage"), folder)
     env = job_env(extra_env)
     overrides = logins_out(overrides, env)
+    name, store = str(document["name"]), job_store(document)
+    refuse_running_twin(address, name, store)
     job_id = submit_job(
         address,
         pipeline_entrypoint(config_rel, overrides),
         working_dir=folder,
         env=env,
-        submission_id=make_submission_id(str(document["name"])),
+        submission_id=make_submission_id(name),
         excludes=excludes,
-        metadata={
-            "adapterfleet.pipeline": str(document["name"]),
-            "adapterfleet.config": config_rel,
-        },
+        metadata={PIPELINE_KEY: name, "adapterfleet.config": config_rel, STORE_KEY: store},
     )
     say(f"submitted {job_id}" + (WAITING if wait else ""))
     if wait:
@@ -264,6 +271,31 @@ def submit_pipeline(
         if status != "SUCCEEDED":
             raise JobError(ended_line(job_info(address, job_id), address))
     return job_id
+
+
+def job_store(document: Mapping[str, Any]) -> str:
+    """Where a job's pipeline writes, as its metadata records it: its tracking URI (login
+    masked) and storage, as the config gives them."""
+    return mask(f"{document.get('tracking_uri') or ''} {document.get('storage') or ''}".strip())
+
+
+def refuse_running_twin(address: str | None, name: str, store: str) -> None:
+    """A job of the same pipeline on the same store still pending or running is refused here:
+    sent all the same, it failed on the cluster (`another adapterfleet driver runs this
+    pipeline's sweep`) after `submit` had said `submitted` and exited 0."""
+    client = connect(address)
+    try:
+        twin = running_twin(client.list_jobs(), name, store)
+    except RuntimeError as exc:
+        raise failed("listing jobs", client.get_address(), exc, address) from None
+    if twin is not None:
+        job = twin.submission_id or twin.job_id
+        raise JobError(
+            f"pipeline {name}: job {job} is {str(twin.status).lower()} on this cluster with the "
+            f"same store; a second would be refused there by its driver; follow it "
+            f"({command('logs', address, job, '--follow')}) or stop it "
+            f"({command('stop', address, job)}) first"
+        )
 
 
 def job_info(address: str | None, job_id: str) -> JobInfo:

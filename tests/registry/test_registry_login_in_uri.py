@@ -18,7 +18,13 @@ from mlflow import MlflowClient
 
 from adapterfleet.config import load_config
 from adapterfleet.masking import mask, masked_setting
-from adapterfleet.registry import ensure_experiment, open_trial_run, pull, register_version
+from adapterfleet.registry import (
+    RegistryError,
+    ensure_experiment,
+    open_trial_run,
+    pull,
+    register_version,
+)
 from adapterfleet.registry.descriptions import COMMAND_ENV, command_line
 from adapterfleet.registry.tags import TAG_OVERRIDES
 
@@ -175,3 +181,23 @@ def test_overrides_and_the_command_line_are_stored_masked(
     assert password not in command_line() and "hf_abcdef" not in command_line()
     assert masked_setting("adapters.training.lr=0.1") == "adapters.training.lr=0.1"
     assert mask(f"see {_login_uri(uri, password)}/x") == f"see {uri.replace('//', '//***@')}/x"
+
+
+def test_a_notebooks_second_config_may_carry_another_login(monkeypatch) -> None:
+    """A notebook loaded a config whose URI carried alice's login, then one with bob's: the
+    second was refused as contradicting MLFLOW_TRACKING_USERNAME, which the user never set
+    (the first config had). A login the user set in the environment is still not overridden."""
+    from adapterfleet.registry.store import use_login
+
+    for name in ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"):
+        monkeypatch.delenv(name, raising=False)
+    assert use_login("http://alice:s1@127.0.0.1:9") == "http://127.0.0.1:9"
+    assert use_login("http://bob:s2@127.0.0.1:9") == "http://127.0.0.1:9"
+    assert (os.environ["MLFLOW_TRACKING_USERNAME"], os.environ["MLFLOW_TRACKING_PASSWORD"]) == (
+        "bob",
+        "s2",
+    )
+    monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "carol")  # the user's own
+    monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "s3")
+    with pytest.raises(RegistryError, match="MLFLOW_TRACKING_USERNAME contradicts"):
+        use_login("http://bob:s2@127.0.0.1:9")

@@ -51,14 +51,22 @@ def use_login(uri: str, where: str = "tracking URI") -> str:
             f"{where} {shown}: a user without a password is not a login MLflow can send; set "
             f"{USERNAME_ENV} and {PASSWORD_ENV} (or MLFLOW_TRACKING_TOKEN) and leave it out"
         )
+    set_user = os.environ.get(USERNAME_ENV, "")
+    ours = set_user in _logins_moved and _logins_moved[set_user] == os.environ.get(PASSWORD_ENV)
     for name, value in ((USERNAME_ENV, user), (PASSWORD_ENV, password)):
-        if os.environ.get(name) not in (None, "", value):
+        if not ours and os.environ.get(name) not in (None, "", value):
             raise RegistryError(
                 f"{where} {shown} carries a login that {name} contradicts; give the login "
                 f"once: in {USERNAME_ENV} and {PASSWORD_ENV}, not in the URI"
             )
+    # a login an earlier URI of this process put there (a notebook's previous config) is
+    # replaced: it was refused as if the user had set the variables
     os.environ[USERNAME_ENV], os.environ[PASSWORD_ENV] = user, password
+    _logins_moved[user] = password
     return clean
+
+
+_logins_moved: dict[str, str] = {}  # user -> password that `use_login` put in the environment
 
 
 def login_env() -> dict[str, str]:

@@ -278,7 +278,7 @@ def test_storage_inside_the_working_dir_is_not_uploaded(
 
 
 def test_a_second_submit_of_a_running_pipeline_is_refused_here(
-    with_token: Any, tmp_path: Path
+    with_token: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A second `submit` of a pipeline whose job still ran said `submitted` and exited 0; its
     job then failed on the cluster, refused by the first's driver. Now `submit` refuses it,
@@ -288,6 +288,7 @@ def test_a_second_submit_of_a_running_pipeline_is_refused_here(
     from adapterfleet.orchestration.job_info import PIPELINE_KEY, STORE_KEY, running_twin
     from adapterfleet.orchestration.jobs import connect
 
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)  # the store: storage alone
     config = tmp_path / "twin.yaml"
     config.write_text(f"name: twin\ndemo_tasks: true\nstorage: {tmp_path}/runs\n")
     metadata = {PIPELINE_KEY: "twin", STORE_KEY: f"{tmp_path}/runs"}  # as submit records them

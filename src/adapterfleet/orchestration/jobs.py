@@ -254,7 +254,7 @@ def submit_pipeline(
     excludes = storage_excludes(document.get("storage"), folder)
     env = job_env(extra_env)
     overrides = logins_out(overrides, env)
-    name, store = str(document["name"]), job_store(document)
+    name, store = str(document["name"]), job_store(document, env)
     refuse_running_twin(address, name, store)
     job_id = submit_job(
         address,
@@ -273,10 +273,11 @@ def submit_pipeline(
     return job_id
 
 
-def job_store(document: Mapping[str, Any]) -> str:
-    """Where a job's pipeline writes, as its metadata records it: its tracking URI (login
-    masked) and storage, as the config gives them."""
-    return mask(f"{document.get('tracking_uri') or ''} {document.get('storage') or ''}".strip())
+def job_store(document: Mapping[str, Any], env: Mapping[str, str]) -> str:
+    """Where a job's pipeline writes, as its metadata records it: its tracking URI (the
+    config's, else the one the job's environment passes; login masked) and storage."""
+    tracking = document.get("tracking_uri") or env.get("MLFLOW_TRACKING_URI") or ""
+    return mask(f"{tracking} {document.get('storage') or ''}".strip())
 
 
 def refuse_running_twin(address: str | None, name: str, store: str) -> None:

@@ -572,3 +572,19 @@ def test_cli_predict_reads_standard_input_with_its_format(world, tmp_path):
     )
     assert unsaid.returncode == 2
     assert "standard input has no suffix to tell its format; pass --format" in unsaid.stderr
+
+
+def test_predict_from_python_on_a_store_not_there_creates_none(world, tmp_path):
+    """From Python, predict_file on a SQLite store that was not there created an empty one
+    (and MLflow's `Creating initial MLflow database tables...`) before saying nothing was
+    registered; it is refused first, as the CLI refused it."""
+    import dataclasses
+
+    from adapterfleet.registry import RegistryError
+
+    store = tmp_path / "elsewhere" / "mlflow.db"
+    config = dataclasses.replace(world.config, tracking_uri=f"sqlite:///{store}")
+    tsv = _write_tsv(tmp_path / "in.tsv", _texts(3))
+    with pytest.raises(RegistryError, match="no tracking store at"):
+        predict_file(config, "fruit", tsv, tmp_path / "out.csv", say=lambda _: None)
+    assert not store.exists() and not (tmp_path / "out.csv").exists()

@@ -234,7 +234,6 @@ def predict(
 
     at_least(batch_size, 1, "--batch-size")
     at_least(workers, 1, "--workers")
-    checked_store(cfg.tracking_uri, read_only=True)
     with resumable(_kept_by_predict(out)):
         predict_file(
             cfg,

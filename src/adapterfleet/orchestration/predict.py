@@ -51,6 +51,7 @@ from adapterfleet.registry import (
     safe_uri,
 )
 from adapterfleet.registry.pulling import fetch_version, fused_adapter, registered_versions
+from adapterfleet.registry.store import check_store
 from adapterfleet.registry.tags import BEST_ALIAS
 from adapterfleet.tuning.spec import TAG_BASE_MODEL
 
@@ -259,6 +260,8 @@ def predict_file(
         if value is not None and value < 1:
             raise ConfigError(f"{option}: expected an integer >= 1, got {value}")
     check_target(config, target, config_path)
+    # as the CLI did first: from Python, a store that is not there was created empty
+    check_store(config.tracking_uri, read_only=True, say=say)
     spec = config.tasks[target]
     data = read_input(
         spec, input_path, fmt=input_format, header=header, columns=columns, id_field=id_field,

@@ -204,3 +204,21 @@ def test_without_a_config_every_run_still_counts(
     p, _ = two_settings
     rows = table_rows(build_report(p.name, p.uri, tmp_path / "out", log_to_mlflow=False).table)
     assert rows["sst2"]["ST-A"] == "55.00 ± 2.83 (2)"
+
+
+def test_a_cell_no_better_than_the_majority_class_is_noted(two_settings, tmp_path) -> None:
+    """A report of runs that learned nothing showed their numbers as results: the pipeline's
+    own line said `no better than always answering 'no'`, the report did not. With the config's
+    data readable, a note names each such cell (ST-A's 53.00 here, under the dev split's 60 %
+    of '1'); the fusion's 70.00 and the head's 69.00 are above it and get none."""
+    p, path = two_settings
+    rows = [("it was fine", "1")] * 6 + [("it was not", "0")] * 4
+    lines = ["sentence\tlabel", *(f"{text}\t{label}" for text, label in rows)]
+    (tmp_path / "runs").mkdir(exist_ok=True)
+    (tmp_path / "runs" / "sst2.tsv").write_text("\n".join(lines) + "\n")
+    _, notes = report_of(path, RERUN, tmp_path / "report")
+    chance = [note for note in notes if "no better than" in note]
+    assert chance == [
+        "sst2, st-a: accuracy 53.00; no better than always answering '1' (0.6000 of dev): it "
+        "did not learn the task"
+    ], notes

@@ -255,13 +255,7 @@ def predict_file(
 ) -> PredictionSummary:
     """Predict every row of `input_path` with the registered model of `target`; write `out`."""
     input_path, out = Path(input_path), Path(out)  # a str from Python failed at the very end
-    fmt = check_output(out, input_path)
-    for option, value in (("--batch-size", batch_size), ("--workers", workers)):
-        if value is not None and value < 1:
-            raise ConfigError(f"{option}: expected an integer >= 1, got {value}")
-    check_target(config, target, config_path)
-    # as the CLI did first: from Python, a store that is not there was created empty
-    check_store(config.tracking_uri, read_only=True, say=say)
+    fmt = _checked_request(config, target, input_path, out, batch_size, workers, config_path, say)
     spec = config.tasks[target]
     data = read_input(
         spec, input_path, fmt=input_format, header=header, columns=columns, id_field=id_field,
@@ -293,6 +287,27 @@ def predict_file(
     count = write_predictions(out, fmt, rows)
     say(f"predict {target}: wrote {plural(count, 'row')} to {output_name(out)}")
     return PredictionSummary(out, count, info)
+
+
+def _checked_request(
+    config: PipelineConfig,
+    target: str,
+    input_path: Path,
+    out: Path,
+    batch_size: int | None,
+    workers: int | None,
+    config_path: Path | str,
+    say: Say,
+) -> str:
+    """The output's format once the request is sound: the paths, the numbers, the target, and
+    a store that is there (from Python, one that was not was created empty)."""
+    fmt = check_output(out, input_path)
+    for option, value in (("--batch-size", batch_size), ("--workers", workers)):
+        if value is not None and value < 1:
+            raise ConfigError(f"{option}: expected an integer >= 1, got {value}")
+    check_target(config, target, config_path)
+    check_store(config.tracking_uri, read_only=True, say=say)
+    return fmt
 
 
 def cut_note(max_length: int) -> str:

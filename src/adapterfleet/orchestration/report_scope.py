@@ -4,7 +4,7 @@ the report uses them). No torch, no Ray: the report starts without them."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from adapterfleet.config import PipelineConfig
 from adapterfleet.orchestration.baseline_plan import ALL_TASKS, plan_baselines
@@ -31,7 +31,26 @@ def report_scope(
         fusions={t: fusion_ids(config, t, uri) for t in config.fusion.targets},
         baselines=baseline_ids(config),
         tags=pipeline_tags(config, overrides),
+        chance=chance_notes(config),
     )
+
+
+def chance_notes(config: PipelineConfig) -> dict[str, Callable[[str, float], str]]:
+    """Task -> the note on a score no better than what learning nothing scores on its dev
+    split (`data.baseline`); a task whose data cannot be read here gets none."""
+    from adapterfleet.data import TaskError, load_task
+    from adapterfleet.data.baseline import dev_mean, majority
+
+    notes: dict[str, Callable[[str, float], str]] = {}
+    for task, spec in config.tasks.items():
+        try:
+            labels = load_task(spec).dev["label"]
+        except (TaskError, OSError):  # moved or unreadable data: the report goes on without
+            continue
+        chance = dev_mean(labels) if spec.is_regression else majority(labels, spec.label_names)
+        if chance is not None:
+            notes[task] = chance.note
+    return notes
 
 
 def fusion_ids(config: PipelineConfig, target: str, uri: str) -> frozenset[str]:

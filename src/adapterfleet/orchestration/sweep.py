@@ -216,18 +216,23 @@ def run_adapter_stage(
                 loaded=loaded,
             )
         except BaseException as error:
-            # a full disk stops the sweep as Ctrl-C does: it goes on once there is space
-            if isinstance(error, KeyboardInterrupt) or is_disk_full(error):
-                # stopped (a full disk as Ctrl-C: it goes on once there is space): the sweep
-                # runs end KILLED with the mark, within seconds (ended one by one, each waited
-                # on through MLflow's retries, a server that was down held Ctrl-C for minutes);
-                # as the CLI's `resumable` does, for a caller from Python (a notebook)
-                note_interrupted(config)
-                raise
-            for run in sweep_runs.values():
-                if run.ended is None:  # a task registered (or given up) before it ended its run
-                    end_quietly(run, "FAILED", progress)
+            _end_sweep_runs(error, config, sweep_runs.values(), progress)
             raise
+
+
+def _end_sweep_runs(
+    error: BaseException, config: PipelineConfig, runs: Iterable[MlflowRunLogger], say: Say
+) -> None:
+    """The sweep runs `error` ended. Stopped (Ctrl-C; a full disk too: it goes on once there is
+    space), they end KILLED with the interruption's mark, within seconds (ended one by one, each
+    waited on through MLflow's retries, a server that was down held Ctrl-C for minutes), as the
+    CLI's `resumable` does, for a caller from Python (a notebook); else FAILED."""
+    if isinstance(error, KeyboardInterrupt) or is_disk_full(error):
+        note_interrupted(config)
+        return
+    for run in runs:
+        if run.ended is None:  # a task registered (or given up) before it ended its run
+            end_quietly(run, "FAILED", say)
 
 
 def _end_orphans(uri: str, experiment_id: str, progress: Say) -> None:

@@ -13,7 +13,7 @@ import json
 import shutil
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,7 @@ from adapterfleet.results.report_data import (
     Collected,
     Summary,
     collect_cells,
+    in_points,
     scale_of,
 )
 from adapterfleet.results.report_figure import (
@@ -128,6 +129,7 @@ def build_report(
         for t in tasks
         if not has_paper_row(t)
     ]
+    notes += chance_notes(tasks, collected.cells, plan.metric_for, scope)
     table = table1(tasks, collected.cells, plan.metric_for, plan.metric)
     markdown = render(name, plan, tasks, collected, table, budget, figure, notes)
     (out / TABLE_FILE).write_text(markdown)
@@ -214,6 +216,31 @@ def write_figure(rows: Sequence[WeightsRow], out: Path) -> Path | None:
         return None
     (out / FIGURE_DATA_FILE).write_text(json.dumps(figure_data(rows), indent=1) + "\n")
     return plot_figure4(rows, out / FIGURE_FILE)
+
+
+def chance_notes(
+    tasks: Sequence[str],
+    cells: Mapping[tuple[str, str], Cell],
+    metric_for: Callable[[str], str],
+    scope: ReportScope | None,
+) -> list[str]:
+    """A note for each cell whose mean is no better than what a model that learned nothing
+    scores on the task's dev split (the config's data: with `-c` only): such a cell is a run
+    that did not learn, not a result (the pipeline's own line said so; the report did not)."""
+    if scope is None:
+        return []
+    notes = []
+    for (task, system), cell in cells.items():
+        note = scope.chance.get(task)
+        metric = metric_for(task)
+        summary = cell.summary(metric)
+        if task not in tasks or note is None or summary is None:
+            continue
+        said = note(metric, summary.mean / scale_of(metric))
+        if said:
+            shown = f"{summary.mean:.2f}" if in_points(metric) else f"{summary.mean:.4f}"
+            notes.append(f"{task}, {system}: {metric} {shown}{said}: it did not learn the task")
+    return notes
 
 
 def render(

@@ -16,7 +16,7 @@ plain data out: no MLflow here.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from adapterfleet.registry import (
@@ -49,6 +49,9 @@ class ReportScope:
     # the experiment tags a run of the config sets: its budget and `--set` overrides, which the
     # report states (the experiment's own are the last run's, under a shared name another's)
     tags: Mapping[str, str] = field(default_factory=dict)
+    # task -> what a model that learned nothing scores on its dev split, as a note on a score:
+    # `note(metric, value)` is "; no better than always answering 'no' (0.5200 of dev)" or ""
+    chance: Mapping[str, Callable[[str, float], str]] = field(default_factory=dict)
 
 
 def in_scope(

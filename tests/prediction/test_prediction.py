@@ -419,30 +419,23 @@ def test_off_a_terminal_predict_says_the_rows_done_as_it_goes(
     assert len(lines) == 3 and lines[1].startswith(said), lines
 
 
+def _predict_cli(world, *args: str | Path) -> subprocess.CompletedProcess[str]:
+    """`adapterfleet predict fruit -c CONFIG ARGS` in a process of its own."""
+    command = [sys.executable, "-m", "adapterfleet.cli.app", "predict", "fruit"]
+    command += ["-c", str(world.config_path), *map(str, args)]
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
 def test_cli_predict_in_a_subprocess(world, tmp_path):
     texts = _texts(6, seed=5)
     tsv = _write_tsv(tmp_path / "in.tsv", texts)
-    command = [sys.executable, "-m", "adapterfleet.cli.app", "predict", "fruit"]
-    command += ["-c", str(world.config_path), "--input", str(tsv)]
-    done = subprocess.run(
-        [*command, "--out", str(tmp_path / "out.csv")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = _predict_cli(world, "--input", tsv, "--out", tmp_path / "out.csv")
     assert done.returncode == 0, done.stderr
     rows = _read(tmp_path / "out.csv")
     assert [r["id"] for r in rows] == [f"ex{i}" for i in range(6)]
     assert {r["prediction"] for r in rows} <= {"no", "yes"}
 
-    failed = subprocess.run(
-        [*command, "--out", str(tmp_path / "out.parquet")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    failed = _predict_cli(world, "--input", tsv, "--out", tmp_path / "out.parquet")
     assert failed.returncode == 2
     assert failed.stderr.strip().startswith("error: --out: unknown suffix '.parquet'")
     assert "Traceback" not in failed.stderr
@@ -455,23 +448,10 @@ def test_cli_predict_encoding_reads_a_latin1_input_as_its_utf8_twin(world, tmp_p
     lines = ["id\ttext", *(f"ex{i}\t{t}" for i, t in enumerate(texts))]
     (tmp_path / "latin1.tsv").write_bytes(("\n".join(lines) + "\n").encode("latin-1"))
     utf8 = _write_tsv(tmp_path / "utf8.tsv", texts)
-    command = [sys.executable, "-m", "adapterfleet.cli.app", "predict", "fruit"]
-    command += ["-c", str(world.config_path), "--input", str(tmp_path / "latin1.tsv")]
-    refused = subprocess.run(
-        [*command, "--out", str(tmp_path / "refused.csv")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    given = ("--input", tmp_path / "latin1.tsv")
+    refused = _predict_cli(world, *given, "--out", tmp_path / "refused.csv")
     assert refused.returncode == 2 and "pass --encoding" in refused.stderr, refused.stderr
-    done = subprocess.run(
-        [*command, "--encoding", "latin-1", "--out", str(tmp_path / "out.csv")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = _predict_cli(world, *given, "--encoding", "latin-1", "--out", tmp_path / "out.csv")
     assert done.returncode == 0, done.stderr
     predict_file(world.config, "fruit", utf8, tmp_path / "twin.csv", say=lambda _: None)
     assert _read(tmp_path / "out.csv") == _read(tmp_path / "twin.csv")

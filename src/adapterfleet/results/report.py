@@ -230,7 +230,8 @@ def chance_notes(
     if scope is None:
         return []
     notes = []
-    for (task, system), cell in cells.items():
+    order = {task: index for index, task in enumerate(tasks)}  # by task, systems as the table's
+    for (task, system), cell in sorted(cells.items(), key=lambda item: order.get(item[0][0], 0)):
         note = scope.chance.get(task)
         metric = metric_for(task)
         summary = cell.summary(metric)

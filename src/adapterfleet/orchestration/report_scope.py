@@ -4,7 +4,9 @@ the report uses them). No torch, no Ray: the report starts without them."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from adapterfleet.config import PipelineConfig
 from adapterfleet.orchestration.baseline_plan import ALL_TASKS, plan_baselines
@@ -16,6 +18,9 @@ from adapterfleet.results.report_scope import ReportScope
 from adapterfleet.results.status_plan import StatusPlan
 from adapterfleet.tuning.plan import current_keys, earlier_adapter, is_current
 from adapterfleet.tuning.spec import task_config_hashes
+
+if TYPE_CHECKING:
+    from adapterfleet.data.tasks import TaskSpec
 
 
 def report_scope(
@@ -35,17 +40,32 @@ def report_scope(
     )
 
 
+def _dev_labels(spec: TaskSpec) -> list[Any] | None:
+    """The labels of a task's dev split; None where its data cannot be read here (moved)."""
+    from adapterfleet.data import TaskError, load_task
+
+    try:
+        return list(load_task(spec).dev["label"])
+    except (TaskError, OSError):
+        return None
+
+
 def chance_notes(config: PipelineConfig) -> dict[str, Callable[[str, float], str]]:
     """Task -> the note on a score no better than what learning nothing scores on its dev
     split (`data.baseline`); a task whose data cannot be read here gets none."""
-    from adapterfleet.data import TaskError, load_task
     from adapterfleet.data.baseline import dev_mean, majority
 
     notes: dict[str, Callable[[str, float], str]] = {}
-    for task, spec in config.tasks.items():
-        try:
-            labels = load_task(spec).dev["label"]
-        except (TaskError, OSError):  # moved or unreadable data: the report goes on without
+    data_log = logging.getLogger("adapterfleet.data")  # its warnings were said when it trained
+    level = data_log.level
+    data_log.setLevel(logging.ERROR)
+    try:
+        loaded = {task: _dev_labels(spec) for task, spec in config.tasks.items()}
+    finally:
+        data_log.setLevel(level)
+    for task, labels in loaded.items():
+        spec = config.tasks[task]
+        if labels is None:
             continue
         chance = dev_mean(labels) if spec.is_regression else majority(labels, spec.label_names)
         if chance is not None:

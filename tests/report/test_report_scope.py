@@ -216,8 +216,12 @@ def test_a_cell_no_better_than_the_majority_class_is_noted(two_settings, tmp_pat
     lines = ["sentence\tlabel", *(f"{text}\t{label}" for text, label in rows)]
     (tmp_path / "runs").mkdir(exist_ok=True)
     (tmp_path / "runs" / "sst2.tsv").write_text("\n".join(lines) + "\n")
+    options = [arg for item in RERUN for arg in ("-o", item)]
+    out = tmp_path / "report"
     with caplog.at_level("WARNING"):
-        _, notes = report_of(path, RERUN, tmp_path / "report")
+        result = CliRunner().invoke(app, ["report", "-c", str(path), *options, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    notes = json.loads((out / "report.json").read_text())["notes"]
     # what loading the data warns (dev rows that are train rows here) was said when it trained
     assert not [r for r in caplog.records if r.name.startswith("adapterfleet.data")]
     chance = [note for note in notes if "no better than" in note]
@@ -225,3 +229,5 @@ def test_a_cell_no_better_than_the_majority_class_is_noted(two_settings, tmp_pat
         "sst2, st-a: accuracy 53.00; no better than always answering '1' (0.6000 of dev): it "
         "did not learn the task"
     ], notes
+    # and on the console, under the table: the notes are in the files a reader may not open
+    assert f"warning: {chance[0]}" in result.stderr

@@ -21,6 +21,7 @@ from adapterfleet.masking import mask
 
 if TYPE_CHECKING:
     from adapterfleet.config import PipelineConfig
+    from adapterfleet.results.report import ReportResult
     from adapterfleet.training import TrainConfig
     from adapterfleet.training.modes import RunResult
 
@@ -174,6 +175,14 @@ def metrics_table(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None 
     typer.echo("|" + "|".join("-" * (w + 2) for w in widths) + "|")
     for row in cells:
         typer.echo("| " + " | ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) + " |")
+
+
+def table1(report: ReportResult) -> None:
+    """Table 1 as `run` and `report` print it, with a warning under it for each cell no better
+    than chance (table1.md says so in its notes; a reader of the console saw only the number)."""
+    typer.echo(report.table)
+    for note in report.unlearned:
+        typer.secho(f"warning: {note}", err=True, fg=typer.colors.YELLOW)
 
 
 def run_report(run: RunResult, training: TrainConfig) -> None:

@@ -24,7 +24,7 @@ from adapterfleet.cli.options import (
     local_cpus,
     output_level,
 )
-from adapterfleet.cli.output import metrics_table, resumable
+from adapterfleet.cli.output import metrics_table, resumable, table1
 from adapterfleet.config import ConfigError
 from adapterfleet.console import duration_text, progress_say
 from adapterfleet.registry.tags import BEST_ALIAS
@@ -75,7 +75,9 @@ def run(
     rows = summary_rows(cfg, summary)
     metrics_table(rows, summary_columns(rows))
     if summary.report is not None:
-        typer.echo(f"\n{summary.report.table}\nreport: {summary.report.out_dir}")
+        typer.echo()
+        table1(summary.report)
+        typer.echo(f"report: {summary.report.out_dir}")
     for where, error in summary.errors.items():
         typer.secho(f"error in {where}: {error}", err=True, fg=typer.colors.RED)
     ui = config_command("ui", config, set_, budget)

@@ -15,6 +15,7 @@ from adapterfleet.cli.options import (
     TrackingUriOpt,
     checked_store,
 )
+from adapterfleet.cli.output import table1
 from adapterfleet.cli.pipeline_ref import resolve
 
 DEFAULT_FOLDER = Path("adapterfleet-report")
@@ -54,7 +55,7 @@ def report(
     logged = not read_only_store(ref.tracking_uri)  # a read-only copy: written to --out only
     to = out or folder
     result = build_report(ref.name, ref.tracking_uri, to, log_to_mlflow=logged, scope=scope)
-    typer.echo(result.table)
+    table1(result)
     typer.echo(f"\nreport: {result.out_dir} ({', '.join(p.name for p in result.files)})")
     if result.run_id:
         typer.echo(f"logged to MLflow run {result.run_id} of experiment {ref.name!r}")

@@ -85,6 +85,7 @@ class ReportResult:
     cells: dict[tuple[str, str], Cell]
     notes: tuple[str, ...]
     run_id: str | None  # the MLflow report run the files were logged to
+    unlearned: tuple[str, ...] = ()  # the notes on cells no better than chance (also in notes)
 
 
 def build_report(
@@ -129,7 +130,8 @@ def build_report(
         for t in tasks
         if not has_paper_row(t)
     ]
-    notes += chance_notes(tasks, collected.cells, plan.metric_for, scope)
+    unlearned = chance_notes(tasks, collected.cells, plan.metric_for, scope)
+    notes += unlearned
     table = table1(tasks, collected.cells, plan.metric_for, plan.metric)
     markdown = render(name, plan, tasks, collected, table, budget, figure, notes)
     (out / TABLE_FILE).write_text(markdown)
@@ -138,7 +140,9 @@ def build_report(
     files = tuple(out / f for f in (TABLE_FILE, FIGURE_FILE, FIGURE_DATA_FILE, DATA_FILE))
     files = tuple(f for f in files if f.is_file())
     run_id = log_report(tracking_uri, experiment.experiment_id, files) if log_to_mlflow else None
-    return ReportResult(name, out, table, markdown, files, collected.cells, tuple(notes), run_id)
+    return ReportResult(
+        name, out, table, markdown, files, collected.cells, tuple(notes), run_id, tuple(unlearned)
+    )
 
 
 def collect(

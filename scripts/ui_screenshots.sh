@@ -137,8 +137,8 @@ fi
 experiment_id=$(sed 's|.*/#/experiments/\([^/]*\)/runs.*|\1|' <<<"$runs_link")
 view=${runs_link#*\?}
 
-# The newest fusion run of the experiment and whether it logged its heatmap, over MLflow's
-# REST API: "RUN_ID yes|no", or nothing.
+# The newest fusion run of the experiment (the pipeline's, not one `prune` trained) and whether
+# it logged its heatmap, over MLflow's REST API: "RUN_ID yes|no", or nothing.
 read -r fusion_run heatmap < <("$python" - "$base" "$experiment_id" <<'PY'
 import json, sys, urllib.parse, urllib.request
 base, experiment_id = sys.argv[1:]
@@ -146,14 +146,17 @@ body = {
     "experiment_ids": [experiment_id],
     "filter": "tags.`adapterfleet.kind` = 'fusion'",
     "order_by": ["attributes.start_time DESC"],
-    "max_results": 1,
+    "max_results": 50,
 }
 request = urllib.request.Request(
     f"{base}/api/2.0/mlflow/runs/search", json.dumps(body).encode(),
     {"Content-Type": "application/json"},
 )
 with urllib.request.urlopen(request, timeout=30) as response:
-    runs = json.load(response).get("runs", [])
+    found = json.load(response).get("runs", [])
+def pruned(run):
+    return any(t["key"] == "adapterfleet.pruned_from" for t in run["data"].get("tags", []))
+runs = [run for run in found if not pruned(run)]
 if runs:
     run_id = runs[0]["info"]["run_id"]
     query = urllib.parse.urlencode({"run_id": run_id})

@@ -89,6 +89,17 @@ def test_prune_trains_registers_with_lineage_and_reports(world, tmp_path):
         pruned_point.dev_metrics["accuracy"], abs=5e-5 + 1e-6
     )
 
+    # Its run and version say it is pruned: in the MLflow UI they read as the pipeline's fusion
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    pruned_run = client.get_run(pruned.run_id)
+    assert pruned_run.info.run_name.startswith("fusion-fruit-pruned1-s")
+    said_pruned = f"Pruned from v{source.version} of the fusion for `fruit` by `adapterfleet prune`"
+    assert pruned_run.data.tags["mlflow.note.content"].startswith(said_pruned)
+    assert client.get_model_version(name, pruned.version).description.startswith(said_pruned)
+    assert not client.get_model_version(name, source.version).description.startswith("Pruned")
+
     # It predicts like any registered fusion (only its kept adapter is pulled): over the dev
     # file, its predictions score the accuracy the report gives.
     dev = config.tasks["fruit"].dev.path
@@ -104,9 +115,6 @@ def test_prune_trains_registers_with_lineage_and_reports(world, tmp_path):
     assert f"| 1 | {top} | v{pruned.version} (pruned-1) |" in table
     assert json.loads((folder / "prune.json").read_text())["points"][1]["kept"] == [top]
     assert (folder / "prune.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    from mlflow import MlflowClient
-
-    client = MlflowClient(tracking_uri=uri)
     (run,) = client.search_runs([experiment], "tags.`adapterfleet.kind` = 'prune'")
     assert run.info.status == "FINISHED"
     steps = client.get_metric_history(run.info.run_id, "examples_per_second")

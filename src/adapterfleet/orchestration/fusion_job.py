@@ -388,6 +388,7 @@ def _register(
         },
         alias=alias,
         companions={"head": run.out_dir / "head" / HEAD_WEIGHTS},
-        description=notes.fusion_version_note(plan.target, versions, metric, run.dev_metrics),
+        description=plan.pruned_note
+        + notes.fusion_version_note(plan.target, versions, metric, run.dev_metrics),
         model_description=notes.fusion_model_note(plan.target),
     )

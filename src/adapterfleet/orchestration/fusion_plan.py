@@ -72,10 +72,18 @@ class FusionPlan:
     existing: ModelVersionInfo | None  # the fusion already registered for this key, if any
     # one registered for this key whose run mlflow gc purged (not `existing`: trained again)
     purged: ModelVersionInfo | None = None
+    pruned_from: str | None = None  # `prune`'s: the version of the fusion it keeps some of ("v3")
 
     @property
     def trial_id(self) -> str:
         return fusion_id(self.target, self.key)
+
+    @property
+    def pruned_note(self) -> str:
+        """What its run's and version's descriptions start with: nothing, or that it is pruned."""
+        if self.pruned_from is None:
+            return ""
+        return notes.pruned_note(self.target, self.pruned_from, len(self.versions))
 
 
 FUSION_DIR = "fusion"  # <storage>/fusion/<target>/<lineage key[:12]>/: a fusion's work folder
@@ -94,11 +102,13 @@ def fusion_id(target: str, key: str) -> str:
     return f"fusion-{target}-{key[:12]}"
 
 
-def fusion_run_name(target: str, seed: int, key: str) -> str:
+def fusion_run_name(target: str, seed: int, key: str, kept: int | None = None) -> str:
     """The name of a fusion's MLflow run, `fusion-<target>-s<seed>-<key>`: as a baseline job's
     (`<system>-<task>-s<seed>-<key>`), it tells seeds and lineages apart (every fusion run of a
-    target was `fusion-<target>`). A name only: the run is found again by its id's tag."""
-    return f"fusion-{target}-s{int(seed)}-{key[:12]}"
+    target was `fusion-<target>`); `fusion-<target>-pruned<kept>-...` for `prune`'s (they read
+    as the pipeline's own fusion). A name only: the run is found again by its id's tag."""
+    pruned = f"-pruned{kept}" if kept is not None else ""
+    return f"fusion-{target}{pruned}-s{int(seed)}-{key[:12]}"
 
 
 def plan_fusion(
@@ -201,13 +211,15 @@ def open_plan_run(
     versions = {t: plan.versions[t] for t in config.fusion.targets[plan.target]}
     epochs, preset = config.fusion.training.max_epochs, config.fusion.preset
     note = notes.fusion_run_note(plan.target, preset, config.base_model, versions, epochs)
+    note = plan.pruned_note + note
     seed = config.fusion.training.seed
+    kept = len(versions) if plan.pruned_from is not None else None
     return open_fusion_run(
         uri,
         experiment_id,
         plan.target,
         plan.trial_id,
-        run_name=fusion_run_name(plan.target, seed, plan.key),
+        run_name=fusion_run_name(plan.target, seed, plan.key, kept),
         params=params,
         tags={
             TAG_LINEAGE: plan.lineage,

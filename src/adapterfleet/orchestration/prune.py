@@ -340,7 +340,7 @@ def _pruned_fusion(
             was = f"{', '.join(kept)} registered before as v{purged.version}, but"
             say(f"prune {target}: {was} {purged_text(purged)}; training it again")
         lineage = ",".join(f"{t}:v{chosen[t].version}" for t in kept)
-        plan = FusionPlan(target, chosen, key, lineage, None, purged)
+        plan = FusionPlan(target, chosen, key, lineage, None, purged, f"v{source.version}")
         tags = {TAG_PRUNED_FROM: f"v{source.version}", TAG_KEPT: ",".join(kept)}
         outcome = _train_and_register(
             pruned, plan, uri, experiment_id, work, 0.0, say, alias=alias, tags=tags

@@ -131,6 +131,15 @@ def fusion_run_note(
     )
 
 
+def pruned_note(target: str, source: str, kept: int) -> str:
+    """What a pruned fusion's run and version descriptions start with: without it they read as
+    the pipeline's own fusion of `target`."""
+    return (
+        f"Pruned from {source} of the fusion for `{target}` by `adapterfleet prune`: its "
+        f"{kept} adapter{'s' if kept != 1 else ''} with the largest fusion weight, fused anew. "
+    )
+
+
 def baseline_note(system: str, tasks: Sequence[str], seed: int) -> str:
     what = BASELINE_SYSTEMS.get(system, system)
     where = f"task `{tasks[0]}`" if len(tasks) == 1 else f"tasks {_listed(tasks)}"

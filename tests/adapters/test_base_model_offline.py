@@ -83,3 +83,23 @@ def test_what_the_cache_lacks_is_refused_at_once_in_one_line(
     assert len(lines) == 1 and lines[0].startswith(expected), done.stdout + done.stderr
     assert "Retrying" not in done.stdout + done.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_name_close_to_the_packaged_encoder_is_named_in_python_too(tmp_path: Path) -> None:
+    """`load_encoder("minilm-l7")` raised Hugging Face's offline error, a hub lookup of a name
+    nobody meant; the CLI said `did you mean minilm-l6`, the Python API now does as well."""
+    code = (
+        "from adapterfleet.adapters import BaseModelError, load_encoder\n"
+        "for name in ('minilm-l7', 'MiniLM-L6'):\n"
+        "    try:\n"
+        "        load_encoder(name)\n"
+        "    except BaseModelError as error:\n"
+        "        print('REFUSED', error)\n"
+    )
+    done = offline([sys.executable, "-c", code], tmp_path / "hub", tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    refused = [line for line in done.stdout.splitlines() if line.startswith("REFUSED")]
+    assert len(refused) == 2, done.stdout + done.stderr[-2000:]
+    for line, name in zip(refused, ("minilm-l7", "MiniLM-L6"), strict=True):
+        assert line.startswith(f"REFUSED base_model: cannot load {name!r} (")
+        assert line.endswith("did you mean 'minilm-l6', the packaged encoder?")

@@ -117,6 +117,11 @@ def load_encoder(base: str | BaseModelSpec, **kwargs: Any) -> Any:
     hf_logging.disable_progress_bar()
     try:
         model = load_checked(path, spec.name, local_files_only=local_files_only(path), **kwargs)
+    except OSError as error:
+        mistyped = _mistyped(spec.name, path, error)
+        if mistyped is None:
+            raise
+        raise mistyped from None
     finally:
         if shown:
             hf_logging.enable_progress_bar()
@@ -125,6 +130,20 @@ def load_encoder(base: str | BaseModelSpec, **kwargs: Any) -> Any:
     if spec.gradient_checkpointing:
         enable_checkpointing(model)
     return model
+
+
+def _mistyped(name: str, path: str, error: OSError) -> BaseModelError | None:
+    """`minilm-l7` or `MiniLM-L6` given to `load_encoder`: the packaged encoder's name, not a hub
+    id that Hugging Face cannot find (its error never named what was meant; the CLI's did)."""
+    import difflib
+
+    if os.path.isdir(path) or not difflib.get_close_matches(name.lower(), [MINILM], cutoff=0.7):
+        return None
+    first = str(error).splitlines()[0] if str(error) else type(error).__name__
+    return BaseModelError(
+        f"base_model: cannot load {name!r} ({first}); did you mean {MINILM!r}, the packaged "
+        "encoder?"
+    )
 
 
 def enable_checkpointing(model: Any) -> None:

@@ -1,3 +1,4 @@
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -578,6 +579,27 @@ def test_storage_is_made_absolute_and_the_default_store_lies_under_it(tmp_path, 
     plain = load_config(_write(tmp_path, BASE))
     assert plain.storage == work.resolve() / "adapterfleet-runs"
     assert plain.tracking_uri == f"sqlite:///{plain.storage / 'mlflow.db'}"
+
+
+def test_a_copy_given_another_storage_takes_its_embedded_store_along(tmp_path, monkeypatch):
+    """A notebook's `dataclasses.replace(config, storage=...)` kept writing runs into the old
+    folder's mlflow.db while the checkpoints went to the new one; a URI the config or the
+    environment gave stays as it was."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    config = load_config(_write(tmp_path, BASE + f"storage: {tmp_path / 'a'}\n"))
+    moved = dataclasses.replace(config, storage=tmp_path / "b")
+    assert moved.tracking_uri == f"sqlite:///{tmp_path.resolve() / 'b' / 'mlflow.db'}"
+    assert dataclasses.replace(moved, name="other").tracking_uri == moved.tracking_uri
+    own = f"sqlite:///{tmp_path.resolve() / 'a' / 'mlflow.db'}"  # in the config: kept
+    given = load_config(
+        _write(tmp_path, BASE + f"storage: {tmp_path / 'a'}\ntracking_uri: {own}\n")
+    )
+    assert dataclasses.replace(given, storage=tmp_path / "c").tracking_uri == own
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://mlflow.example:5000")
+    served = load_config(_write(tmp_path, BASE + f"storage: {tmp_path / 'a'}\n"))
+    assert dataclasses.replace(served, storage=tmp_path / "d").tracking_uri == (
+        "http://mlflow.example:5000"
+    )
 
 
 def test_the_tracking_uri_comes_from_the_environment_when_the_config_names_none(

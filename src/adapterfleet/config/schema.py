@@ -99,8 +99,9 @@ def resolve_tracking_uri(tracking_uri: str | None, storage: Path) -> str:
 @dataclass(frozen=True)
 class PipelineConfig:
     """The validated pipeline. When built, `storage` is made absolute and an empty
-    `tracking_uri` resolved; a copy (`dataclasses.replace`) keeps the resolved URI, even one
-    given another storage."""
+    `tracking_uri` resolved; a copy (`dataclasses.replace`) keeps the resolved URI, except the
+    embedded store of its storage, which a copy given another storage moves with it (it kept
+    writing runs into the old folder's mlflow.db)."""
 
     name: str
     tasks: dict[str, TaskSpec]
@@ -118,11 +119,20 @@ class PipelineConfig:
     budget_changes: dict[str, Any] = field(default_factory=dict)  # flat key -> value it set
     # The document as read (after budget and overrides), with nothing resolved into it.
     source: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    # The storage whose embedded store an empty tracking_uri resolved to (None: one was given).
+    embedded_in: Path | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         storage = absolute_storage(self.storage)
         object.__setattr__(self, "storage", storage)
-        object.__setattr__(self, "tracking_uri", resolve_tracking_uri(self.tracking_uri, storage))
+        uri, embedded = self.tracking_uri, self.embedded_in
+        if embedded is not None and embedded != storage and uri == default_tracking_uri(embedded):
+            uri = ""  # a copy given another storage: its own embedded store
+        resolved = resolve_tracking_uri(uri, storage)
+        if not uri:  # resolved here: the environment's, or the embedded store of `storage`
+            embedded = storage if resolved == default_tracking_uri(storage) else None
+        object.__setattr__(self, "tracking_uri", resolved)
+        object.__setattr__(self, "embedded_in", embedded)
         if self.base is None or self.base.name != self.base_model:
             base = self.base or BaseModelSpec(self.base_model)
             object.__setattr__(self, "base", dataclasses.replace(base, name=self.base_model))

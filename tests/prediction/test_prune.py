@@ -16,6 +16,7 @@ from adapterfleet.config import ConfigError
 from adapterfleet.orchestration.predict import predict_file
 from adapterfleet.orchestration.prune import prune_fusion, rank_adapters, sizes_to_keep
 from adapterfleet.registry import ensure_experiment, fusion_model_name, get_version
+from adapterfleet.results.prune_report import y_limits
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,6 +36,14 @@ def test_sizes_halve_by_default_or_follow_keep_or_threshold():
     assert sizes_to_keep([(f"t{i}", 1 / 16) for i in range(16)]) == [8, 4, 2, 1]
     assert sizes_to_keep(ranking, keep=[1, 4, 1]) == [4, 1]
     assert sizes_to_keep(ranking, threshold=0.15) == [3]
+
+
+def test_the_plot_axes_start_at_zero_so_small_differences_look_small():
+    """prune.png drew accuracies of 0.900 and 0.910 from the bottom to the top of the panel."""
+    low, high = y_limits([0.91, 0.905, 0.90])
+    assert low == 0.0 and 0.91 < high < 1.0
+    assert y_limits([-0.2, 0.4])[0] == -0.2  # a correlation under zero stays in view
+    assert y_limits([0.0]) == (0.0, 0.08)
 
 
 @pytest.mark.parametrize(

@@ -236,7 +236,7 @@ def test_length_grouped_batches_pad_the_flattened_choices(
     tmp_path: Path, write_config, tokenizer
 ) -> None:
     rows = [
-        {"ctx": "word " * (1 + i % 13), "endings": [f"end {i}", "x " * (i % 7), "y", "z z"]}
+        {"ctx": "word " * (1 + i % 13), "endings": [f"end {i}", "x " * (1 + i % 7), "y", "z z"]}
         | {"label": i % 4}
         for i in range(40)
     ]
@@ -281,6 +281,34 @@ def test_a_row_with_a_missing_choice_is_skipped_and_counted(tmp_path: Path, writ
     lenient = {**COSMOS, "max_skipped_fraction": 0.5}  # 1 of 3 is more than the default 0.1
     task = mc_task(tmp_path, write_config, "cosmos", rows, lenient)
     assert len(task.train) == 2 and task.skipped_by_split == {"train": 1, "dev": 1}
+
+
+@pytest.mark.parametrize("empty", ["", "   "])
+def test_an_empty_choice_cell_of_a_csv_skips_its_row_as_json_null_does(
+    tmp_path: Path, write_config, empty: str
+) -> None:
+    """A CSV leaves a missing choice as an empty cell, where JSON holds null: the row was
+    trained on with the choice "" (and `predict` scored it), the same row in JSON skipped."""
+    lines = [
+        "q,a,b,c,y",
+        "Fire is,cold,hot,wet,b",
+        f"Ice is,cold,{empty},wet,a",
+        "Sky is,blue,red,,a",
+    ]
+    (tmp_path / "flat.csv").write_text("\n".join(lines) + "\n")
+    spec = {"type": "multiple_choice", "train": "flat.csv", "dev": "flat.csv"}
+    spec |= {"question_field": "q", "choice_fields": ["a", "b", "c"], "label_field": "y"}
+    spec |= {"label_names": ["a", "b", "c"], "max_skipped_fraction": 0.7}
+    task = load_task(load_tasks_config(write_config({"flat": spec}))["flat"])
+    assert task.train["choices"] == [["cold", "hot", "wet"]]
+    assert task.skipped_by_split == {"train": 2, "dev": 2}
+    # predict writes a row per input row: it refuses the row, as it does an empty text field
+    from adapterfleet.data import TaskError
+    from adapterfleet.data.prediction_input import read_input
+
+    (tmp_path / "in.csv").write_text("\n".join(lines[:3]) + "\n")
+    with pytest.raises(TaskError, match=r"input row 2: a value of .* is missing or empty; fill"):
+        read_input(task.spec, tmp_path / "in.csv")
 
 
 def test_the_layout_round_trips_through_its_mapping(tmp_path: Path, write_config) -> None:

@@ -235,8 +235,9 @@ def choice_rows(
 def record_texts(
     spec: TaskSpec, record: Mapping[str, Any], where: RowRef
 ) -> tuple[str, ...] | None:
-    """(context, choice 1..n) of one record; None when a value is missing, or the context is
-    empty (no question to answer; an empty choice is a choice). A count other than the task's,
+    """(context, choice 1..n) of one record; None when a value is missing or a choice empty
+    (a CSV's or TSV's empty cell is JSON's null: the row is skipped in every format), or the
+    context is empty (no question to answer). A count other than the task's,
     a list that is not a list, a value that is not text (a choice may be a number) and a
     sentence without its blank are refused."""
     layout = spec.choice_layout
@@ -279,7 +280,7 @@ def _choice_texts(
     if values is None:
         return None
     return [
-        cell_text(_present(v), key, where, numbers=True, empty=True)
+        cell_text(_present(v), key, where, numbers=True)
         for v, key in zip(values, keys, strict=True)
     ]
 

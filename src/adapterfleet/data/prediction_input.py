@@ -296,7 +296,9 @@ def _texts(
     if spec.is_multiple_choice:
         texts = record_texts(spec, row, RowRef(spec, "input", str(path), number))
         if texts is None:
-            problem = f"a value of {[c for _, c in spec.choice_layout.columns()]} is missing"
+            problem = (
+                f"a value of {[c for _, c in spec.choice_layout.columns()]} is missing or empty"
+            )
             raise TaskError(task, f"input row {number}", problem, "fill it in or remove the row")
         return texts
     where = RowRef(spec, "input", str(path), number)

@@ -10,8 +10,9 @@ Each decision, and why:
 - **An empty text cell** (or one of spaces) skips its row, like a missing value: the row holds no
   example. So does an empty label cell: a CSV or TSV leaves a missing label as "", where JSON and
   Parquet hold null, and the row is skipped in every format. Skipped rows are counted, and
-  bounded by the next rule. In a multiple-choice row an empty choice is still a choice (kept); a
-  row whose whole context is empty is skipped.
+  bounded by the next rule. In a multiple-choice row an empty choice skips the row too (a
+  CSV's empty cell was kept as a choice "", the same row in JSON skipped), and so does a
+  context that is empty as a whole.
 - **At most `max_skipped_fraction`** (a task key, default `SKIP_LIMIT`, 0.1) of a split's records
   may be skipped (malformed lines, missing or empty values). More is a wrong format, delimiter,
   column or encoding, not a few bad rows: refused with the count, the threshold and the first

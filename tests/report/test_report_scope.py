@@ -12,6 +12,7 @@ declare.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -231,3 +232,31 @@ def test_a_cell_no_better_than_the_majority_class_is_noted(two_settings, tmp_pat
     ], notes
     # and on the console, under the table: the notes are in the files a reader may not open
     assert f"warning: {chance[0]}" in result.stderr
+
+
+def test_a_report_whose_settings_match_no_run_says_so_and_keeps_the_logged_one(
+    two_settings: tuple[Pipeline, Path], tmp_path: Path
+) -> None:
+    """`report -c` without the -o the runs were made with printed a table of dashes and
+    nothing else (why was in table1.md alone), and logged it over the report logged before."""
+    from mlflow import MlflowClient
+
+    p, path = two_settings
+    runner = CliRunner()
+    options = [arg for item in RERUN for arg in ("-o", item)]
+    good = runner.invoke(app, ["report", "-c", str(path), *options, "--out", str(tmp_path / "a")])
+    assert good.exit_code == 0 and "logged to MLflow run" in good.stdout, good.output
+    assert "note: 6 runs made with other settings than the config's left out" in good.stdout
+    other = [arg.replace("=3", "=5") for arg in options]
+    empty = runner.invoke(app, ["report", "-c", str(path), *other, "--out", str(tmp_path / "b")])
+    assert empty.exit_code == 0, empty.output
+    said = re.search(
+        r"warning: (\d+) runs made with other settings than the config's", empty.stderr
+    )
+    assert said and int(said.group(1)) >= 6, empty.stderr
+    assert "(with its --budget and -o) left out, none counts: give the options" in empty.stderr
+    assert "not logged to MLflow: no cell has a number" in empty.stdout
+    client = MlflowClient(p.uri)
+    (run,) = client.search_runs([p.experiment_id], "tags.`adapterfleet.kind` = 'report'")
+    logged = Path(client.download_artifacts(run.info.run_id, "table1.md", str(tmp_path)))
+    assert logged.read_text() == (tmp_path / "a" / "table1.md").read_text()

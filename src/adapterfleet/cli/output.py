@@ -183,6 +183,16 @@ def table1(report: ReportResult) -> None:
     typer.echo(report.table)
     for note in report.unlearned:
         typer.secho(f"warning: {note}", err=True, fg=typer.colors.YELLOW)
+    left = f"{plural(report.left_out, 'run')} made with other settings than the config's"
+    if report.left_out and report.cells:
+        typer.echo(f"note: {left} left out (table1.md lists them)")
+    elif report.left_out:  # a table of dashes: why was in table1.md alone
+        typer.secho(
+            f"warning: {left} (with its --budget and -o) left out, none counts: give the "
+            "options the runs were made with (`status -c` names what differs)",
+            err=True,
+            fg=typer.colors.YELLOW,
+        )
 
 
 def run_report(run: RunResult, training: TrainConfig) -> None:

@@ -61,6 +61,8 @@ def report(
         typer.echo(f"logged to MLflow run {result.run_id} of experiment {ref.name!r}")
     elif not logged:
         typer.echo(f"not logged to MLflow: the store {ref.tracking_uri} cannot be written here")
+    else:
+        typer.echo("not logged to MLflow: no cell has a number (the report logged before stays)")
 
 
 def register(app: typer.Typer) -> None:

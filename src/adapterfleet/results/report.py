@@ -63,7 +63,7 @@ from adapterfleet.results.report_render import (
     missing_notes,
     table1,
 )
-from adapterfleet.results.report_scope import ReportScope, in_scope
+from adapterfleet.results.report_scope import OTHER_SETTINGS, ReportScope, in_scope
 from adapterfleet.results.status_plan import TAG_PLAN, StatusPlan
 
 TABLE_FILE = "table1.md"
@@ -86,6 +86,7 @@ class ReportResult:
     notes: tuple[str, ...]
     run_id: str | None  # the MLflow report run the files were logged to
     unlearned: tuple[str, ...] = ()  # the notes on cells no better than chance (also in notes)
+    left_out: int = 0  # runs made with other settings than the config's (notes say which)
 
 
 def build_report(
@@ -139,10 +140,19 @@ def build_report(
     (out / DATA_FILE).write_text(json.dumps({**data, "notes": notes}, indent=1) + "\n")
     files = tuple(out / f for f in (TABLE_FILE, FIGURE_FILE, FIGURE_DATA_FILE, DATA_FILE))
     files = tuple(f for f in files if f.is_file())
-    run_id = log_report(tracking_uri, experiment.experiment_id, files) if log_to_mlflow else None
+    # an empty table would replace the report logged before (a `report -c` without the run's -o)
+    logged = log_to_mlflow and bool(collected.cells)
+    run_id = log_report(tracking_uri, experiment.experiment_id, files) if logged else None
+    left_out = sum(_count(note) for note in collected.notes if note.endswith(OTHER_SETTINGS))
     return ReportResult(
-        name, out, table, markdown, files, collected.cells, tuple(notes), run_id, tuple(unlearned)
-    )
+        name, out, table, markdown, files, collected.cells, tuple(notes), run_id,
+        tuple(unlearned), left_out,
+    )  # fmt: skip
+
+
+def _count(note: str) -> int:
+    """N of a `task / system: N run(s) ...` note."""
+    return int(note.split(": ", 1)[1].split(" ", 1)[0])
 
 
 def collect(

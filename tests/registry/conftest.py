@@ -73,10 +73,21 @@ def sqlite_experiment(sqlite_uri: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def mlflow_server_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("mlflow-server")
+
+
+@pytest.fixture(scope="session")
+def mlflow_server(mlflow_server_root: Path) -> Iterator[str]:
     """A real `mlflow server` on a free loopback port; yields its http URI."""
-    with _server(tmp_path_factory.mktemp("mlflow-server")) as uri:
+    with _server(mlflow_server_root) as uri:
         yield uri
+
+
+@pytest.fixture(scope="session")
+def mlflow_server_db(mlflow_server: str, mlflow_server_root: Path) -> Path:
+    """The SQLite file the session's `mlflow_server` keeps its runs and models in."""
+    return mlflow_server_root / "server.db"
 
 
 @pytest.fixture(scope="session")

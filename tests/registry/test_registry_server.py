@@ -93,6 +93,33 @@ def test_runs_register_pull_and_idempotency_over_http(
     assert wait_for_models(uri, [name], timeout_s=5, poll_s=0.1)[name] == first
 
 
+def test_a_servers_database_as_the_uri_is_refused_at_once_on_a_pull(
+    mlflow_server: str,
+    mlflow_server_db: Path,
+    tmp_path: Path,
+    make_adapter: Callable[..., Path],
+    new_name: Callable[[str], str],
+) -> None:
+    """A team member gave the server's database (sqlite:///.../mlflow.db) as the URI: `status`
+    read it, `pull` then tried 17 times over 120 s and blamed the server; its artifacts are
+    `mlflow-artifacts:/` files only the server's address reaches."""
+    experiment = ensure_experiment(mlflow_server, new_name("db"))
+    trial = open_trial_run(mlflow_server, experiment, None, "t_db", "rf16", {"lr": 0.001})
+    folder = make_adapter(tmp_path / "adapter", seed=6)
+    trial.log_artifacts(folder, "adapter")
+    trial.end()
+    name = adapter_model_name(new_name("db"), "rte")
+    register_version(mlflow_server, name, trial.run_id, "adapter", folder / "adapter.safetensors")
+    database = f"sqlite:///{mlflow_server_db}"
+    assert get_version(database, name, alias="best") is not None  # reading the registry works
+    with pytest.raises(RegistryError) as error:
+        pull(database, name, tmp_path / "pulled")
+    message = str(error.value)  # at the first attempt, with the fix: not `failed after 17 ...`
+    assert "attempts" not in message, message
+    assert "artifacts are kept by an MLflow server (mlflow-artifacts:/ URIs)" in message
+    assert message.endswith("not the database it writes to"), message
+
+
 def test_log_metrics_survives_a_brief_outage(
     mlflow_server: str,
     tcp_proxy: Callable[[int], Any],

@@ -44,7 +44,7 @@ def is_transient(exc: BaseException) -> bool:
     """True for failures worth retrying: connection errors, HTTP 429 and 5xx; not a full disk
     (MLflow calls SQLite's `database or disk is full` TEMPORARILY_UNAVAILABLE, 503: it was
     retried for two minutes per call, a trial's end and a stopped driver's too)."""
-    if is_disk_full(exc):
+    if is_disk_full(exc) or served_artifacts(exc):
         return False
     if isinstance(exc, ConnectionError | TimeoutError):
         return True
@@ -60,6 +60,24 @@ def is_transient(exc: BaseException) -> bool:
     except ImportError:  # pragma: no cover
         return False
     return isinstance(exc, requests.ConnectionError | requests.Timeout)
+
+
+SERVED_ARTIFACTS = "When an mlflow-artifacts URI was supplied"  # MLflow's words, 3.x
+
+
+def served_artifacts(exc: BaseException) -> bool:
+    """MLflow's refusal to reach `mlflow-artifacts:/` files (an `mlflow server`'s own) through
+    a tracking URI that is not the server's: a database URI of the server's store. As a
+    500 it was retried for two minutes, then blamed on the server."""
+    return SERVED_ARTIFACTS in str(exc)
+
+
+def served_artifacts_error(what: str) -> RegistryError:
+    return RegistryError(
+        f"{what}: the store's artifacts are kept by an MLflow server (mlflow-artifacts:/ URIs), "
+        "which only that server's address reaches; give its http(s):// URI as the tracking "
+        "URI (-o tracking_uri=http://host:5000), not the database it writes to"
+    )
 
 
 def call_with_retry(
@@ -86,6 +104,8 @@ def call_with_retry(
             return fn()
         except Exception as exc:
             remaining = deadline - time.monotonic()
+            if served_artifacts(exc):
+                raise served_artifacts_error(what) from None
             if not is_transient(exc):
                 raise
             if remaining <= 0:

@@ -91,7 +91,9 @@ def test_an_out_folder_whose_files_a_conversion_would_replace_is_refused(ours, e
         (export_adapterhub, run, notes, "holds files this would replace or mix with (notes.txt)"),
         (export_adapterhub, run, ours / "b", "holds files this would replace or mix with (adapt"),
         (import_adapterhub, exported, tmp_path / "a-file", "is a file; give a folder"),
-        (export_adapterhub, tmp_path / "none", tmp_path / "x", "none is not a directory"),
+        (export_adapterhub, tmp_path / "none", tmp_path / "x", "none does not exist; give the"),
+        (import_adapterhub, tmp_path / "none", tmp_path / "x", "none does not exist; give the"),
+        (import_adapterhub, tmp_path / "a-file", tmp_path / "x", "a-file is a file, not a folder"),
     ]
     for convert, source, out, said in cases:
         with pytest.raises(InteropError, match=re.escape(said)):

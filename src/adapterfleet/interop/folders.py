@@ -100,13 +100,20 @@ def first_line(error: BaseException) -> str:
     return text.splitlines()[0] if text else type(error).__name__
 
 
+def _check_folder(src: Path, what: str) -> None:
+    """`src` is a folder; else one line saying what it is instead ("is not a directory" read
+    as a folder that exists, for a mistyped name)."""
+    if not src.is_dir():
+        instead = "is a file, not a folder" if src.exists() else "does not exist"
+        raise InteropError(f"{src} {instead}; give the folder {what}")
+
+
 # --- the reference's side --------------------------------------------------------------------
 
 
 def read_reference_dir(src: Path) -> dict[str, Saved]:
     """The adapter, head and fusion the reference saved in `src`, by kind."""
-    if not src.is_dir():
-        raise InteropError(f"{src} is not a directory")
+    _check_folder(src, "the reference saved its adapter, head or fusion in (save_adapter)")
     parts = {}
     for kind in KINDS:
         files = REFERENCE_FILES[kind]
@@ -196,8 +203,7 @@ def our_folders(src: Path, head: bool = True) -> dict[str, Path]:
     adapter/, head/, fusion/; a pulled folder's head/); without the head unless `head`. A
     run that fine-tuned its encoder (`model/`: full, MT-A) is refused: its head and adapters
     work only on that encoder, which the exported files would not carry."""
-    if not src.is_dir():
-        raise InteropError(f"{src} is not a directory")
+    _check_folder(src, "a run, pull or import-adapter wrote")
     if (src / "model").is_dir():
         raise InteropError(
             f"{src} fine-tuned its encoder (its model/ folder): its head and adapters score "

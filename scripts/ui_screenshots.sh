@@ -4,10 +4,11 @@
 #   fusion-run.png  the newest fusion run's page (params, metrics, tags)
 #   fusion-weights.png  that run's fusion-weight heatmap artifact, when it logged one
 #   models.png      the model registry (the registered adapters and fusions)
-# It starts `adapterfleet ui` on a free loopback port, opens the links it prints (MLflow's
-# machine-learning view) in Chromium through scripts/ui_screenshot.py (the DevTools protocol on
-# a pipe: it expands the sweeps to show their trials and keeps MLflow's assistant panel shut),
-# and stops the UI again, whatever happens.
+# It starts `adapterfleet ui` on a free loopback port (for a store that is an `mlflow server`,
+# that server's own UI), opens the links it prints (MLflow's machine-learning view) in Chromium
+# through scripts/ui_screenshot.py (the DevTools protocol on a pipe: it expands the sweeps to
+# show their trials and keeps MLflow's assistant panel shut), and stops the UI again, whatever
+# happens.
 #
 #   scripts/ui_screenshots.sh [-c CONFIG] [-o KEY=VALUE ...] [-d DIR] [-s WIDTH,HEIGHT]
 #
@@ -122,6 +123,12 @@ for _ in $(seq 1 240); do
     fi
     sleep 0.5
 done
+# A store that is an `mlflow server` has its UI there: adapterfleet ui prints its links and ends.
+if ((!up)) && grep -q " is a server: its UI is already there" "$work/ui.log"; then
+    served=$(sed -n "s/^runs of '.*': \(http[^ ]*\)$/\1/p" "$work/ui.log" | head -n 1)
+    base=$(sed 's|^\(https\{0,1\}://[^/#]*\).*|\1|' <<<"$served")
+    [[ -n $served ]] && up=1
+fi
 if ((!up)); then
     echo "error: the MLflow UI did not answer on $base; adapterfleet ui said:" >&2
     cat "$work/ui.log" >&2

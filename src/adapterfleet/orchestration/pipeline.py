@@ -242,7 +242,7 @@ def _run_pipeline(
                 summary.adapters = run_adapter_stage(
                     config, resume=resume, ray_address=ray_address, num_cpus=num_cpus,
                     progress=say, level=relay.level, note=lambda: fusion_note(gates),
-                    loaded=loaded,
+                    loaded=loaded, overrides=overrides,
                 )  # fmt: skip
             except BaseException as error:
                 _stop_stages(gates, launcher)

@@ -20,17 +20,22 @@ def pipeline_tags(config: PipelineConfig, overrides: Sequence[str] = ()) -> dict
     """What `status NAME` and `report NAME` read of the pipeline: its plan, the budget chosen
     with what it changed, and the command line's `--set` overrides on top (set on every run,
     so a later run without any does not inherit an earlier run's)."""
-    tags = StatusPlan.from_config(config).to_tags()
+    tags = {**StatusPlan.from_config(config).to_tags(), **command_tags(config, overrides)}
     if config.budget is not None:
-        tags[TAG_BUDGET] = config.budget
         tags[TAG_BUDGET_TRIMMED] = _tag_json(redact_values(config.budget_changes))
-    kept = [o for o in overrides if not o.startswith("budget=")]
-    tags[TAG_OVERRIDES] = _tag_json(masked_settings(kept))
     stages = (config.adapter_tasks, list(config.fusion.targets), config.baselines.systems)
     tags[TAG_NOTE] = experiment_note(
         config.name, config.base_model, config.registry_prefix, *stages
     )
     return tags
+
+
+def command_tags(config: PipelineConfig, overrides: Sequence[str]) -> dict[str, str]:
+    """The budget and the `--set` overrides of the command, as tags: on the experiment, and on
+    a new sweep's runs (what a later command names to continue it)."""
+    tags = {} if config.budget is None else {TAG_BUDGET: config.budget}
+    kept = [o for o in overrides if not o.startswith("budget=")]
+    return {**tags, TAG_OVERRIDES: _tag_json(masked_settings(kept))}
 
 
 def _tag_json(value: Any) -> str:

@@ -14,13 +14,14 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import ExitStack
 
 from adapterfleet.config import ConfigError, PipelineConfig
 from adapterfleet.console import Level, Say
 from adapterfleet.data import TaskData
 from adapterfleet.disk import is_disk_full, low_space, stops_when_full
+from adapterfleet.orchestration.pipeline_tags import command_tags
 from adapterfleet.orchestration.ray_address import check_ray_address, not_joined
 from adapterfleet.orchestration.relay import console, ray_log_level
 from adapterfleet.registry import (
@@ -33,6 +34,7 @@ from adapterfleet.registry import (
 )
 from adapterfleet.registry.descriptions import TAG_NOTE
 from adapterfleet.registry.heartbeat import heartbeat
+from adapterfleet.registry.info import made_by
 from adapterfleet.registry.interrupted import (
     clear_interrupted,
     end_orphaned_runs,
@@ -176,6 +178,7 @@ def run_adapter_stage(
     level: Level = Level.DEFAULT,
     note: Callable[[], str] | None = None,
     loaded: Mapping[str, TaskData] | None = None,
+    overrides: Sequence[str] | None = None,
 ) -> dict[str, ModelVersionInfo]:
     """Sweep, pick and register the adapter of every task; the `@best` version per task.
 
@@ -185,7 +188,9 @@ def run_adapter_stage(
     Ray (with `num_cpus`), "auto" or host:port joins a cluster. Raises `SweepError` when trials
     failed for good (its `.registered` holds the tasks that did get registered).
     `level`: how much it prints besides `progress` (`relay.console`); `note`: appended to the
-    trial counts of each epoch line; `loaded`: the tasks validation loaded, not read again.
+    trial counts of each epoch line; `loaded`: the tasks validation loaded, not read again;
+    `overrides`: the command line's `-o` (None: not known), recorded on a new sweep's runs so
+    that a command of other settings can name them to continue it (`interrupted_sweep`).
     """
     from adapterfleet.tuning.sweep import DEFAULT_MAX_FAILURES, run_sweep  # imports ray
 
@@ -196,15 +201,16 @@ def run_adapter_stage(
             check_resumable(config, uri)
         experiment_id = ensure_experiment(uri, config.name, say=progress)
         alive.enter_context(heartbeat(uri, experiment_id, progress, sweep=True))  # and `status`
-        clear_interrupted(uri, experiment_id)  # its runs are running again
         _end_orphans(uri, experiment_id, progress)
         plan = plan_sweep(config, uri, experiment_id, resume=resume)
-        _say_planned(plan, uri, progress)
+        _say_planned(plan, uri, progress)  # an interrupted sweep of other settings: said once
+        clear_interrupted(uri, experiment_id)  # its runs are running again, or it was said
         if not plan.pending:
             return dict(plan.registered)
         ensure_ray(ray_address, num_cpus, ray_log_level(level))
         relay.attach()
-        sweep_runs = _open_sweep_runs(config, uri, experiment_id, plan.sweep_name, plan.pending)
+        started = {} if plan.restore or overrides is None else command_tags(config, overrides)
+        sweep_runs = _open_sweep_runs(config, uri, experiment_id, plan, started)
         try:
             return run_sweep(
                 plan,
@@ -249,11 +255,15 @@ def _end_orphans(uri: str, experiment_id: str, progress: Say) -> None:
 def _say_planned(plan: SweepPlan, uri: str, progress: Say) -> None:
     """What the plan skips and what it trains again; a version found for the current settings
     and data but not under @best (a config changed back) gets @best again."""
+    if plan.interrupted is not None:
+        progress(plan.interrupted.line())
     for task, info in plan.registered.items():
         if info.tags.get(TAG_SWEEP):  # its sweep's run, left open by a driver stopped mid-finish
             summary = functools.partial(_sweep_summary, plan, task, info)
             finish_sweep_run(uri, plan.experiment_id, info.tags[TAG_SWEEP], task, summary)
-        said = f"task {task}: already registered as {info.name} v{info.version}, skipped"
+        other = made_by(info.tags, plan.config.name)  # a shared registry_prefix
+        by = f" by pipeline '{other}'" if other else ""
+        said = f"task {task}: already registered as {info.name} v{info.version}{by}, skipped"
         if BEST_ALIAS not in info.aliases:  # settings or data changed back to its own
             was = get_version(uri, info.name, alias=BEST_ALIAS)
             set_alias(uri, info.name, BEST_ALIAS, info.version)
@@ -304,16 +314,18 @@ def _sweep_summary(
 
 
 def _open_sweep_runs(
-    config: PipelineConfig, uri: str, experiment_id: str, sweep_name: str, tasks: Iterable[str]
+    config: PipelineConfig, uri: str, experiment_id: str, plan: SweepPlan, started: dict
 ) -> dict[str, MlflowRunLogger]:
-    """The parent run of each task's sweep (reopened on resume), with the grid it searches."""
-    stage = config.adapters
+    """The parent run of each task's sweep (reopened on resume), with the grid it searches;
+    `started`: the `-o` and `--budget` a new sweep was started with (`command_tags`)."""
+    stage, sweep_name = config.adapters, plan.sweep_name
     runs = {}
-    for task in tasks:
+    for task in plan.pending:
         tags = {
             TAG_CONFIG_HASH: task_config_hash(config, task),
             "base_model": config.base_model,
             TAG_NOTE: sweep_description(config, task, sweep_name),
+            **started,
         }
         runs[task] = open_sweep_run(uri, experiment_id, sweep_name, task, tags=tags)
         points = stage.grid_for(task)

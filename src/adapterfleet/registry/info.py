@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from adapterfleet._hashing import sha256_file  # noqa: F401 - re-exported
-from adapterfleet.registry.tags import TAG_ARTIFACT_PATH, TAG_SHA256, TAG_WEIGHTS_FILE
+from adapterfleet.registry.tags import TAG_ARTIFACT_PATH, TAG_SHA256, TAG_SWEEP, TAG_WEIGHTS_FILE
 
 KINDS: tuple[str, ...] = ("adapter", "fusion")
 _NAME_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
@@ -28,6 +28,14 @@ def model_name(prefix: str, kind: str, task: str) -> str:
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     return f"{_part('prefix', prefix)}.{kind}.{_part('task', task)}"
+
+
+def made_by(tags: Mapping[str, str], pipeline: str) -> str | None:
+    """The pipeline that registered a version (its sweep's name, `<pipeline>-<hash>-<time>`,
+    tag `adapterfleet.sweep`), when it is another than `pipeline`; else None (this one, or a
+    version that does not say: an import, a fusion)."""
+    parts = tags.get(TAG_SWEEP, "").rsplit("-", 2)
+    return parts[0] if len(parts) == 3 and parts[0] not in ("", pipeline) else None
 
 
 def adapter_model_name(prefix: str, task: str) -> str:

@@ -20,7 +20,9 @@ from adapterfleet.registry.errors import RegistryError, failed_reading
 from adapterfleet.registry.sqlite_read import Unreadable
 from adapterfleet.registry.store import check_tracking_uri, get_client, missing_store, sqlite_path
 from adapterfleet.registry.tags import (
+    TAG_BUDGET,
     TAG_KIND,
+    TAG_OVERRIDES,
     TAG_PARENT_RUN,
     TAG_SEED,
     TAG_STOPPED_EARLY,
@@ -46,6 +48,8 @@ _KEPT_TAGS = (
     TAG_SYSTEM,
     TAG_SEED,
     TAG_STOPPED_EARLY,
+    TAG_OVERRIDES,  # on a sweep run: the `-o` its sweep was started with
+    TAG_BUDGET,
 )
 _PAGE = 1000
 

@@ -24,9 +24,11 @@ TAG_ARTIFACT_PATH = "adapterfleet.artifact_path"
 TAG_PRUNED_FROM = "adapterfleet.pruned_from"  # "vN": the fusion version a pruned one came from
 TAG_LINEAGE = "adapterfleet.lineage"  # a fusion's adapters: "task:vN,task:vN"
 TAG_LINEAGE_KEY = "adapterfleet.lineage_key"  # sha256 of what a fusion was trained from
-TAG_BUDGET = "adapterfleet.budget"  # experiment tag: the budget that ran, e.g. "cpu"
+# experiment tag: the budget that ran, e.g. "cpu"; on a sweep run: the one it was started with
+TAG_BUDGET = "adapterfleet.budget"
 TAG_BUDGET_TRIMMED = "adapterfleet.budget_trimmed"  # experiment tag: JSON of what it changed
-TAG_OVERRIDES = "adapterfleet.overrides"  # experiment tag: JSON list of the --set overrides
+# experiment tag: JSON list of the --set overrides; on a sweep run: those it was started with
+TAG_OVERRIDES = "adapterfleet.overrides"
 TAG_INTERRUPTED = "adapterfleet.interrupted"  # experiment tag: ms since 1970, Ctrl-C/SIGTERM
 # On every run: "<host> <pid>" of the driver whose job opened it (`environment.run_driver`); on
 # Ctrl-C or SIGTERM that driver ends its runs still open KILLED (`interrupted.end_open_runs`)

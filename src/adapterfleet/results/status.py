@@ -26,6 +26,7 @@ from adapterfleet.registry import (
     safe_uri,
 )
 from adapterfleet.registry.heartbeat import silent_since
+from adapterfleet.registry.info import made_by
 from adapterfleet.registry.interrupted import interrupted_at
 from adapterfleet.registry.status import FAILED, RUNNING, experiment_runs_and_tags
 from adapterfleet.registry.status import experiment_names as experiments_in
@@ -202,7 +203,9 @@ def plan_status(
     # Ctrl-C ended them KILLED (or left them RUNNING); a driver killed at once left them RUNNING
     stopped = (*RUNNING, "KILLED") if stopped_at is not None else RUNNING
     gone = stopped_at is not None or silent_at is not None
-    records = [_stopped(r, stopped) for r in runs or []] if gone else runs or []
+    # a run begun after the mark (a sweep of other settings, which leaves it on) was not stopped
+    after = stopped_at * 1000 if stopped_at is not None else float("inf")
+    records = [_stopped(r, stopped) if gone and r.start_time <= after else r for r in runs or []]
     records = with_best_so_far(plan, uri, records)
     tasks = tuple(
         _task_status(plan, t, records, adapters.get(t), settings, purged)
@@ -275,7 +278,9 @@ def _task_status(
     what = f"adapter {task} {version_label(model.version, model.aliases)}" if model else ""
     if model is not None and model.run_id in purged:
         return replace(status, note=purged_note(what, model))
-    return status if differs is None else replace(status, note=other_settings(what, differs))
+    if differs is None:
+        return status
+    return replace(status, note=other_settings(what, differs, made_by(model.tags, plan.name)))
 
 
 def _registered_best(status: TaskStatus, model: ModelVersionInfo | None) -> TaskStatus:

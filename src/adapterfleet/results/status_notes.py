@@ -63,9 +63,15 @@ def no_store(where: str) -> str:
     )
 
 
-def other_settings(what: str, differences: str) -> str:
+def other_settings(what: str, differences: str, pipeline: str | None = None) -> str:
     """The line for a task's registered adapter (`what`: "adapter a v5 @best") trained with other
-    settings than the config's (`differences`: " (key: old → new)", or "")."""
+    settings than the config's (`differences`: " (key: old → new)", or ""); `pipeline`: the
+    other pipeline that made it (`registry.info.made_by`), when one did."""
+    if pipeline is not None:
+        return (
+            f"{what} was trained with other settings than this config's{differences}: made by "
+            f"pipeline '{pipeline}', which shares this config's registry_prefix"
+        )
     return (
         f"{what} was trained with other settings than this config's{differences}: made by "
         "another config of this pipeline name, or before this one changed"

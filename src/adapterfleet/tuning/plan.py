@@ -24,7 +24,8 @@ from adapterfleet.registry import ModelVersionInfo, adapter_model_name, get_vers
 from adapterfleet.registry.purged import purged_runs, purged_versions
 from adapterfleet.registry.store import missing_store
 from adapterfleet.registry.tags import BEST_ALIAS, TAG_SWEEP
-from adapterfleet.tuning.settings import TAG_SETTINGS, changed_settings
+from adapterfleet.tuning.interrupted_sweep import InterruptedSweep, other_interrupted
+from adapterfleet.tuning.settings import TAG_SETTINGS, changed_settings, settings_tag
 from adapterfleet.tuning.spec import (
     RAY_DIR,
     TAG_CONFIG_HASH,
@@ -63,6 +64,8 @@ class SweepPlan:
     # (name, folder) of an interrupted sweep of these settings whose saved state is gone: a
     # plain run starts anew, and its finished trials are trained again
     lost: tuple[str, Path] | None = None
+    # the sweep an interruption left, of other settings: not resumed, and its mark stays on
+    interrupted: InterruptedSweep | None = None
 
     @property
     def experiment_path(self) -> Path:
@@ -133,6 +136,7 @@ def read_meta(path: Path) -> dict[str, Any] | None:
 def write_meta(plan: SweepPlan) -> None:
     meta = {"sweep_name": plan.sweep_name, "sweep_hash": plan.sweep_hash, "tasks": plan.pending}
     meta["data_sha256"] = {task: plan.data_hashes.get(task) for task in plan.pending}
+    meta["settings"] = {task: settings_tag(plan.config, task) for task in plan.pending}
     tmp = plan.experiment_path / (META_FILE + ".tmp")
     tmp.write_text(json.dumps(meta, indent=2))
     os.replace(tmp, plan.experiment_path / META_FILE)
@@ -148,8 +152,8 @@ def plan_sweep(
     trained in a new sweep: a finished sweep restored would register the same purged trial."""
     survey = _Survey.of(config, tracking_uri)
     if resume:
-        survey.check_resumable()
-    meta = survey.meta
+        survey.check_resumable(config)
+    meta, digest = survey.meta, survey.digest
     restore = bool(survey.pending) and survey.matches and resume is not False
     restore = restore and not set(survey.purged) & set(survey.pending)
     if restore:
@@ -173,6 +177,7 @@ def plan_sweep(
         survey.source if restore and survey.source != survey.path else None,
         survey.purged,
         _lost_sweep(survey) if survey.pending and not restore and resume is None else None,
+        None if restore else other_interrupted(config, tracking_uri, digest, survey.note_of),
     )
 
 
@@ -180,7 +185,7 @@ def check_resumable(config: PipelineConfig, tracking_uri: str) -> None:
     """What `resume=True` requires, checked before a command writes anything: an interrupted
     sweep of the same settings, or every task registered already. Raises `SweepError`; a
     SQLite or file store that does not exist yet is read as empty, not created."""
-    _Survey.of(config, tracking_uri).check_resumable()
+    _Survey.of(config, tracking_uri).check_resumable(config)
 
 
 @dataclass(frozen=True)
@@ -250,10 +255,21 @@ class _Survey:
             and started.get(task) != self.data_hashes.get(task)
         )
 
-    def check_resumable(self) -> None:
-        if not self.pending or self.matches:
+    def note_of(self, name: str) -> dict[str, Any] | None:
+        """The note of sweep `name`'s folder: in place, or set aside under previous/."""
+        here = read_meta(self.path) or {}
+        aside = self.path.parent / PREVIOUS_DIR / name
+        return here if here.get("sweep_name") == name else read_meta(aside)
+
+    def check_resumable(self, config: PipelineConfig) -> None:
+        if self.pending and self.matches:
             return
-        lost = _lost_sweep(self)
+        lost = _lost_sweep(self) if self.pending else None
+        other = None if lost else other_interrupted(config, self.uri, self.digest, self.note_of)
+        if other is not None:  # its -o left out: this command would do another job
+            raise SweepError(f"nothing to resume for these settings: {other.line()}")
+        if not self.pending:
+            return
         if lost is not None:
             name, where = lost
             state = "is incomplete" if where.exists() else "is gone"

@@ -32,11 +32,7 @@ from adapterfleet.registry import (
     ModelVersionInfo,
     register_version,
 )
-from adapterfleet.registry.descriptions import (
-    adapter_model_note,
-    adapter_version_note,
-    tag_number,
-)
+from adapterfleet.registry.descriptions import adapter_model_note, adapter_version_note, tag_number
 from adapterfleet.registry.tags import TAG_BASE_MODEL_DTYPE
 from adapterfleet.training.metrics import metric_direction, signed
 from adapterfleet.training.workdir import JobWorkdir
@@ -50,7 +46,7 @@ from adapterfleet.tuning.progress import (
     trial_epoch_line,
     with_note,
 )
-from adapterfleet.tuning.settings import TAG_SETTINGS, settings_tag
+from adapterfleet.tuning.settings import TAG_SETTINGS, best_of_another, say_taken, settings_tag
 from adapterfleet.tuning.spec import (
     TAG_BASE_MODEL,
     TAG_CONFIG_HASH,
@@ -283,6 +279,7 @@ class Registrar:
         if settings is not None:
             tags[TAG_SETTINGS] = settings
         run_id = str(best.result["mlflow_run_id"])
+        taken = best_of_another(self.uri, plan.model_name, self.config.name)  # before it moves
         head = weights.parent.parent / "head" / HEAD_WEIGHTS  # logged beside the adapter
         info = register_version(
             self.uri, plan.model_name, run_id, "adapter", weights, tags,
@@ -306,6 +303,7 @@ class Registrar:
             f"{params.trial_id}, dev {metric} {value:.4f}"
             + (chance.note(metric, value) if chance is not None else "")
         )
+        say_taken(self.progress, task, self.config, taken, info)
         return info
 
 

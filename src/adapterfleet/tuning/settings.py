@@ -13,7 +13,10 @@ import json
 from typing import Any
 
 from adapterfleet.config import PipelineConfig
+from adapterfleet.console import Say
 from adapterfleet.registry import ModelVersionInfo
+from adapterfleet.registry.info import made_by
+from adapterfleet.registry.tags import BEST_ALIAS
 from adapterfleet.tuning.spec import TAG_CONFIG_HASH, task_config_hashes, task_settings
 
 TAG_SETTINGS = "settings"
@@ -65,6 +68,34 @@ def other_settings(config: PipelineConfig, task: str, info: ModelVersionInfo) ->
     if recorded in task_config_hashes(config, task):
         return None
     return changed_text(changed_settings(config, task, info.tags.get(TAG_SETTINGS)))
+
+
+def best_of_another(uri: str, name: str, pipeline: str) -> ModelVersionInfo | None:
+    """The `@best` version of model `name`, when another pipeline than `pipeline` made it (a
+    registry_prefix shared by two pipelines); else None."""
+    from adapterfleet.registry import get_version
+
+    best = get_version(uri, name, alias=BEST_ALIAS)
+    return best if best is not None and made_by(best.tags, pipeline) else None
+
+
+def say_taken(
+    say: Say,
+    task: str,
+    config: PipelineConfig,
+    taken: ModelVersionInfo | None,
+    info: ModelVersionInfo,
+) -> None:
+    """The warning that this pipeline moved `@best` off `taken`, another pipeline's version."""
+    if taken is None or taken.version == info.version:
+        return
+    other = made_by(taken.tags, config.name)
+    say(
+        f"task {task}: warning: @best of {info.name} was v{taken.version}, made by pipeline "
+        f"'{other}', and is now this pipeline's v{info.version}: the two share registry_prefix "
+        f"'{config.registry_prefix}'; give this pipeline its own registry_prefix (e.g. "
+        f"-o registry_prefix={config.name}) to leave the other's models alone"
+    )
 
 
 def _flat(value: Any, prefix: str) -> dict[str, Any]:

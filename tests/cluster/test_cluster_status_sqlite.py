@@ -32,6 +32,7 @@ from adapterfleet.registry.interrupted import clear_interrupted, mark_interrupte
 from adapterfleet.registry.tags import (
     TAG_HEARTBEAT,
     TAG_KIND,
+    TAG_LINEAGE,
     TAG_SEED,
     TAG_STOPPED_EARLY,
     TAG_SYSTEM,
@@ -435,3 +436,21 @@ def test_a_mark_is_not_written_where_there_is_no_store(tmp_path: Path) -> None:
     config = write_config(tmp_path, "")
     assert not mark_interrupted(config.tracking_uri, config.name)
     assert not (tmp_path / "store").exists()
+
+
+def test_a_fusion_whose_adapters_best_moved_on_says_so(tmp_path: Path) -> None:
+    """A sweep of other settings registered better adapters since the fusion was trained: its
+    row read as done, though the next run trains a fusion over the new @best versions."""
+    config = write_config(tmp_path, "fusion: {targets: {a: [b, c]}}\n")
+    store = Store(config, tmp_path)
+    store.register("adapter", "b")
+    store.register("adapter", "c")
+    fused = {"adapter.b": "v1", "adapter.c": "v1", TAG_LINEAGE: "b:v1,c:v1"}
+    store.register("fusion", "a", tags={"metric": "accuracy", "dev_accuracy": 0.7, **fused})
+    assert pipeline_status(config, config.tracking_uri).fusions[0].note == ""
+    store.register("adapter", "b")  # v2 @best
+    (row,) = pipeline_status(config, config.tracking_uri).fusions
+    assert row.note == (
+        "fusion a v1 @best fuses adapters whose @best has moved on (b v1 → v2): the next run "
+        "trains a fusion over the new ones"
+    )

@@ -34,6 +34,7 @@ from adapterfleet.registry.store import missing_store
 from adapterfleet.results.formats import metric_label, number_from_tag, table, version_label
 from adapterfleet.results.status_notes import (
     INTERRUPTED,
+    adapters_moved_on,
     fused_adapters,
     interruption,
     no_store,
@@ -346,9 +347,11 @@ def _fusion_status(
         metric = model.tags.get("metric") or ""
         best = number_from_tag(model.tags.get(f"dev_{metric}"))
         fused = fused_adapters(model)
-        note = other_adapters(f"fusion {target} {text}", fused, sources, plan.source, model)
+        what = f"fusion {target} {text}"
+        note = other_adapters(what, fused, sources, plan.source, model)
+        note = note or adapters_moved_on(what, fused, adapters)
         if model.run_id in purged:
-            note = purged_note(f"fusion {target} {text}", model)
+            note = purged_note(what, model)
         return FusionStatus(
             target, sources, text, model.version, best=best, metric=metric, fused=fused, note=note
         )

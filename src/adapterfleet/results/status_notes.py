@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from adapterfleet.registry import ModelVersionInfo, RunRecord
 from adapterfleet.registry.purged import purged_runs, purged_text
-from adapterfleet.registry.tags import TAG_LINEAGE, TAG_PRUNED_FROM
+from adapterfleet.registry.tags import BEST_ALIAS, TAG_LINEAGE, TAG_PRUNED_FROM
 
 INTERRUPTED = "INTERRUPTED"  # `status`'s word for a run Ctrl-C/SIGTERM stopped (KILLED)
 
@@ -110,6 +110,25 @@ def other_adapters(
         how = f"does not fuse {', '.join(missing)}, which {source} lists for it"
     return (
         f"{what} {how}: made by another config of this pipeline name, or before its target changed"
+    )
+
+
+def adapters_moved_on(
+    what: str, fused: Sequence[tuple[str, int]], best: Mapping[str, ModelVersionInfo]
+) -> str:
+    """The line for a registered fusion (`what`) whose adapters' `@best` moved on since it was
+    trained (a sweep registered better ones): it read as current, though a run would train a
+    fusion over the new ones; "" when they agree."""
+    moved = [
+        f"{task} v{version} → v{best[task].version}"
+        for task, version in fused
+        if task in best and best[task].version != version and BEST_ALIAS in best[task].aliases
+    ]
+    if not moved:
+        return ""
+    return (
+        f"{what} fuses adapters whose @best has moved on ({', '.join(moved)}): the next run "
+        "trains a fusion over the new ones"
     )
 
 

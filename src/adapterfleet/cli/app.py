@@ -40,6 +40,7 @@ from adapterfleet.cli.options import (
 from adapterfleet.cli.output import (
     metrics_table,
     resumable,
+    resumable_run,
     run_report,
     show_our_warnings_as_lines,
     usage_line,
@@ -111,15 +112,17 @@ def train(
         seed=seed,
         progress=sys.stderr.isatty(),
     )
-    run = train_task(
-        cfg,
-        task,
-        mode,
-        out,
-        reduction_factor=reduction_factor,
-        train_config=training,
-        callbacks=[_epoch_log(training.max_epochs)],
-    )
+    with resumable_run(out) as say:
+        run = train_task(
+            cfg,
+            task,
+            mode,
+            out,
+            reduction_factor=reduction_factor,
+            train_config=training,
+            callbacks=[_epoch_log(training.max_epochs)],
+            say=say,
+        )
     run_report(run, training)
 
 
@@ -173,10 +176,11 @@ def fuse(
     if not adapters or out is None:
         raise ConfigError("fuse: give --adapters DIR... and --out DIR, or --wait (registry)")
     training = fusion_training(cfg, target, progress=progress, **changes)
-    log = _epoch_log(training.max_epochs)
-    fused = fuse_task(
-        cfg, target, adapters, out, train_config=training, base_model=base_model, callbacks=[log]
-    )
+    with resumable_run(out) as say:
+        fused = fuse_task(
+            cfg, target, adapters, out, train_config=training, base_model=base_model,
+            callbacks=[_epoch_log(training.max_epochs)], say=say,
+        )  # fmt: skip
     run_report(fused, training)
 
 

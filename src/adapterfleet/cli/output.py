@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
-from adapterfleet.console import plural
+from adapterfleet.console import Say, plural
 from adapterfleet.disk import DiskFullError, disk_full, is_disk_full
 from adapterfleet.errors import UserError
 from adapterfleet.masking import mask
@@ -75,10 +75,13 @@ def _terminated(signum: int, frame: FrameType | None) -> None:
 
 
 @contextmanager
-def resumable(kept: str, config: PipelineConfig | None = None) -> Iterator[None]:
-    """Ctrl-C or SIGTERM in the block: one line, `interrupted: <kept>`, and exit 130 (143 for
-    SIGTERM: the shell's codes) instead of a traceback from wherever the driver was; `config`'s
-    experiment is marked interrupted for `status`, and the runs the driver left open end KILLED."""
+def resumable(
+    kept: str | Callable[[], str], config: PipelineConfig | None = None
+) -> Iterator[None]:
+    """Ctrl-C or SIGTERM in the block: one line, `interrupted: <kept>` (`kept()` then, where
+    what is kept is known only then), and exit 130 (143 for SIGTERM: the shell's codes) instead
+    of a traceback from wherever the driver was; `config`'s experiment is marked interrupted for
+    `status`, and the runs the driver left open end KILLED."""
     main = threading.current_thread() is threading.main_thread()
     _sigterm_came.clear()
     previous = signal.signal(signal.SIGTERM, _terminated) if main else None
@@ -96,11 +99,23 @@ def resumable(kept: str, config: PipelineConfig | None = None) -> Iterator[None]
         stop_ray()  # a worker's late line ("Checkpoint successfully created") came after ours
         _note_interrupted(config)
         by = " by SIGTERM" if isinstance(stop, Terminated) or _sigterm_came.is_set() else ""
-        typer.secho(f"interrupted{by}: {kept}", err=True, fg=typer.colors.YELLOW)
+        said = kept() if callable(kept) else kept
+        typer.secho(f"interrupted{by}: {said}", err=True, fg=typer.colors.YELLOW)
         raise typer.Exit(143 if by else 130) from None
     finally:
         if main:
             signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+
+
+@contextmanager
+def resumable_run(out: Path) -> Iterator[Say]:
+    """`resumable` for `train` and `fuse --adapters`: Ctrl-C or SIGTERM says which finished
+    epochs are kept beside `out` for the same command to continue. Yields how the run says its
+    own lines (resuming from a checkpoint): on stderr, as its epoch lines."""
+    from adapterfleet.orchestration.partial_run import interrupted_line
+
+    with resumable(lambda: interrupted_line(out)):
+        yield lambda line: typer.echo(line, err=True)
 
 
 def _note_interrupted(config: PipelineConfig | None) -> None:

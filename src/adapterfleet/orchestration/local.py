@@ -33,10 +33,12 @@ from adapterfleet.config import (
     override_keys,
     training_with,
 )
+from adapterfleet.console import Say
 from adapterfleet.data import TokenizedTask, load_task, tokenize_task
 from adapterfleet.data.tasks import TaskSpec
 from adapterfleet.fusion import FUSION_CONFIG, FusionConfig, load_fusion, set_active_fusion
 from adapterfleet.orchestration.limits import check_single_run, other_base_error
+from adapterfleet.orchestration.partial_run import adapter_files, kept_epochs, run_settings
 from adapterfleet.orchestration.pulled_run import pulled_run_info
 from adapterfleet.orchestration.run_folder import check_fusion_adapters, fresh_run_dir
 from adapterfleet.training import Callback, TrainConfig, evaluate
@@ -94,36 +96,45 @@ def train_task(
     reduction_factor: int | None = None,
     train_config: TrainConfig | None = None,
     callbacks: Sequence[Callback] = (),
+    say: Say = print,
 ) -> RunResult:
     """Train `task` in `mode` into the run folder `out_dir` (`fresh_run_dir`: an earlier run
-    there is replaced whole once this one is saved)."""
+    there is replaced whole once this one is saved). Each finished epoch is kept in
+    `<out_dir>.partial` until then (`partial_run`): after Ctrl-C the same call continues from
+    the newest one (said through `say`) when the settings are the same."""
     check_single_run(config, task, mode=mode, reduction_factor=reduction_factor)
-    with fresh_run_dir(out_dir) as folder:
-        tokenized = prepare_task(config, task)
+    rf = reduction_factor or _reduction_factor(config, task, mode)
+    with kept_epochs(out_dir, say) as kept, fresh_run_dir(out_dir) as folder:
         train_config = train_config or config.adapters.training_for(task)
-        metrics = config.tasks[task].metrics
+        names = config.adapter_tasks if mode == "mt-a" else [task]
+        tasks = {name: prepare_task(config, name) for name in names}
+        settings = run_settings(
+            config.base, config.max_length, train_config, list(tasks.values()),
+            command="train", task=task, mode=mode, reduction_factor=rf,
+        )  # fmt: skip
+        start, epoch_hooks = kept.resume(settings), [kept.callback, *callbacks]
         if mode == "mt-a":
-            tasks = {name: prepare_task(config, name) for name in config.adapter_tasks}
             run = train_mt_a(
                 tasks,
                 config.base,
                 train_config,
                 folder,
-                reduction_factor=reduction_factor or _reduction_factor(config, task, mode),
+                reduction_factor=rf,
                 metrics={name: config.tasks[name].metrics for name in tasks},
-                callbacks=callbacks,
+                callbacks=epoch_hooks,
+                resume_from=start,
             )
         else:
-            rf = reduction_factor or _reduction_factor(config, task, mode)
             run = train_single(
                 mode,
-                tokenized,
+                tasks[task],
                 config.base,
                 train_config,
                 folder,
                 adapter=mode_adapter(mode, rf),
-                metrics=metrics,
-                callbacks=callbacks,
+                metrics=config.tasks[task].metrics,
+                callbacks=epoch_hooks,
+                resume_from=start,
             )
     return dataclasses.replace(run, out_dir=Path(out_dir))
 
@@ -137,23 +148,32 @@ def fuse_task(
     train_config: TrainConfig | None = None,
     base_model: str | BaseModelSpec | None = None,
     callbacks: Sequence[Callback] = (),
+    say: Say = print,
 ) -> RunResult:
     """Train a fusion of `adapter_dirs` for `target` into the run folder `out_dir` (replaced
-    whole, as `train_task`'s)."""
+    whole, as `train_task`'s; its finished epochs kept until then, as `train_task`'s)."""
     check_single_run(config, target, option="--target")
     check_fusion_adapters(adapter_dirs, out_dir)
     if isinstance(base_model, str):  # another folder (an MT-A model/): loaded as the config says
         base_model = dataclasses.replace(config.base or BaseModelSpec(base_model), name=base_model)
-    with fresh_run_dir(out_dir) as folder:
+    base = base_model or config.base
+    with kept_epochs(out_dir, say) as kept, fresh_run_dir(out_dir) as folder:
+        tokenized = prepare_task(config, target)
+        training = train_config or config.fusion.training_for(target)
+        settings = run_settings(
+            base, config.max_length, training, [tokenized], command="fuse", target=target,
+            adapters=adapter_files(adapter_dirs), fusion=config.fusion.preset,
+        )  # fmt: skip
         run = train_fusion_run(
-            prepare_task(config, target),
-            base_model or config.base,
+            tokenized,
+            base,
             adapter_dirs,
-            train_config or config.fusion.training_for(target),
+            training,
             folder,
             fusion_config=FusionConfig.preset(config.fusion.preset),
             metrics=config.tasks[target].metrics,
-            callbacks=callbacks,
+            callbacks=[kept.callback, *callbacks],
+            resume_from=kept.resume(settings),
         )
     return dataclasses.replace(run, out_dir=Path(out_dir))
 

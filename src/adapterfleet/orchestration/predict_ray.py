@@ -105,8 +105,10 @@ def _ray_probabilities(
         udf_modifying_row_count=False,
     )
     rows, probabilities, cut = [], [], 0
-    for batch in predicted.iter_batches(batch_format="numpy"):  # put in order here: a Ray Data
-        rows.append(batch["row"])  # sort samples its blocks in workers of its own (one aborted)
+    # put in order here: a Ray Data sort samples its blocks in workers of its own (one aborted);
+    # batches of RAY_BATCH_ROWS whatever blocks Ray Data made (one of all rows: no progress line)
+    for batch in predicted.iter_batches(batch_size=RAY_BATCH_ROWS, batch_format="numpy"):
+        rows.append(batch["row"])
         probabilities.append(batch["probabilities"])
         cut += int(batch["cut"].sum())
         if counted is not None:

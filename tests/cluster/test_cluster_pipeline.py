@@ -28,6 +28,7 @@ from adapterfleet.registry import adapter_model_name, fusion_model_name
 
 pytestmark = pytest.mark.integration
 mlflow_server = registry_conftest.mlflow_server  # a real `mlflow server`, reused as a fixture
+mlflow_server_root = registry_conftest.mlflow_server_root  # the folder it keeps its store in
 
 NAME = "clusterpipe"
 TASKS = ("fruit", "water", "music")

@@ -14,7 +14,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +63,7 @@ from adapterfleet.results.report_render import (
     missing_notes,
     table1,
 )
-from adapterfleet.results.report_scope import OTHER_SETTINGS, ReportScope, in_scope
+from adapterfleet.results.report_scope import ReportScope, in_scope
 from adapterfleet.results.status_plan import TAG_PLAN, StatusPlan
 
 TABLE_FILE = "table1.md"
@@ -143,16 +143,10 @@ def build_report(
     # an empty table would replace the report logged before (a `report -c` without the run's -o)
     logged = log_to_mlflow and bool(collected.cells)
     run_id = log_report(tracking_uri, experiment.experiment_id, files) if logged else None
-    left_out = sum(_count(note) for note in collected.notes if note.endswith(OTHER_SETTINGS))
     return ReportResult(
         name, out, table, markdown, files, collected.cells, tuple(notes), run_id,
-        tuple(unlearned), left_out,
+        tuple(unlearned), collected.other_settings,
     )  # fmt: skip
-
-
-def _count(note: str) -> int:
-    """N of a `task / system: N run(s) ...` note."""
-    return int(note.split(": ", 1)[1].split(" ", 1)[0])
 
 
 def collect(
@@ -171,10 +165,10 @@ def collect(
         plan = StatusPlan.from_tags(experiment.name, experiment.tags, [])
         return plan, collect_cells(runs, plan.metric_for)
     sweeps = active_runs(uri, experiment.experiment_id, "sweep")
-    runs, left_out = in_scope(runs, scope, sweeps)
+    runs, left_out, other = in_scope(runs, scope, sweeps)
     collected = collect_cells(runs, scope.plan.metric_for)
     collected.notes[:0] = left_out
-    return scope.plan, collected
+    return scope.plan, replace(collected, other_settings=other)
 
 
 def planned_systems(plan: StatusPlan) -> set[str]:

@@ -106,6 +106,7 @@ class Cell:
 class Collected:
     cells: dict[tuple[str, str], Cell]  # (task, system) -> cell
     notes: list[str] = field(default_factory=list)
+    other_settings: int = 0  # runs left out, made with other settings than the report's config
 
 
 def summarize(values: Iterable[float]) -> Summary | None:

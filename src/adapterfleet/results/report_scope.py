@@ -56,9 +56,10 @@ class ReportScope:
 
 def in_scope(
     runs: Sequence[RunData], scope: ReportScope, sweeps: Iterable[RunData]
-) -> tuple[list[RunData], list[str]]:
-    """The `runs` made with the scope's settings (in their order), and a note per cell on
-    what was left out; `sweeps`: the experiment's sweep runs, whose hashes the trials carry."""
+) -> tuple[list[RunData], list[str], int]:
+    """The `runs` made with the scope's settings (in their order), a note per cell on what was
+    left out, and how many runs were left out for other settings; `sweeps`: the experiment's
+    sweep runs, whose hashes the trials carry."""
     hashes = {s.run_id: s.tags.get(TAG_CONFIG_HASH) for s in sweeps}
     kept: list[RunData] = []
     left: dict[tuple[str, str, str], int] = {}
@@ -73,7 +74,8 @@ def in_scope(
         f"{task} / {TITLES.get(system, system)}: {n} run(s) {why}"
         for (task, system, why), n in left.items()
     ]
-    return kept, notes
+    other = sum(n for (_, _, why), n in left.items() if why == OTHER_SETTINGS)
+    return kept, notes, other
 
 
 def _left_out(run: RunData, scope: ReportScope, hashes: Mapping[str, str | None]) -> str | None:

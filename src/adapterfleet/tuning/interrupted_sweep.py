@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from adapterfleet.config import PipelineConfig
+from adapterfleet.registry.experiments import experiment_tags
 from adapterfleet.registry.interrupted import interrupted_at
 from adapterfleet.registry.status import RunRecord, experiment_runs_and_tags
 from adapterfleet.registry.store import missing_store
@@ -65,8 +66,11 @@ def other_interrupted(
     `digest` (`spec.sweep_hash`) and no later sweep of its settings ran; else None.
     `note_of`: a sweep's folder's note (`plan.read_meta`) by its name, for its settings."""
     there = bool(uri) and missing_store(uri) is None  # a store not there yet is not created
-    found = experiment_runs_and_tags(uri, config.name) if there else None
-    if found is None or interrupted_at(found[1]) is None:
+    tags = experiment_tags(uri, config.name) if there else None
+    if tags is None or interrupted_at(tags) is None:  # no mark: the runs are not read
+        return None
+    found = experiment_runs_and_tags(uri, config.name)
+    if found is None:
         return None
     sweeps = [run for run in found[0] if run.kind == "sweep" and run.tags.get(TAG_SWEEP)]
     stopped = [run for run in sweeps if run.status != "FINISHED"]

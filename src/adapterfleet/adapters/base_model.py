@@ -132,12 +132,17 @@ def load_encoder(base: str | BaseModelSpec, **kwargs: Any) -> Any:
     return model
 
 
+def near_packaged(name: str) -> bool:
+    """`name` reads as a typo of the packaged encoder's (`minilm-l7`, `MiniLM-L6`)."""
+    import difflib
+
+    return bool(difflib.get_close_matches(name.lower(), [MINILM], cutoff=0.7))
+
+
 def _mistyped(name: str, path: str, error: OSError) -> BaseModelError | None:
     """`minilm-l7` or `MiniLM-L6` given to `load_encoder`: the packaged encoder's name, not a hub
     id that Hugging Face cannot find (its error never named what was meant; the CLI's did)."""
-    import difflib
-
-    if os.path.isdir(path) or not difflib.get_close_matches(name.lower(), [MINILM], cutoff=0.7):
+    if os.path.isdir(path) or not near_packaged(name):
         return None
     first = str(error).splitlines()[0] if str(error) else type(error).__name__
     return BaseModelError(

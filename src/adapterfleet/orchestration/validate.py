@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import os
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -15,7 +14,7 @@ from adapterfleet.adapters.base_checks import (
     check_checkpoint,
     refuse_encoder_decoder,
 )
-from adapterfleet.adapters.base_model import BASE_MODEL_TAKES, local_files_only
+from adapterfleet.adapters.base_model import BASE_MODEL_TAKES, local_files_only, near_packaged
 from adapterfleet.config import ConfigError, PipelineConfig
 from adapterfleet.data import TaskData, load_task
 from adapterfleet.disk import low_space
@@ -50,7 +49,7 @@ def _read_config(name: str, path: str, local: bool) -> Any:
         first = str(error).splitlines()[0] if str(error) else type(error).__name__
         if not local and (why := hub_unreachable()):
             first = f"{why}, and it is not in the Hugging Face cache"
-        near = difflib.get_close_matches(name, [MINILM], n=1, cutoff=0.7)
+        near = near_packaged(name)
         fix = f"did you mean {MINILM}, the packaged encoder?" if near else f"give {takes}"
         if not local and not near:  # a folder's name mistyped (berrt, models/berrt) reads as an id
             fix = f"there is no folder {name} in {os.getcwd()} either; {fix} (a hub id loads "

@@ -1,9 +1,10 @@
 """A Ray address, checked before `ray.init` joins it. `ray.init` retries for a long time
 before it gives up, and its C++ core prints a line a second meanwhile: 20 `gcs_client.cc ...
 InvalidAuthToken` lines over 20 s came before the one line that said the cluster wants a token.
-`check_ray_address` says in seconds when nothing listens there, or when the cluster's GCS
-refuses what this driver would send it (no token, or another one); `not_joined` turns what
-`ray.init` raised into one line."""
+`check_ray_address` says in seconds when nothing listens there, when what listens is not a
+Ray GCS (`ray.init` waited minutes on an HTTP server, 20 s on a raylet's port), or when the
+cluster's GCS refuses what this driver would send it (no token, or another one); `not_joined`
+turns what `ray.init` raised into one line."""
 
 from __future__ import annotations
 
@@ -40,14 +41,33 @@ def check_ray_address(address: str, timeout_s: float = 5.0) -> None:
             f"ray address {address!r}: nothing answers at {host}:{port} ({reason}); "
             "start the cluster (ray start --head) or fix --address / RAY_ADDRESS"
         ) from None
-    if "://" not in address and _refused_by_token(hostport, timeout_s):  # ray://: a client server
+    if "://" in address:  # ray://: a Ray Client server, which ray.init checks itself
+        return
+    answer = _gcs_answer(hostport, timeout_s)
+    if answer == "token refused":
         raise ConfigError(_token_refused(address))
+    if answer in _NOT_A_GCS:
+        raise ConfigError(
+            f"ray address {address!r}: {_NOT_A_GCS[answer]}, not a Ray cluster's GCS; give the "
+            "GCS address ray start --head printed (port 6379 by default) to --address / "
+            "RAY_ADDRESS"
+        )
 
 
-def _refused_by_token(target: str, timeout_s: float) -> bool:
-    """Whether the GCS at `target` refuses, for want of the cluster's token, the first call
-    `ray.init` makes (GetClusterId), sent with what Ray's own loader would add (this process's
-    token under RAY_AUTH_MODE=token). Any other outcome is left to `ray.init`, which says more."""
+_NOT_A_GCS = {
+    "not grpc": "what answers there does not speak gRPC (an HTTP server, such as a dashboard?)",
+    "no gcs service": (
+        "a gRPC server answers there without the GCS's services (a raylet's port, or a Ray "
+        "Client server: give one as ray://host:port)"
+    ),
+}
+
+
+def _gcs_answer(target: str, timeout_s: float) -> str | None:
+    """How the server at `target` answers the first call `ray.init` makes (GetClusterId), sent
+    with what Ray's own loader would add (this process's token under RAY_AUTH_MODE=token):
+    "token refused", "not grpc", "no gcs service", or None for a GCS that answered and for any
+    other outcome (a slow reply, ...), which is left to `ray.init`."""
     import grpc
     from ray._raylet import AuthenticationTokenLoader
     from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
@@ -60,12 +80,19 @@ def _refused_by_token(target: str, timeout_s: float) -> bool:
         request = gcs_service_pb2.GetClusterIdRequest()
         stub.GetClusterId(request, timeout=timeout_s, metadata=metadata)
     except grpc.RpcError as error:
-        return error.code() == grpc.StatusCode.UNAUTHENTICATED
+        code, details = error.code(), str(error.details() or "")
+        if code == grpc.StatusCode.UNAUTHENTICATED:
+            return "token refused"
+        if code == grpc.StatusCode.UNIMPLEMENTED:
+            return "no gcs service"
+        if code == grpc.StatusCode.UNAVAILABLE and "Failed parsing HTTP/2" in details:
+            return "not grpc"
+        return None
     except Exception:  # a token file Ray cannot read, ...: ray.init says what it is
-        return False
+        return None
     finally:
         channel.close()
-    return False
+    return None
 
 
 def _token_refused(address: str) -> str:

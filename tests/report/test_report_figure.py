@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from report_support import Pipeline
 
+from adapterfleet.registry.artifacts import remove_artifacts
+from adapterfleet.registry.store import get_client
 from adapterfleet.results.report import ReportResult, build_report
 from adapterfleet.results.report_figure import Weights, average_weights, read_weights
 
@@ -94,6 +96,25 @@ def test_without_weights_files_no_figure_is_drawn_and_a_stale_one_goes(
     assert "seed 0 (run" in result.markdown and "no fusion_weights.json" in result.markdown
     assert json.loads((out / "report.json").read_text())["figure4"] is None
     assert result.run_id is None
+
+
+def test_a_report_without_the_figure_takes_the_last_ones_out_of_the_report_run(
+    new_pipeline, tmp_path: Path
+) -> None:
+    """One report run per experiment: the figure an earlier report logged there went on
+    showing beside a table that said Figure 4 was not drawn."""
+    p: Pipeline = new_pipeline()
+    fusion = p.fusion("rte", "rte:v1,mrpc:v1", 0, {"accuracy": 0.7}, [[0.6, 0.4], [0.2, 0.8]])
+    client = get_client(p.uri)
+    first = build_report(p.name, p.uri, tmp_path / "first")
+    assert {a.path for a in client.list_artifacts(first.run_id)} == {
+        "table1.md", "figure4.png", "figure4.json", "report.json"
+    }  # fmt: skip
+    assert remove_artifacts(p.uri, fusion, ["fusion_weights.json"]) == ["fusion_weights.json"]
+    second = build_report(p.name, p.uri, tmp_path / "second")
+    assert "Figure 4 not drawn" in second.markdown
+    assert second.run_id == first.run_id
+    assert {a.path for a in client.list_artifacts(second.run_id)} == {"table1.md", "report.json"}
 
 
 def test_figure4_labels_its_axes_colour_bar_and_boxes_each_targets_own_adapter(

@@ -28,6 +28,7 @@ from adapterfleet.registry import (
     open_report_run,
     safe_uri,
 )
+from adapterfleet.registry.artifacts import remove_artifacts
 from adapterfleet.results.paper_table1 import PAPER_URL, has_paper_row, paper_cell
 from adapterfleet.results.report_data import (
     COLUMNS,
@@ -344,10 +345,14 @@ def _summary_data(summary: Summary | None) -> dict[str, Any] | None:
 
 
 def log_report(uri: str, experiment_id: str, files: Sequence[Path]) -> str:
-    """Log `files` at the artifact root of the experiment's report run; its id."""
+    """Log `files` at the artifact root of the experiment's report run, and take out the
+    report's files an earlier report logged there that this one has not (Figure 4 not drawn
+    this time); the run's id."""
+    gone = {TABLE_FILE, FIGURE_FILE, FIGURE_DATA_FILE, DATA_FILE} - {f.name for f in files}
     with tempfile.TemporaryDirectory(prefix="adapterfleet-report-") as tmp:
         for path in files:
             shutil.copy2(path, Path(tmp) / path.name)
         with open_report_run(uri, experiment_id) as run:
             run.log_artifacts(tmp)
+            remove_artifacts(uri, run.run_id, gone)
             return run.run_id

@@ -298,6 +298,29 @@ def test_a_version_trained_on_another_named_base_is_refused_before_any_pull(worl
     assert not (tmp_path / "out.jsonl").exists()
 
 
+def test_a_version_trained_with_another_layout_is_refused_before_any_pull(world, tmp_path):
+    """A declared `base_model_layout` places the adapters: predicting with another one scored
+    a user's dev set at 0.69 against the 0.81 it was trained to, without a word."""
+    from dataclasses import replace
+
+    from mlflow import MlflowClient
+
+    client, name = MlflowClient(world.uri), "tinysweep.fusion.fruit"
+    version = client.get_model_version_by_alias(name, "best")
+    assert version.tags["base_model_layout"] == "built-in"
+    source = _write_tsv(tmp_path / "in.tsv", _texts(2))
+    layout = (("layers", "encoder.layer"), ("norm", "pre"))
+    declared = replace(world.config, base=replace(world.config.base, layout=layout))
+    with pytest.raises(ConfigError) as raised:
+        predict_file(declared, "fruit", source, tmp_path / "out.jsonl", say=print)
+    assert str(raised.value) == (
+        f"{name} v{version.version} was trained with another base_model_layout than the "
+        "config's (base_model_layout.layers: none → encoder.layer, base_model_layout.norm: none "
+        "→ pre); its adapters sit where that layout placed them: declare none"
+    )
+    assert not (tmp_path / "out.jsonl").exists()
+
+
 def test_a_version_whose_weights_do_not_fit_the_base_names_the_version(world, tmp_path):
     """A version recorded on a hub id, predicted with a local folder of another family: the
     names cannot be compared, so the weights' own check refused it, naming the temporary

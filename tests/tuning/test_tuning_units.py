@@ -13,15 +13,18 @@ from pathlib import Path
 import pytest
 from tuning_support import config_document
 
-from adapterfleet.config import Resources, parse_config
+from adapterfleet.config import PipelineConfig, Resources, parse_config
 from adapterfleet.tuning.registration import TrialOutcome, choose_best
+from adapterfleet.tuning.settings import changed_settings
 from adapterfleet.tuning.spec import (
     GRID_KEYS,
     SweepError,
     TrialParams,
     grid,
+    layout_tag,
     sweep_hash,
     task_config_hash,
+    task_settings,
     trial_id,
 )
 
@@ -98,6 +101,30 @@ def test_config_hash_follows_the_settings_that_decide_an_adapter(config) -> None
             config, adapters=dataclasses.replace(config.adapters, training=held)
         )
         assert task_config_hash(held_config, "fruit") != base
+
+
+def test_a_declared_layout_is_part_of_the_hash_and_its_change_is_named(config) -> None:
+    """The second `run` with `-o base_model_layout.norm=post` said "already registered,
+    skipped" and kept the adapter trained for pre-norm; a config declaring none keeps the
+    hashes written before the layout was part of them."""
+    assert "base_model_layout" not in task_settings(config, "fruit")
+    layout = {
+        "layers": "encoder.layer", "attention_output": "attention.output.dropout",
+        "attention_norm": "attention.output.LayerNorm", "ffn_output": "output.dropout",
+        "ffn_norm": "output.LayerNorm", "norm": "pre",
+    }  # fmt: skip
+
+    def declaring(**changes: str) -> PipelineConfig:
+        items = tuple(sorted({**layout, **changes}.items()))
+        return dataclasses.replace(config, base=dataclasses.replace(config.base, layout=items))
+
+    pre, post = declaring(), declaring(norm="post")
+    hashes = {task_config_hash(c, "fruit") for c in (config, pre, post)}
+    assert len(hashes) == 3
+    recorded = json.dumps(task_settings(pre, "fruit"), default=str)
+    assert changed_settings(post, "fruit", recorded) == ['base_model_layout.norm: "pre" → "post"']
+    assert layout_tag(config) == "built-in"
+    assert json.loads(layout_tag(post)) == {**layout, "norm": "post"}
 
 
 def _outcome(task: str, rf: int, value: float, lr: float = 0.01) -> TrialOutcome:

@@ -61,13 +61,14 @@ from adapterfleet.registry.purged import purged_text, run_purged
 from adapterfleet.registry.tags import (
     BEST_ALIAS,
     TAG_BASE_MODEL_DTYPE,
+    TAG_BASE_MODEL_LAYOUT,
     TAG_LINEAGE,
     TAG_LINEAGE_KEY,
 )
 from adapterfleet.training import JobWorkdir, end_quietly, ended_by, log_best
 from adapterfleet.training.metrics import metric_direction, signed
 from adapterfleet.training.modes import RunResult
-from adapterfleet.tuning.spec import TAG_DATA_SHA256, data_sha256
+from adapterfleet.tuning.spec import TAG_DATA_SHA256, data_sha256, layout_tag
 
 
 @dataclass(frozen=True)
@@ -378,6 +379,7 @@ def _register(
             TAG_LINEAGE_KEY: plan.key,
             "base_model": config.base_model,
             TAG_BASE_MODEL_DTYPE: config.base_model_dtype,
+            TAG_BASE_MODEL_LAYOUT: layout_tag(config),
             **data,
             "metric": metric,
             "metric_direction": metric_direction(metric),

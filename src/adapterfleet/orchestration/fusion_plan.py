@@ -27,7 +27,7 @@ from adapterfleet.registry.purged import purged_text, registered_by_tag, run_pur
 from adapterfleet.registry.tags import TAG_LINEAGE, TAG_LINEAGE_KEY
 from adapterfleet.training.config import TrainConfig
 from adapterfleet.tuning.plan import current_keys, is_current
-from adapterfleet.tuning.spec import TAG_BASE_MODEL, data_sha256, task_identity
+from adapterfleet.tuning.spec import TAG_BASE_MODEL, data_sha256, declared_layout, task_identity
 
 
 def lineage_key(
@@ -46,6 +46,7 @@ def lineage_key(
         "target": target,
         "task": task_identity(config, target, by_path=by_path),
         "base_model": config.base_model,
+        **declared_layout(config),
         "preset": config.fusion.preset,
         "training": _result_settings(config.fusion.training_for(target)),
         "adapters": {t: [v.version, v.sha256] for t, v in sorted(versions.items())},

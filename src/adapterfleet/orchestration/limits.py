@@ -9,6 +9,8 @@ and `evaluate`.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,7 @@ from typing import Any
 from adapterfleet.adapters import AdapterConfig, load_tokenizer, resolve_base_model
 from adapterfleet.config import ConfigError, PipelineConfig
 from adapterfleet.training import TrainConfig
+from adapterfleet.tuning.spec import BUILT_IN_LAYOUT, declared_layout
 
 # Families whose position ids start after the padding index (RoBERTa's `padding_idx + 1`):
 # `max_position_embeddings` counts those, so a sequence has that many fewer positions.
@@ -115,6 +118,32 @@ def other_base_error(what: str, recorded: str, ours: str) -> ConfigError:
     return ConfigError(
         f"{what} was trained on base_model {recorded!r}, the config's is {ours!r}; use the base "
         f"it was trained on: -o base_model={recorded}"
+    )
+
+
+def check_layout(what: str, recorded: Any, config: PipelineConfig) -> None:
+    """`what` (a run folder, a registered version) was trained with the base_model_layout
+    `recorded` (run.json's mapping, a version's tag: JSON or "built-in"; None from before they
+    were recorded): another than the config's is refused, as its adapters sit in the modules
+    and on the side of the norm that layout named."""
+    if recorded == BUILT_IN_LAYOUT:
+        recorded = {}
+    with contextlib.suppress(TypeError, ValueError):
+        recorded = json.loads(recorded) if isinstance(recorded, str) else recorded
+    if not isinstance(recorded, dict):
+        return
+    ours = declared_layout(config).get("base_model_layout", {})
+    if recorded == ours:
+        return
+    changes = ", ".join(
+        f"base_model_layout.{key}: {recorded.get(key, 'none')} → {ours.get(key, 'none')}"
+        for key in sorted(set(recorded) | set(ours))
+        if recorded.get(key) != ours.get(key)
+    )
+    kept = "declare the layout it was trained with" if recorded else "declare none"
+    raise ConfigError(
+        f"{what} was trained with another base_model_layout than the config's ({changes}); "
+        f"its adapters sit where that layout placed them: {kept}"
     )
 
 

@@ -37,7 +37,7 @@ from adapterfleet.console import Say
 from adapterfleet.data import TokenizedTask, load_task, tokenize_task
 from adapterfleet.data.tasks import TaskSpec
 from adapterfleet.fusion import FUSION_CONFIG, FusionConfig, load_fusion, set_active_fusion
-from adapterfleet.orchestration.limits import check_single_run, other_base_error
+from adapterfleet.orchestration.limits import check_layout, check_single_run, other_base_error
 from adapterfleet.orchestration.partial_run import adapter_files, kept_epochs, run_settings
 from adapterfleet.orchestration.pulled_run import pulled_run_info
 from adapterfleet.orchestration.run_folder import check_fusion_adapters, fresh_run_dir
@@ -312,6 +312,7 @@ def run_base(config: PipelineConfig, run_dir: Path, info: dict[str, Any]) -> Bas
     recorded = str(info.get("base_model") or "")
     if recorded:
         check_run_base(run_dir, recorded, config.base_model)
+    check_layout(f"--run {run_dir}", info.get("base_model_layout"), config)
     if (run_dir / "model").is_dir():
         name = str(run_dir / "model")
     elif _is_folder(recorded):

@@ -33,7 +33,7 @@ from adapterfleet.config import BaseModelSpec, ConfigError, PipelineConfig
 from adapterfleet.console import RowCount, Say, plural
 from adapterfleet.data.prediction_input import PredictionInput, encode_input, read_input
 from adapterfleet.data.tasks import TaskSpec
-from adapterfleet.orchestration.limits import other_base_error, version_on_other_base
+from adapterfleet.orchestration.limits import check_layout, other_base_error, version_on_other_base
 from adapterfleet.orchestration.predict_output import (
     check_output,
     output_name,
@@ -52,7 +52,7 @@ from adapterfleet.registry import (
 )
 from adapterfleet.registry.pulling import fetch_version, fused_adapter, registered_versions
 from adapterfleet.registry.store import check_store
-from adapterfleet.registry.tags import BEST_ALIAS
+from adapterfleet.registry.tags import BEST_ALIAS, TAG_BASE_MODEL_LAYOUT
 from adapterfleet.tuning.spec import TAG_BASE_MODEL
 
 if TYPE_CHECKING:
@@ -128,6 +128,7 @@ def find_version(
     base = info.tags.get(TAG_BASE_MODEL)
     if base is not None and names_other_base(base, config.base_model):
         raise other_base_error(f"{name} v{info.version}", base, config.base_model)
+    check_layout(f"{name} v{info.version}", info.tags.get(TAG_BASE_MODEL_LAYOUT), config)
     return info
 
 

@@ -19,6 +19,7 @@ TAG_SHA256 = "sha256"
 TAG_BASE_MODEL = "base_model"  # on a registered version: the base it was trained on
 # on a registered version: the dtype that base was loaded in (`base_model_dtype`, `auto` too)
 TAG_BASE_MODEL_DTYPE = "base_model_dtype"
+TAG_BASE_MODEL_LAYOUT = "base_model_layout"  # its JSON, or "built-in"
 TAG_WEIGHTS_FILE = "adapterfleet.weights_file"
 TAG_ARTIFACT_PATH = "adapterfleet.artifact_path"
 TAG_PRUNED_FROM = "adapterfleet.pruned_from"  # "vN": the fusion version a pruned one came from

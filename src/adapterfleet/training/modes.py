@@ -306,6 +306,7 @@ def write_run_file(
         "task": run.task,
         "base_model": name,
         **({"base_model_dtype": _dtype(base_model)} if _dtype(base_model) else {}),
+        **({"base_model_layout": dict(base.layout)} if isinstance(base, BaseModelSpec) else {}),
         "train_config": config.to_dict(),
         "dev_metrics": run.dev_metrics,
         "trainable_parameters": run.trainable_parameters,

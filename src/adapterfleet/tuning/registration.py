@@ -33,7 +33,7 @@ from adapterfleet.registry import (
     register_version,
 )
 from adapterfleet.registry.descriptions import adapter_model_note, adapter_version_note, tag_number
-from adapterfleet.registry.tags import TAG_BASE_MODEL_DTYPE
+from adapterfleet.registry.tags import TAG_BASE_MODEL_DTYPE, TAG_BASE_MODEL_LAYOUT
 from adapterfleet.training.metrics import metric_direction, signed
 from adapterfleet.training.workdir import JobWorkdir
 from adapterfleet.tuning.progress import (
@@ -56,6 +56,7 @@ from adapterfleet.tuning.spec import (
     TAG_METRIC_VALUE,
     SweepError,
     TrialParams,
+    layout_tag,
     sweep_summary,
 )
 from adapterfleet.tuning.trial import FINAL_KEY, end_stopped_early, trial_settings
@@ -261,6 +262,7 @@ class Registrar:
         tags = {
             TAG_BASE_MODEL: self.config.base_model,
             TAG_BASE_MODEL_DTYPE: self.config.base_model_dtype,
+            TAG_BASE_MODEL_LAYOUT: layout_tag(self.config),
             TAG_CONFIG_HASH: plan.config_hash,
             TAG_METRIC: metric,
             TAG_METRIC_DIRECTION: metric_direction(metric),
@@ -273,8 +275,7 @@ class Registrar:
             "learning_rate": params.learning_rate,
             "seed": params.seed,
         }
-        if plan.data_sha256 is not None:
-            tags[TAG_DATA_SHA256] = plan.data_sha256
+        tags.update({TAG_DATA_SHA256: plan.data_sha256} if plan.data_sha256 is not None else {})
         settings = settings_tag(self.config, task)  # the next run says what changed
         if settings is not None:
             tags[TAG_SETTINGS] = settings

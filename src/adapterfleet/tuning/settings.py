@@ -115,7 +115,7 @@ def _config_key(config: PipelineConfig, task: str, key: str) -> str:
     if head == "training":
         own = task in config.adapters.task_training
         return f"adapters.{f'task_training.{task}' if own else 'training'}.{rest}"
-    return key if head in ("base_model", "max_length") else f"adapters.{key}"
+    return key if head in ("base_model", "base_model_layout", "max_length") else f"adapters.{key}"
 
 
 def _shown(value: Any) -> str:

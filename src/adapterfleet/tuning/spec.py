@@ -22,6 +22,7 @@ from adapterfleet.registry.environment import run_driver
 from adapterfleet.registry.tags import TAG_BASE_MODEL, TAG_CONFIG_HASH  # noqa: F401 - re-exported
 
 GRID_KEYS = ("task", "reduction_factor", "learning_rate", "seed")
+BUILT_IN_LAYOUT = "built-in"  # a version's layout tag where the config declares none
 POINT_KEY = "point"  # with adapters.task_grid: the Tune config holds the grid point under this key
 SAMPLE_KEY = "sample"  # with a searcher: the trial's index among its task's trials
 TRIALS_DIR = "sweeps"  # <storage>/sweeps/<sweep name>/<trial id>/
@@ -143,14 +144,15 @@ def task_identity(config: PipelineConfig, task: str, *, by_path: bool = False) -
 
 
 def task_settings(config: PipelineConfig, task: str, *, by_path: bool = False) -> dict[str, Any]:
-    """What decides a task's adapter: the task's settings (`task_identity`), the base model,
-    max_length and the adapter stage (architecture, grid, training settings, search and
-    scheduler)."""
+    """What decides a task's adapter: the task's settings (`task_identity`), the base model
+    (and its declared layout, which places the adapters), max_length and the adapter stage
+    (architecture, grid, training settings, search and scheduler)."""
     stage = config.adapters
     points = stage.grid_for(task)
     return {
         "task": task_identity(config, task, by_path=by_path),
         "base_model": config.base_model,
+        **declared_layout(config),
         "max_length": config.max_length,
         "architecture": stage.architecture,
         "reduction_factors": list(points.reduction_factors),
@@ -159,6 +161,19 @@ def task_settings(config: PipelineConfig, task: str, *, by_path: bool = False) -
         "training": stage.training_for(task).hash_dict(),
         **search_settings(config),
     }
+
+
+def declared_layout(config: PipelineConfig) -> dict[str, Any]:
+    """`{"base_model_layout": {...}}` where the config declares one, else nothing: a hash of a
+    config without one stays what it was before the layout was part of it."""
+    layout = config.base.layout if config.base is not None else ()
+    return {"base_model_layout": dict(layout)} if layout else {}
+
+
+def layout_tag(config: PipelineConfig) -> str:
+    """A version's `base_model_layout` tag: the declared layout as JSON, or "built-in"."""
+    layout = declared_layout(config).get("base_model_layout")
+    return json.dumps(layout, sort_keys=True) if layout else BUILT_IN_LAYOUT
 
 
 def task_config_hash(config: PipelineConfig, task: str) -> str:

@@ -477,6 +477,29 @@ CASES = {
         (),
         r"fusion.targets.fruit: fuses no adapter",
     ),
+    # it trained and registered every Houlsby adapter, then failed at the fusion (exit 1)
+    "a fusion over houlsby adapters": (
+        lambda doc: (
+            doc["adapters"].update(architecture="houlsby"),
+            doc.update(fusion={"targets": {"fruit": "all"}}),
+        ),
+        (),
+        r"fusion.targets: AdapterFusion fuses pfeiffer adapters, and adapters.architecture is "
+        r"houlsby; set adapters.architecture: pfeiffer \(.*\), or remove fusion.targets to "
+        r"train the Houlsby adapters alone$",
+    ),
+    "a fusion over houlsby adapters, with fusion-mt-a": (
+        lambda doc: (
+            doc["adapters"].update(architecture="houlsby"),
+            doc.update(
+                fusion={"targets": {"fruit": "all"}},
+                baselines={"systems": ["mt-a", "fusion-mt-a"], "tasks": ["fruit"]},
+            ),
+        ),
+        (),
+        r"fusion.targets: AdapterFusion fuses pfeiffer adapters, .* or remove fusion.targets "
+        r"and fusion-mt-a from baselines.systems to train the Houlsby adapters alone$",
+    ),
     "a tokenizer without vocabulary": (
         _no_vocabulary,
         (),

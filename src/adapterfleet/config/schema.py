@@ -29,7 +29,12 @@ from adapterfleet.config.fields import (
     refuse_unknown,
     string_at,
 )
-from adapterfleet.config.stages import BaselineStage, FusionStage, Resources
+from adapterfleet.config.stages import (
+    BaselineStage,
+    FusionStage,
+    Resources,
+    check_fusion_architecture,
+)
 from adapterfleet.config.task_metrics import checked_task_metrics
 from adapterfleet.data import (
     TaskError,
@@ -167,6 +172,7 @@ def parse_config(document: Mapping[str, Any], base_dir: Path) -> PipelineConfig:
         baselines = BaselineStage.from_mapping(
             document.get("baselines") or {}, tasks, adapters, fusion
         )
+        check_fusion_architecture(adapters, fusion, baselines)
     except TaskError as error:
         raise ConfigError(str(error)) from None
     budget = document.get("budget")

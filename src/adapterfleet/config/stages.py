@@ -220,6 +220,24 @@ def _check_mt_a(
             )
 
 
+def check_fusion_architecture(
+    adapters: AdapterStage, fusion: FusionStage, baselines: BaselineStage
+) -> None:
+    """AdapterFusion fuses pfeiffer adapters, and every fusion target fuses the sweep's adapters
+    (of `adapters.architecture`): a Houlsby sweep with targets would train every adapter and
+    fail at its first fusion. MT-A's adapters are pfeiffer ones, but fusion-mt-a needs the
+    targets too, so it is named in the fix."""
+    if adapters.architecture == "pfeiffer" or not fusion.targets:
+        return
+    also = " and fusion-mt-a from baselines.systems" if "fusion-mt-a" in baselines.systems else ""
+    raise ConfigError(
+        f"fusion.targets: AdapterFusion fuses pfeiffer adapters, and adapters.architecture is "
+        f"{adapters.architecture}; set adapters.architecture: pfeiffer (st-a-houlsby in "
+        f"baselines.systems trains Houlsby adapters beside them), or remove fusion.targets{also} "
+        "to train the Houlsby adapters alone"
+    )
+
+
 BACKENDS = ("auto", "gloo", "nccl")  # torch.distributed's, for trials of several workers
 RESOURCE_KEYS = ("cpu", "gpu", "workers", "backend", "max_concurrent_trials")
 

@@ -64,6 +64,25 @@ def test_a_corrupt_run_file_is_one_line_naming_it(config, st_a, tmp_path) -> Non
             evaluate_run(config, "fruit", run)
 
 
+def test_a_run_folder_without_its_adapter_or_fusion_is_refused(
+    config, root, st_a, mta_fusion, tmp_path
+) -> None:
+    """Scored as its head alone (0.78 for a user's ST-A folder whose adapter/ was gone, above
+    the run's own 0.76), without a word."""
+    for run, part in ((st_a.out_dir, "adapter"), (root / "fusion", "fusion")):
+        copy = Path(shutil.copytree(run, tmp_path / part))
+        shutil.rmtree(copy / part)
+        mode = json.loads((copy / "run.json").read_text())["mode"]
+        task = "fruit" if part == "adapter" else "score"
+        with pytest.raises(UserError) as caught:
+            evaluate_run(config, task, copy)
+        assert str(caught.value) == (
+            f"--run {copy}: its run.json says mode {mode}, but its {part}/ folder is missing (it "
+            "would be scored as its head alone); give the whole folder train or fuse wrote, or "
+            "train it again"
+        )
+
+
 BERT_LAYOUT = {
     "layers": "encoder.layer",
     "attention_output": "attention.output.dropout",

@@ -148,3 +148,24 @@ def test_adapters_a_fusion_cannot_mix_are_refused_from_their_folders(config, tmp
         with pytest.raises(UserError, match=message):
             fuse_task(config, "fruit", adapters, out, train_config=training)
     assert not (tmp_path / "f").exists() and (tmp_path / "st-a" / "adapter").is_dir()
+
+
+def test_train_st_a_trains_the_pipelines_architecture_and_houlsby_the_grids_rate(
+    config, tmp_path
+) -> None:
+    """`train --mode st-a` trained a Pfeiffer adapter where `run` trains the config's Houlsby
+    ones, and `st-a-houlsby` outside the baselines took the adapters' default learning rate of
+    1e-4 (a user's stayed at chance where the grid's 0.01 learnt)."""
+    from dataclasses import replace
+
+    houlsby = replace(
+        config,
+        adapters=replace(config.adapters, architecture="houlsby", learning_rates=(0.003,)),
+    )
+    assert adapter_training(houlsby, "fruit", "st-a-houlsby").learning_rate == 0.003
+    assert adapter_training(houlsby, "fruit", "head").learning_rate == FAST["learning_rate"]
+    run = train_task(houlsby, "fruit", "st-a", tmp_path / "run",
+                     train_config=adapter_training(houlsby, "fruit", max_epochs=1))  # fmt: skip
+    assert json.loads((run.out_dir / "run.json").read_text())["mode"] == "st-a-houlsby"
+    adapter = json.loads((run.out_dir / "adapter" / "adapter_config.json").read_text())
+    assert adapter["config"]["architecture"] == "houlsby", adapter

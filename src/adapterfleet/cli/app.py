@@ -97,8 +97,8 @@ def train(
 ) -> None:
     """Train one task in one mode (a row of the paper's Table 1) on this machine.
 
-    Options left out train as the pipeline does: st-a with the first reduction factor and
-    learning rate of the task's grid, a mode among baselines.systems with the baselines'."""
+    Options left out train as the pipeline does: st-a (adapters.architecture) and st-a-houlsby
+    the task grid's first reduction factor and learning rate, baselines.systems the baselines'."""
     cfg = load(config, set_, budget)
     from adapterfleet.orchestration.local import adapter_training, train_task
 

@@ -219,6 +219,7 @@ def run_report(run: RunResult, training: TrainConfig) -> None:
                 "task": run.task,
                 "mode": run.mode,
                 **run.dev_metrics,
+                "lr": f"{training.learning_rate:g}",
                 "best epoch": run.fit.best_epoch,
                 "trainable": run.trainable_parameters,
                 "examples/s": f"{run.fit.examples_per_second:.1f}",

@@ -15,9 +15,16 @@ import os
 from pathlib import Path
 from typing import Any
 
-from adapterfleet.adapters import AdapterConfig, load_tokenizer, resolve_base_model
+from adapterfleet.adapters import (
+    ADAPTER_CONFIG,
+    AdapterConfig,
+    load_tokenizer,
+    resolve_base_model,
+)
 from adapterfleet.config import ConfigError, PipelineConfig
+from adapterfleet.fusion import FUSION_CONFIG
 from adapterfleet.training import TrainConfig
+from adapterfleet.training.modes import ADAPTER_MODES
 from adapterfleet.tuning.spec import BUILT_IN_LAYOUT, declared_layout
 
 # Families whose position ids start after the padding index (RoBERTa's `padding_idx + 1`):
@@ -144,6 +151,22 @@ def check_layout(what: str, recorded: Any, config: PipelineConfig) -> None:
     raise ConfigError(
         f"{what} was trained with another base_model_layout than the config's ({changes}); "
         f"its adapters sit where that layout placed them: {kept}"
+    )
+
+
+def check_run_parts(run_dir: Path, info: dict[str, Any]) -> None:
+    """A run folder whose run.json says it trained an adapter or a fusion, and whose `adapter/`
+    or `fusion/` is gone, was scored as its head alone. Where a pull put that part's files in
+    the folder itself, its config file stands for it."""
+    mode = info.get("mode")
+    needs = "fusion" if mode == "fusion" else "adapter" if mode in ADAPTER_MODES else None
+    config_file = FUSION_CONFIG if needs == "fusion" else ADAPTER_CONFIG
+    if needs is None or (run_dir / needs).is_dir() or (run_dir / config_file).is_file():
+        return
+    raise ConfigError(
+        f"--run {run_dir}: its run.json says mode {mode}, but its {needs}/ folder is missing "
+        "(it would be scored as its head alone); give the whole folder train or fuse wrote, "
+        "or train it again"
     )
 
 

@@ -37,12 +37,18 @@ from adapterfleet.console import Say
 from adapterfleet.data import TokenizedTask, load_task, tokenize_task
 from adapterfleet.data.tasks import TaskSpec
 from adapterfleet.fusion import FUSION_CONFIG, FusionConfig, load_fusion, set_active_fusion
-from adapterfleet.orchestration.limits import check_layout, check_single_run, other_base_error
+from adapterfleet.orchestration.limits import (
+    check_layout,
+    check_run_parts,
+    check_single_run,
+    other_base_error,
+)
 from adapterfleet.orchestration.partial_run import adapter_files, kept_epochs, run_settings
 from adapterfleet.orchestration.pulled_run import pulled_run_info
 from adapterfleet.orchestration.run_folder import check_fusion_adapters, fresh_run_dir
 from adapterfleet.training import Callback, TrainConfig, evaluate
 from adapterfleet.training.modes import (
+    ADAPTER_MODES,
     RUN_FILE,
     RunResult,
     mode_adapter,
@@ -68,13 +74,14 @@ def adapter_training(
 ) -> TrainConfig:
     """The settings the pipeline trains `task` in `mode` with, then the given changes (None
     values are ignored, as for CLI options left out; a value out of range is refused naming
-    the option). ST-A: the task's `task_training` and its grid's first learning rate (as its
-    first reduction factor, `train_task`); a mode `baselines.systems` trains: the baselines'
-    settings of that system; any other, the adapters'."""
+    the option). A mode `baselines.systems` trains: the baselines' settings of that system; any
+    other, the task's `task_training`, and for an adapter (ST-A, or a Houlsby one no baseline
+    trains) its grid's first learning rate (as its first reduction factor, `train_task`)."""
     training = config.adapters.training_for(task)
-    if mode in config.baselines.systems:
+    baseline = mode in config.baselines.systems
+    if baseline:
         training = config.baselines.training_for(mode, task)
-    grid = mode == "st-a" and config.adapters.learning_rate_range is None  # optuna: no first
+    grid = mode in ADAPTER_MODES and not baseline and config.adapters.learning_rate_range is None
     if grid and changes.get("learning_rate") is None:
         changes["learning_rate"] = config.adapters.grid_for(task).learning_rates[0]
     return training_with(training, **changes)
@@ -108,9 +115,11 @@ def train_task(
         train_config = train_config or config.adapters.training_for(task)
         names = config.adapter_tasks if mode == "mt-a" else [task]
         tasks = {name: prepare_task(config, name) for name in names}
+        adapter = mode_adapter(mode, rf, config.adapters.architecture)  # st-a: as run trains it
         settings = run_settings(
             config.base, config.max_length, train_config, list(tasks.values()),
             command="train", task=task, mode=mode, reduction_factor=rf,
+            **({"architecture": adapter.architecture} if adapter else {}),
         )  # fmt: skip
         start, epoch_hooks = kept.resume(settings), [kept.callback, *callbacks]
         if mode == "mt-a":
@@ -131,7 +140,7 @@ def train_task(
                 config.base,
                 train_config,
                 folder,
-                adapter=mode_adapter(mode, rf),
+                adapter=adapter,
                 metrics=config.tasks[task].metrics,
                 callbacks=epoch_hooks,
                 resume_from=start,
@@ -267,6 +276,8 @@ def load_run(
     mt_a = (run_dir / "heads").is_dir()  # MT-A: adapters/<task>/ and heads/<task>/
     if mt_a:
         check_mt_a_task(run_dir, task)
+    else:
+        check_run_parts(run_dir, info)
     head_dir = run_dir / "heads" / task if mt_a else run_dir / "head"
     if not mt_a and not head_dir.is_dir() and (run_dir / HEAD_CONFIG).is_file():
         head_dir = run_dir  # import-adapter's: the head beside the adapter, as AdapterHub has it

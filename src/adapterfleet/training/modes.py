@@ -136,10 +136,14 @@ def new_model(base_model: str | BaseModelSpec | nn.Module) -> AdapterModel:
 
 
 def mode_adapter(
-    mode: str, reduction_factor: int = DEFAULT_REDUCTION_FACTOR
+    mode: str, reduction_factor: int = DEFAULT_REDUCTION_FACTOR, architecture: str | None = None
 ) -> AdapterConfig | None:
-    """The adapter a single-task mode trains: None for `head` and `full`."""
-    return AdapterConfig(ADAPTER_MODES[mode], reduction_factor) if mode in ADAPTER_MODES else None
+    """The adapter a single-task mode trains: None for `head` and `full`. `architecture`: the
+    one `st-a` trains (a pipeline's `adapters.architecture`), Pfeiffer's when not given."""
+    if mode not in ADAPTER_MODES:
+        return None
+    chosen = architecture if mode == "st-a" and architecture else ADAPTER_MODES[mode]
+    return AdapterConfig(chosen, reduction_factor)
 
 
 def adapter_mode(adapter: AdapterConfig) -> str:

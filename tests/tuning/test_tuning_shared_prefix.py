@@ -26,7 +26,7 @@ from adapterfleet.registry.tags import TAG_CONFIG_HASH, TAG_SWEEP
 from adapterfleet.tuning.spec import task_config_hash
 
 
-def _register(uri: str, config, task: str, folder: Path, sweep: str):
+def _register(uri: str, config, task: str, folder: Path, sweep: str, **more: str):
     """`task`'s adapter registered (@best) for `config`'s settings by `config`'s sweep `sweep`."""
     experiment = ensure_experiment(uri, config.name)
     parent = open_sweep_run(uri, experiment, sweep, task)
@@ -37,7 +37,7 @@ def _register(uri: str, config, task: str, folder: Path, sweep: str):
     trial = open_trial_run(uri, experiment, parent.run_id, f"{task}-best")
     trial.log_artifacts(weights.parent, "adapter")
     trial.end("FINISHED")
-    tags = {TAG_CONFIG_HASH: task_config_hash(config, task), TAG_SWEEP: sweep}
+    tags = {TAG_CONFIG_HASH: task_config_hash(config, task), TAG_SWEEP: sweep, **more}
     name = adapter_model_name(config.registry_prefix, task)
     return register_version(uri, name, trial.run_id, "adapter", weights, tags)
 
@@ -68,8 +68,9 @@ def test_a_skip_names_the_pipeline_that_registered_the_version(shared) -> None:
 
 
 def test_moving_another_pipelines_best_is_said_and_its_status_names_the_maker(shared) -> None:
+    from adapterfleet.registry.info import made_by
     from adapterfleet.results.status import pipeline_status
-    from adapterfleet.tuning.settings import best_of_another, other_settings, say_taken
+    from adapterfleet.tuning.settings import best_now, other_settings, say_taken
 
     uri, alice, carol, folder = shared
     carol = load_config(  # other settings: a version of its own
@@ -77,9 +78,9 @@ def test_moving_another_pipelines_best_is_said_and_its_status_names_the_maker(sh
         ["name=carol", "registry_prefix=tinysweep", "adapters.training.max_epochs=3"],
     )
     name = adapter_model_name("tinysweep", "fruit")
-    taken = best_of_another(uri, name, carol.name)  # what the registrar reads first
+    taken = best_now(uri, name)  # what the registrar reads first
     assert taken is not None and taken.version == 1
-    assert best_of_another(uri, name, alice.name) is None  # her own
+    assert made_by(taken.tags, carol.name) == "tinysweep" and not made_by(taken.tags, alice.name)
     info = _register(uri, carol, "fruit", folder, "carol-4567cdef-20260102T000000")
     said: list[str] = []
     say_taken(said.append, "fruit", carol, taken, info)
@@ -95,3 +96,34 @@ def test_moving_another_pipelines_best_is_said_and_its_status_names_the_maker(sh
         "adapter fruit v2 @best was trained with other settings than this config's: made by "
         "pipeline 'carol', which shares this config's registry_prefix"
     )
+
+
+def test_best_moved_off_a_better_version_of_the_same_data_is_noted(shared) -> None:
+    """A quick re-run with a learning rate that did not learn moved `@best`, which predict,
+    pull and the next fusion take, from v1 at 0.75 to v2 at 0.26 without a word."""
+    from adapterfleet.tuning.settings import best_now, say_taken
+
+    uri, alice, _, folder = shared
+    worse = load_config(folder / "pipeline.yaml", ["adapters.training.max_epochs=3"])
+    scored = {"metric": "accuracy", "data_sha256": "d1"}
+    first = _register(uri, alice, "fruit", folder, "tinysweep-1-20260103T000000",
+                      metric_value="0.75", **scored)  # fmt: skip
+    said: list[str] = []
+    for sweep, value, data, noted in (
+        ("tinysweep-2-20260104T000000", "0.26", "d1", True),
+        ("tinysweep-3-20260105T000000", "0.30", "d1", False),  # better than the one it leaves
+        ("tinysweep-4-20260106T000000", "0.10", "d2", False),  # other dev rows: not ranked
+    ):
+        taken = best_now(uri, first.name)
+        info = _register(uri, worse, "fruit", folder, sweep, metric_value=value,
+                         **{**scored, "data_sha256": data})  # fmt: skip
+        said.clear()
+        say_taken(said.append, "fruit", worse, taken, info)
+        assert bool(said) is noted, (sweep, said)
+        if noted:
+            assert said == [
+                f"task fruit: note: @best moves here from v{taken.version} (dev accuracy 0.7500, "
+                f"better than this version's 0.2600), which was trained for other settings; "
+                f"v{taken.version} stays registered, and a run with its settings puts @best back "
+                "on it"
+            ]

@@ -46,7 +46,7 @@ from adapterfleet.tuning.progress import (
     trial_epoch_line,
     with_note,
 )
-from adapterfleet.tuning.settings import TAG_SETTINGS, best_of_another, say_taken, settings_tag
+from adapterfleet.tuning.settings import TAG_SETTINGS, best_now, say_taken, settings_tag
 from adapterfleet.tuning.spec import (
     TAG_BASE_MODEL,
     TAG_CONFIG_HASH,
@@ -280,7 +280,7 @@ class Registrar:
         if settings is not None:
             tags[TAG_SETTINGS] = settings
         run_id = str(best.result["mlflow_run_id"])
-        taken = best_of_another(self.uri, plan.model_name, self.config.name)  # before it moves
+        taken = best_now(self.uri, plan.model_name)  # before it moves
         head = weights.parent.parent / "head" / HEAD_WEIGHTS  # logged beside the adapter
         info = register_version(
             self.uri, plan.model_name, run_id, "adapter", weights, tags,

@@ -17,7 +17,15 @@ from adapterfleet.console import Say
 from adapterfleet.registry import ModelVersionInfo
 from adapterfleet.registry.info import made_by
 from adapterfleet.registry.tags import BEST_ALIAS
-from adapterfleet.tuning.spec import TAG_CONFIG_HASH, task_config_hashes, task_settings
+from adapterfleet.training.metrics import signed
+from adapterfleet.tuning.spec import (
+    TAG_CONFIG_HASH,
+    TAG_DATA_SHA256,
+    TAG_METRIC,
+    TAG_METRIC_VALUE,
+    task_config_hashes,
+    task_settings,
+)
 
 TAG_SETTINGS = "settings"
 MAX_TAG_CHARS = 5000  # a model version tag's column in MLflow's SQL stores
@@ -70,13 +78,11 @@ def other_settings(config: PipelineConfig, task: str, info: ModelVersionInfo) ->
     return changed_text(changed_settings(config, task, info.tags.get(TAG_SETTINGS)))
 
 
-def best_of_another(uri: str, name: str, pipeline: str) -> ModelVersionInfo | None:
-    """The `@best` version of model `name`, when another pipeline than `pipeline` made it (a
-    registry_prefix shared by two pipelines); else None."""
+def best_now(uri: str, name: str) -> ModelVersionInfo | None:
+    """The `@best` version of model `name` (None: none yet)."""
     from adapterfleet.registry import get_version
 
-    best = get_version(uri, name, alias=BEST_ALIAS)
-    return best if best is not None and made_by(best.tags, pipeline) else None
+    return get_version(uri, name, alias=BEST_ALIAS)
 
 
 def say_taken(
@@ -86,16 +92,42 @@ def say_taken(
     taken: ModelVersionInfo | None,
     info: ModelVersionInfo,
 ) -> None:
-    """The warning that this pipeline moved `@best` off `taken`, another pipeline's version."""
+    """What moving `@best` off `taken` (the version it was on) to `info` left behind: the
+    warning where another pipeline made `taken` (a shared registry_prefix), or a note where
+    `taken`, trained for other settings, scored better on the same dev data."""
     if taken is None or taken.version == info.version:
         return
     other = made_by(taken.tags, config.name)
+    if not other:
+        _say_left_better(say, task, taken, info)
+        return
     say(
         f"task {task}: warning: @best of {info.name} was v{taken.version}, made by pipeline "
         f"'{other}', and is now this pipeline's v{info.version}: the two share registry_prefix "
         f"'{config.registry_prefix}'; give this pipeline its own registry_prefix (e.g. "
         f"-o registry_prefix={config.name}) to leave the other's models alone"
     )
+
+
+def _say_left_better(say: Say, task: str, taken: ModelVersionInfo, info: ModelVersionInfo) -> None:
+    """A re-run with worse settings (a learning rate tried) moved `@best`, which predict, pull
+    and the next fusion take, off a better adapter without a word."""
+    metric, tags = info.tags.get(TAG_METRIC), taken.tags
+    if metric is None or tags.get(TAG_METRIC) != metric:
+        return
+    if tags.get(TAG_DATA_SHA256) != info.tags.get(TAG_DATA_SHA256):  # other dev rows: not ranked
+        return
+    try:
+        then, now = float(tags[TAG_METRIC_VALUE]), float(info.tags[TAG_METRIC_VALUE])
+    except (KeyError, ValueError):
+        return
+    if signed(metric, then) > signed(metric, now):
+        say(
+            f"task {task}: note: @best moves here from v{taken.version} (dev {metric} "
+            f"{then:.4f}, better than this version's {now:.4f}), which was trained for other "
+            f"settings; v{taken.version} stays registered, and a run with its settings puts "
+            "@best back on it"
+        )
 
 
 def _flat(value: Any, prefix: str) -> dict[str, Any]:

@@ -713,7 +713,8 @@ def test_a_training_learning_rate_or_seed_is_the_sweeps_list_where_that_is_left_
         (
             ["adapters.learning_rates=[1e-4]", "adapters.training.learning_rate=0.01"],
             r"adapters\.training\.learning_rate: 0\.01 is not one of adapters\.learning_rates "
-            r"\[0\.0001\], the values the sweep's trials take; list it there, or remove "
+            r"\[0\.0001\], the values the sweep's trials take; list it there, set it to one of "
+            r"them \(-o adapters\.training\.learning_rate=0\.0001\), or remove "
             r"adapters\.training\.learning_rate$",
         ),
         (

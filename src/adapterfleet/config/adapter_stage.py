@@ -264,7 +264,8 @@ def _taken(
         return points
     raise ConfigError(
         f"{where}.{key}: {value:g} is not one of {listed} {list(points)}, the values the "
-        f"sweep's trials take; list it there, or remove {where}.{key}"
+        f"sweep's trials take; list it there, set it to one of them (-o {where}.{key}="
+        f"{points[0]:g}), or remove {where}.{key}"
     )
 
 

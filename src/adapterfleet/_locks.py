@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -43,3 +45,48 @@ def lock_if_free(path: Path) -> Iterator[bool]:
             yield True
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+class LockHeld(Exception):
+    """`sole_lock`'s path is held by another process; `note` is what that one wrote in it."""
+
+    def __init__(self, note: str) -> None:
+        super().__init__(note)
+        self.note = note
+
+
+@contextmanager
+def sole_lock(path: Path, note: str) -> Iterator[None]:
+    """Hold an exclusive `flock` on `path` for the block, `note` (who holds it) written in it, or
+    raise LockHeld at once where another process holds it. The kernel lets go of a lock when its
+    process ends in any way, so a killed holder leaves none that refuses; the file goes when the
+    block ends (unlinked while held: a process that opened it meanwhile sees another file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        lock = open(path, "a+")  # noqa: SIM115 - held open for the block
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            held = LockHeld(lock.read().strip())
+            lock.close()
+            raise held from None
+        if _is_at(lock.fileno(), path):
+            break
+        lock.close()  # its holder removed it after this opened it: lock the file there now
+    try:
+        lock.truncate(0)
+        lock.write(note + "\n")
+        lock.flush()
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            path.unlink()
+        lock.close()
+
+
+def _is_at(fd: int, path: Path) -> bool:
+    try:
+        return os.stat(path).st_ino == os.fstat(fd).st_ino
+    except FileNotFoundError:
+        return False

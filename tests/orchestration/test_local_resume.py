@@ -5,11 +5,12 @@ trains; a call with other settings starts afresh and says why."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-from adapterfleet.config import PipelineConfig
+from adapterfleet.config import ConfigError, PipelineConfig
 from adapterfleet.orchestration.commands import fusion_training
 from adapterfleet.orchestration.local import adapter_training, fuse_task, train_task
 from adapterfleet.training import Callback
@@ -84,3 +85,35 @@ def test_a_stopped_fuse_keeps_the_earlier_run_and_continues_as_if_never_stopped(
     whole = fuse(tmp_path / "whole", _Epochs())
     assert resumed.fit.history == [pytest.approx(epoch) for epoch in whole.fit.history]
     assert resumed.dev_metrics == pytest.approx(whole.dev_metrics)
+
+
+def test_a_fuse_with_the_out_of_a_running_one_is_refused_and_leaves_its_epochs(
+    config, tmp_path
+) -> None:
+    """It started afresh, replacing the running fusion's kept epochs, and both saved a run."""
+    adapters = []
+    for task in ("fruit", "water"):
+        training = adapter_training(config, task, max_epochs=1, batch_size=16)
+        train_task(config, task, "st-a", tmp_path / task, train_config=training)
+        adapters.append(tmp_path / task / "adapter")
+    out, partial, refusals = tmp_path / "dup2", tmp_path / "dup2.partial", []
+
+    def fuse(epochs: Callback, **changes):
+        train = fusion_training(config, "fruit", **{**EPOCHS, **changes})
+        return fuse_task(config, "fruit", adapters, out, train_config=train, callbacks=[epochs])
+
+    class _SecondFuse(Callback):
+        def on_epoch_end(self, report) -> None:
+            if report.epoch == 1:
+                with pytest.raises(ConfigError) as refused:
+                    fuse(_Epochs(), learning_rate=0.02)
+                refusals.append(str(refused.value))
+                assert (partial / "checkpoints" / "epoch-0001").is_dir()
+
+    run = fuse(_SecondFuse())
+    assert refusals == [
+        f"--out {out}: another adapterfleet train or fuse is writing this run folder (pid "
+        f"{os.getpid()}); wait for it to end, or give another --out"
+    ]
+    assert run.fit.epochs_run == 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dup2", "fruit", "water"]

@@ -68,6 +68,9 @@ def write_weights(
 
 def read_config(directory: str | os.PathLike[str], config_name: str) -> dict[str, Any]:
     path = Path(directory) / config_name
+    if not Path(directory).is_dir():
+        problem = "is a file" if Path(directory).exists() else "does not exist"
+        raise WeightsFileError(f"{directory} {problem}; give a saved adapterfleet directory")
     if not path.is_file():
         raise WeightsFileError(f"{path} is missing; is {directory} a saved adapterfleet directory?")
     try:

@@ -8,6 +8,8 @@ so that Ctrl-C or SIGTERM loses no finished epoch and the same command continues
 A run continues from the newest checkpoint there when its settings are the ones saved beside
 it, and starts afresh, saying why, when they are not. Once the run folder is in place at
 `--out`, the folder goes; a run that fails (not one stopped) removes it only where it began it.
+The whole run holds a lock beside them (`.rte.lock`): a second command with the same `--out`
+is refused while the first runs.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from adapterfleet.adapters import ADAPTER_WEIGHTS, sha256_file
 from adapterfleet.config import BaseModelSpec, ConfigError
 from adapterfleet.console import Say
 from adapterfleet.data import TokenizedTask
+from adapterfleet.orchestration.run_folder import run_folder_lock
 from adapterfleet.training import Callback, EpochReport, JobWorkdir, TrainConfig
 from adapterfleet.training.checkpoint import RESUMABLE_CHANGES
 from adapterfleet.training.modes import RUN_FILE
@@ -38,6 +41,12 @@ def partial_dir(out_dir: Path) -> Path:
     if out.name in ("", ".", ".."):
         out = out.resolve()
     return out.with_name(out.name + ".partial")
+
+
+def lock_file(out_dir: Path) -> Path:
+    """`.<out>.lock`, beside `out_dir`: held while a run writes there."""
+    partial = partial_dir(out_dir)
+    return partial.with_name(f".{partial.name.removesuffix('.partial')}.lock")
 
 
 def run_settings(
@@ -123,15 +132,17 @@ class KeptEpochs:
 def kept_epochs(out_dir: Path, say: Say) -> Iterator[KeptEpochs]:
     """The run's kept epochs: gone when the block ends (the run is saved); kept when Ctrl-C or
     SIGTERM stops it; when it fails, gone where this run began the folder, else kept (a stopped
-    run's epochs, and the ones this run added to them, for the next run to continue)."""
-    kept = KeptEpochs(out_dir, say)
-    try:
-        yield kept
-    except Exception:
-        if not kept.found:
-            kept.clear()
-        raise
-    kept.clear()
+    run's epochs, and the ones this run added to them, for the next run to continue). The
+    block holds the `--out` lock: where another command holds it, a ConfigError at once."""
+    with run_folder_lock(out_dir, lock_file(out_dir)):
+        kept = KeptEpochs(out_dir, say)
+        try:
+            yield kept
+        except Exception:
+            if not kept.found:
+                kept.clear()
+            raise
+        kept.clear()
 
 
 def interrupted_line(out_dir: Path) -> str:

@@ -4,13 +4,16 @@ folder is always one whole run: an earlier run there is replaced once the new on
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from adapterfleet._files import follow_umask
-from adapterfleet.adapters import read_adapter_config
+from adapterfleet._locks import LockHeld, sole_lock
+from adapterfleet.adapters import ADAPTER_CONFIG, read_adapter_config
 from adapterfleet.config import ConfigError
 from adapterfleet.training.modes import RUN_FILE
 
@@ -46,6 +49,24 @@ def fresh_run_dir(out_dir: Path) -> Iterator[Path]:
         shutil.rmtree(staging, ignore_errors=True)  # a failed run's half (gone after a swap)
 
 
+@contextlib.contextmanager
+def run_folder_lock(out_dir: Path, lock_path: Path) -> Iterator[None]:
+    """Hold `lock_path` for the block (`sole_lock`: a killed command leaves none that refuses),
+    or refuse at once, in one line, naming the pid that holds it: two commands with one `--out`
+    would replace each other's kept epochs and run folder."""
+    command = sys.argv[1] if sys.argv[1:2] in (["train"], ["fuse"]) else "train or fuse"
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(sole_lock(lock_path, f"{os.getpid()} {command}"))
+        except LockHeld as other:
+            pid, *words = other.note.split() or ["?"]
+            raise ConfigError(
+                f"--out {out_dir}: another adapterfleet {' '.join(words) or 'train or fuse'} is "
+                f"writing this run folder (pid {pid}); wait for it to end, or give another --out"
+            ) from None
+        yield
+
+
 def _swap(new: Path, out: Path) -> None:
     """Put `new` at `out`, the earlier run moved away first and deleted last."""
     old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
@@ -66,6 +87,7 @@ def check_fusion_adapters(adapter_dirs: Sequence[Path], out_dir: Path) -> None:
     names: dict[str, Path] = {}
     out = Path(out_dir).resolve()
     for folder in adapter_dirs:
+        _check_adapter_folder(Path(folder))
         name, config, _ = read_adapter_config(folder)
         if config.architecture != "pfeiffer":
             raise ConfigError(
@@ -83,3 +105,26 @@ def check_fusion_adapters(adapter_dirs: Sequence[Path], out_dir: Path) -> None:
                 f"--adapters: {folder} lies inside --out {out_dir}, which the new run "
                 "replaces; give another --out"
             )
+
+
+def _check_adapter_folder(folder: Path) -> None:
+    """A folder that is there and not a run folder; a run folder is refused naming the adapter
+    folder in it (a train run's `adapter/`, an MT-A run's `adapters/<task>/`)."""
+    if not folder.exists():
+        raise ConfigError(f"--adapters {folder}: does not exist; give a saved adapter folder")
+    if not folder.is_dir():
+        raise ConfigError(f"--adapters {folder}: is a file; give a saved adapter folder")
+    if (folder / ADAPTER_CONFIG).is_file() or not (folder / RUN_FILE).is_file():
+        return  # an adapter, or read_adapter_config says what the folder lacks
+    inside = [folder / "adapter"] if (folder / "adapter").is_dir() else []
+    if (folder / "adapters").is_dir():
+        inside = sorted(p for p in (folder / "adapters").iterdir() if p.is_dir())
+    if not inside:
+        raise ConfigError(
+            f"--adapters {folder}: a run folder with no adapter in it (a fusion, full or head "
+            "run); give the adapter folder of an st-a run (its adapter/)"
+        )
+    its = "its adapter folder" if len(inside) == 1 else "one of its adapter folders"
+    raise ConfigError(
+        f"--adapters {folder}: a run folder; give {its}: {', '.join(map(str, inside))}"
+    )

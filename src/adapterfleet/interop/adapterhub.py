@@ -53,6 +53,7 @@ from adapterfleet.interop.folders import (
     Saved,
     Tensors,
     check_out,
+    check_saved_names,
     first_line,
     our_base,
     our_folders,
@@ -102,6 +103,7 @@ def import_adapterhub(
     check_out(src, out, OUR_NAMES)
     parts = read_reference_dir(src)
     planned = _translate(parts)  # every refusal of a setting, before a base model is loaded
+    check_saved_names(parts, name)
     base = base_model if base_model is not None else reference_base(parts.values(), src)
     with _working_model(base) as model:
         layout = _layout_of(model)

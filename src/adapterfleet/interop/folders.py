@@ -18,6 +18,7 @@ from safetensors.torch import load_file, save_file
 from adapterfleet.adapters import ADAPTER_CONFIG, ADAPTER_WEIGHTS, HEAD_CONFIG, HEAD_WEIGHTS
 from adapterfleet.adapters.base_model import MINILM, MINILM_HUB_ID
 from adapterfleet.adapters.files import read_config
+from adapterfleet.adapters.model import check_name
 from adapterfleet.fusion import FUSION_CONFIG, FUSION_WEIGHTS
 from adapterfleet.interop import reference as ref
 from adapterfleet.interop.reference import InteropError
@@ -39,6 +40,21 @@ class Saved:
     @property
     def name(self) -> str:
         return str(self.meta.get("name", ""))
+
+
+def check_saved_names(parts: dict[str, Saved], name: str | None) -> None:
+    """The saved adapter and head names the import keeps where no `name` is given (a fusion
+    takes its head's) are names ours can have; one that is not is refused before a base model
+    is loaded, naming `--name`, which replaces them (a fusion's head is named `a1,a2`)."""
+    for kind in ("adapter", "head"):
+        if name is not None or kind not in parts:
+            continue
+        try:
+            check_name(kind, parts[kind].name)
+        except ValueError as error:
+            raise InteropError(
+                f"{parts[kind].where}: {error}; give the imported adapter a name with --name NAME"
+            ) from None
 
 
 REFERENCE_NAMES = frozenset(

@@ -115,6 +115,25 @@ def test_tasks_refuses_what_run_refuses_before_ray(
     assert not (tmp_path / "runs" / "demo-data").exists()  # refused before the data is written
 
 
+def test_tasks_says_a_fusion_of_one_adapter_is_no_mix(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A fusion target over one adapter trained and registered without a word; its fusion
+    weight is always 1. Said, not refused: the other targets of the demo are left alone."""
+    storage = f"storage={tmp_path / 'runs'}"
+    one = "fusion.targets={demo_delivery: [demo_delivery]}"
+    result = runner.invoke(app, ["tasks", "-c", "demo", "-o", storage, "-o", one])
+    assert result.exit_code == 0, result.output
+    assert (
+        "fusion.targets.demo_delivery fuses one adapter (demo_delivery): its fusion weight is "
+        "always 1, so the fusion learns no mix, only its value projection and head; list two "
+        "or more adapter tasks (AdapterFusion composes several)"
+    ) in caplog.messages  # on stderr outside pytest, which takes the warnings itself
+    caplog.clear()
+    plain = runner.invoke(app, ["tasks", "-c", "demo", "-o", storage])
+    assert plain.exit_code == 0 and not any("fuses one" in m for m in caplog.messages)
+
+
 def test_every_command_that_reads_a_config_takes_its_budget() -> None:
     """After `run CONFIG --budget cpu`, the same `--budget cpu` finds that run with every other
     command (`adapters`, `pull`, `predict` used to know only `-o budget=cpu`)."""

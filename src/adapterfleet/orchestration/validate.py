@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -119,6 +120,20 @@ def validate_pipeline(
     return {task: load_task(config.tasks[task]) for task in used_tasks(config)}
 
 
+def warn_single_adapter_fusions(config: PipelineConfig) -> None:
+    """Said, not refused (a fusion of one adapter is a cheap smoke test): over one adapter the
+    fusion's softmax weight is always 1, so it mixes nothing and is not AdapterFusion."""
+    for target, sources in config.fusion.targets.items():
+        if len(sources) == 1:
+            logging.getLogger(__name__).warning(
+                "fusion.targets.%s fuses one adapter (%s): its fusion weight is always 1, so the "
+                "fusion learns no mix, only its value projection and head; list two or more "
+                "adapter tasks (AdapterFusion composes several)",
+                target,
+                sources[0],
+            )
+
+
 def validate_settings(config: PipelineConfig) -> None:
     """What a config asks of this machine's files and its base model, without its data, store
     or Ray: the storage folder, the base model (family, layout, tokenizer), the reduction
@@ -129,6 +144,7 @@ def validate_settings(config: PipelineConfig) -> None:
     check_pooling(config, model_config, used_tasks(config))
     check_reduction_factors(config, int(model_config.hidden_size))
     check_model_limits(config, model_config)
+    warn_single_adapter_fusions(config)
 
 
 def check_storage(config: PipelineConfig) -> None:

@@ -83,6 +83,26 @@ def test_a_run_folder_without_its_adapter_or_fusion_is_refused(
         )
 
 
+def test_evaluating_on_other_dev_rows_than_the_run_was_scored_on_is_said(config, st_a) -> None:
+    """evaluate "gives the run's own dev metrics back"; with another max_length or
+    max_dev_examples it gave other figures without a word (0.5162 for a run.json's 0.5312)."""
+    import warnings
+
+    info = json.loads((st_a.out_dir / "run.json").read_text())
+    assert info["dev"]["rows"] == 16 and info["dev"]["max_length"] == config.max_length
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*other dev rows")  # the same rows: none
+        assert evaluate_run(config, "fruit", st_a.out_dir) == pytest.approx(st_a.dev_metrics)
+    shorter = dataclasses.replace(config, max_length=12)
+    with pytest.warns(UserWarning) as said:
+        evaluate_run(shorter, "fruit", st_a.out_dir)
+    assert [str(w.message) for w in said] == [
+        f"--run {st_a.out_dir}: its run.json's dev metrics were measured on other dev rows (16 "
+        f"rows at max_length {config.max_length}) than these (16 rows at max_length 12); give "
+        "the -o it trained with (max_length, tasks.<task>.max_dev_examples) to score it as it was"
+    ]
+
+
 BERT_LAYOUT = {
     "layers": "encoder.layer",
     "attention_output": "attention.output.dropout",

@@ -12,19 +12,22 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
 from adapterfleet.adapters import (
     ADAPTER_CONFIG,
+    HEAD_CONFIG,
     AdapterConfig,
     load_tokenizer,
     resolve_base_model,
 )
 from adapterfleet.config import ConfigError, PipelineConfig
+from adapterfleet.data import TokenizedTask
 from adapterfleet.fusion import FUSION_CONFIG
 from adapterfleet.training import TrainConfig
-from adapterfleet.training.modes import ADAPTER_MODES
+from adapterfleet.training.modes import ADAPTER_MODES, RUN_FILE
 from adapterfleet.tuning.spec import BUILT_IN_LAYOUT, declared_layout
 
 # Families whose position ids start after the padding index (RoBERTa's `padding_idx + 1`):
@@ -151,6 +154,38 @@ def check_layout(what: str, recorded: Any, config: PipelineConfig) -> None:
     raise ConfigError(
         f"{what} was trained with another base_model_layout than the config's ({changes}); "
         f"its adapters sit where that layout placed them: {kept}"
+    )
+
+
+def check_run_folder(run_dir: Path) -> None:
+    """`--run` is a folder that train, fuse or pull wrote: its run.json, or a head/ (heads/:
+    MT-A); or one import-adapter wrote with a head, its head_config.json beside the adapter."""
+    if not run_dir.is_dir():
+        problem = "is a file" if run_dir.exists() else "does not exist"
+    elif not any((run_dir / name).exists() for name in (RUN_FILE, "head", "heads", HEAD_CONFIG)):
+        problem = f"has no {RUN_FILE}, head/, heads/ or {HEAD_CONFIG}: it is not a run folder"
+    else:
+        return
+    raise ConfigError(
+        f"--run {run_dir} {problem}; give the --out folder of a train or fuse run, a folder "
+        "adapterfleet pull wrote, or one import-adapter wrote with its head (an adapter folder "
+        "alone is used with fuse --adapters)"
+    )
+
+
+def note_other_dev(run_dir: Path, info: dict[str, Any], tokenized: TokenizedTask) -> None:
+    """A warning where the dev rows evaluate scores differ from those the run's own dev metrics
+    (run.json) were measured on: another max_length or max_dev_examples gave other figures
+    without a word, where the README promises the run's own metrics back."""
+    then, dev = info.get("dev"), tokenized.dev
+    if not isinstance(then, dict) or then.get("key") in (None, dev.key):
+        return
+    warnings.warn(
+        f"--run {run_dir}: its run.json's dev metrics were measured on other dev rows "
+        f"({then.get('rows')} rows at max_length {then.get('max_length')}) than these "
+        f"({len(dev.labels)} rows at max_length {tokenized.max_length}); give the -o it trained "
+        "with (max_length, tasks.<task>.max_dev_examples) to score it as it was",
+        stacklevel=2,
     )
 
 

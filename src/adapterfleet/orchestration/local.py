@@ -39,8 +39,10 @@ from adapterfleet.data.tasks import TaskSpec
 from adapterfleet.fusion import FUSION_CONFIG, FusionConfig, load_fusion, set_active_fusion
 from adapterfleet.orchestration.limits import (
     check_layout,
+    check_run_folder,
     check_run_parts,
     check_single_run,
+    note_other_dev,
     other_base_error,
 )
 from adapterfleet.orchestration.partial_run import adapter_files, kept_epochs, run_settings
@@ -207,6 +209,7 @@ def evaluate_run(
     check_single_run(config, task, trains=False)
     model = load_run(config, task, run_dir, info, base)
     tokenized = prepare_task(config, task)
+    note_other_dev(run_dir, info, tokenized)
     training = config.adapters.training_for(task)
     _, dev = task_batches(tokenized, training)
     names = list(dict.fromkeys([training.metric, *config.tasks[task].metrics]))
@@ -214,22 +217,6 @@ def evaluate_run(
     precision = info.get("train_config", {}).get("precision", training.precision)
     dtype = prediction_dtype(precision, device)
     return evaluate(model.to(device).eval(), dev, names, device=device, dtype=dtype)
-
-
-def check_run_folder(run_dir: Path) -> None:
-    """`--run` is a folder that train, fuse or pull wrote: its run.json, or a head/ (heads/:
-    MT-A); or one import-adapter wrote with a head, its head_config.json beside the adapter."""
-    if not run_dir.is_dir():
-        problem = "is a file" if run_dir.exists() else "does not exist"
-    elif not any((run_dir / name).exists() for name in (RUN_FILE, "head", "heads", HEAD_CONFIG)):
-        problem = f"has no {RUN_FILE}, head/, heads/ or {HEAD_CONFIG}: it is not a run folder"
-    else:
-        return
-    raise ConfigError(
-        f"--run {run_dir} {problem}; give the --out folder of a train or fuse run, a folder "
-        "adapterfleet pull wrote, or one import-adapter wrote with its head (an adapter folder "
-        "alone is used with fuse --adapters)"
-    )
 
 
 def read_run_info(run_dir: Path) -> dict[str, Any]:

@@ -224,7 +224,7 @@ def train_single(
         run.lineage["adapter"] = adapter.to_dict()
     if mode == "full":
         save_base_model(model, out / "model")
-    write_run_file(run, base_model, config)
+    write_run_file(run, base_model, config, tokenized)
     return run
 
 
@@ -281,7 +281,7 @@ def train_fusion_run(
         "adapter_sha256": [sha256_file(Path(d) / ADAPTER_WEIGHTS) for d in adapter_dirs],
     }
     run = RunResult("fusion", target, out, result, trained, lineage, model)
-    write_run_file(run, base_model, config)
+    write_run_file(run, base_model, config, tokenized)
     return run
 
 
@@ -295,8 +295,14 @@ def read_run_file(out_dir: Path) -> RunResult:
 
 
 def write_run_file(
-    run: RunResult, base_model: str | BaseModelSpec | nn.Module, config: TrainConfig
+    run: RunResult,
+    base_model: str | BaseModelSpec | nn.Module,
+    config: TrainConfig,
+    tokenized: TokenizedTask | None = None,
 ) -> Path:
+    """run.json: what the run is, what it trained on and with, its metrics and lineage; with
+    `tokenized`, the dev rows its metrics were measured on (their cache key, `evaluate`'s
+    check that it scores the same rows)."""
     base = (
         base_model
         if isinstance(base_model, str | BaseModelSpec)
@@ -317,6 +323,10 @@ def write_run_file(
         "fit": run.fit.to_dict(),
         "lineage": run.lineage,
     }
+    if tokenized is not None:
+        dev = tokenized.dev
+        rows = {"rows": len(dev.labels), "max_length": tokenized.max_length, "key": dev.key}
+        payload["dev"] = rows
     path = run.out_dir / RUN_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(payload, indent=2) + "\n")

@@ -20,7 +20,7 @@ from adapterfleet.training import TrainConfig
         ("warmup_ratio", 1.5, "in [0.0, 1.0]"),
         ("weight_decay", -0.1, ">= 0.0"),
         ("grad_accum_steps", 0, ">= 1"),
-        ("patience", 0, ">= 1 or None"),
+        ("patience", 0, ">= 1 or null (off; None in Python)"),
         ("metric", "auc", "['accuracy', 'f1', 'f1_macro'"),
         ("seed", -1, ">= 0"),
         ("max_grad_norm", 0.0, "> 0 or None"),

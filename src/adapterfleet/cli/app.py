@@ -146,7 +146,7 @@ def fuse(
     budget: BudgetOpt = None,
     set_: SetOpt = None,
 ) -> None:
-    """Train an AdapterFusion layer for TARGET (base and adapters frozen).
+    """Train an AdapterFusion layer for the --target task (base and adapters frozen).
 
     With --adapters: over those saved folders, written to --out. With --wait: over the registered
     `best` adapters of the config's fusion target, waiting until they all exist, then registered.

@@ -43,7 +43,10 @@ def fuse_registered(
     waiting for them, then registered. `changes`: learning_rate, max_epochs, seed, progress;
     a seed given trains that seed alone."""
     if target not in config.fusion.targets:
-        raise ConfigError(f"fusion.targets: {target!r} is not a fusion target of {config_path}")
+        raise ConfigError(
+            f"fusion.targets: {target!r} is not a fusion target of {config_path}; add it (-o "
+            f"'fusion.targets.{target}=all'), or fuse saved adapter folders with --adapters"
+        )
     check_single_run(config, target, option="--target")  # before the experiment is created
     seed = changes.get("seed")
     seeds = config.fusion.seeds if seed is None else (seed,)

@@ -299,7 +299,8 @@ def check_single_run(
         known = ", ".join(sorted(config.tasks))
         raise ConfigError(f"{option}: {task!r} is not a task of the config; tasks there: {known}")
     if mode is not None and mode not in SINGLE_RUN_MODES:
-        raise ConfigError(f"--mode: {mode!r} is unknown; use {', '.join(SINGLE_RUN_MODES)}")
+        fuse = "; a fusion trains with adapterfleet fuse" if "fusion" in mode.lower() else ""
+        raise ConfigError(f"--mode: {mode!r} is unknown; use {', '.join(SINGLE_RUN_MODES)}{fuse}")
     if mode in ("head", "full") and reduction_factor is not None:
         raise ConfigError(f"--reduction-factor: mode {mode} trains no adapter; leave it out")
     if mode == "mt-a":

@@ -155,7 +155,9 @@ def prune_fusion(
     dev_batches = list(dev)
     metrics = metric_names(config.tasks[target].metrics, config.fusion.training)
 
-    say(f"prune {target}: ranking the adapters of v{source.version} on {len(tokenized.dev)} dev")
+    say(
+        f"prune {target}: ranking the adapters of v{source.version} on {len(tokenized.dev)} dev rows"
+    )
     order, ranking = _rank_source(job, source, dev_batches)
     sizes = sizes_to_keep(ranking, keep, threshold)
     say("prune " + target + ": " + ", ".join(f"{t} {w:.3f}" for t, w in ranking))

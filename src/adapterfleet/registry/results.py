@@ -60,8 +60,8 @@ def find_experiment(uri: str, name: str) -> ExperimentData:
     cannot be reached or holds no such experiment."""
     shown = safe_uri(uri)
     missing = (
-        f"no experiment {name!r} in {shown}; check the name (`adapterfleet jobs`, the MLflow UI) "
-        "or pass --tracking-uri"
+        f"no experiment {name!r} in {shown}; check the name (`adapterfleet status` lists the "
+        "pipelines there, as does the MLflow UI) or pass --tracking-uri"
     )
     db = sqlite_path(uri)
     if db is not None and (not db.is_file() or _sqlite_lacks(db, name)):

@@ -63,7 +63,7 @@ class TrainConfig:
             raise ValueError("TrainConfig.weight_decay must be a finite number >= 0.0, got inf")
         _int_at_least("grad_accum_steps", self.grad_accum_steps, 1)
         if self.patience is not None:
-            _int_at_least("patience", self.patience, 1, suffix=" or None (off)")
+            _int_at_least("patience", self.patience, 1, suffix=" or null (off; None in Python)")
         _int_at_least("min_epochs", self.min_epochs, 1)
         _known_metric(self.metric)
         _int_at_least("seed", self.seed, 0)

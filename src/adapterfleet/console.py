@@ -8,10 +8,28 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from enum import IntEnum
 from typing import TextIO
 
 Say = Callable[[str], None]  # prints (or logs) one line of progress
+
+RELAY_MARK = "[adapterfleet] "  # a line for the driver's relay: RELAY_MARK + job + RELAY_SEP + text
+RELAY_SEP = " | "
+
+
+@dataclass(frozen=True)
+class MarkedSay:
+    """The `Say` of work in a Ray worker (a trial, a fusion, a baseline): each line to the
+    worker's stdout, marked with `job`, which the driver's relay (`orchestration/relay.py`)
+    prints plain among its own lines. Written to the stream, not through `print`: Ray Train's
+    workers patch `print` to log each line and also echo it, which the driver would show twice."""
+
+    job: str
+
+    def __call__(self, line: str) -> None:
+        sys.stdout.write(f"{RELAY_MARK}{self.job}{RELAY_SEP}{line}\n")
+        sys.stdout.flush()
 
 
 class Level(IntEnum):

@@ -156,7 +156,8 @@ def prune_fusion(
     metrics = metric_names(config.tasks[target].metrics, config.fusion.training)
 
     say(
-        f"prune {target}: ranking the adapters of v{source.version} on {len(tokenized.dev)} dev rows"
+        f"prune {target}: ranking the adapters of v{source.version} on "
+        f"{len(tokenized.dev)} dev rows"
     )
     order, ranking = _rank_source(job, source, dev_batches)
     sizes = sizes_to_keep(ranking, keep, threshold)

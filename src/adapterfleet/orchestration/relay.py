@@ -27,11 +27,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from adapterfleet.console import Level, Say
+from adapterfleet.console import RELAY_MARK, RELAY_SEP, Level, MarkedSay, Say
 from adapterfleet.registry.environment import driven_by, run_driver
 
-MARK = "[adapterfleet] "  # a relayed line: MARK + job + SEP + text
-SEP = " | "
+MARK, SEP = RELAY_MARK, RELAY_SEP  # a relayed line: MARK + job + SEP + text
 END = "(end of job)"
 RAY_PRINTER = "ray_print_logs"  # the name Ray gives its printer of worker lines
 HANDLER = "adapterfleet_relay"
@@ -39,18 +38,12 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class WorkerSay:
-    """The `Say` of a job that runs as a Ray task: its lines go to the worker's stdout, marked
-    with the job, for the driver's `WorkerRelay`. Written to the stream, not through `print`:
-    Ray Train's workers patch `print` to log each line and also echo it, which the driver would
-    show twice. `driver`: the driver that made it (`run_driver`), whose runs the job opens."""
+class WorkerSay(MarkedSay):
+    """The `Say` of a job that runs as a Ray task (`MarkedSay`: its lines marked for the
+    driver's `WorkerRelay`). `driver`: the driver that made it (`run_driver`), whose runs the
+    job opens."""
 
-    job: str
     driver: str = field(default_factory=run_driver)
-
-    def __call__(self, line: str) -> None:
-        sys.stdout.write(f"{MARK}{self.job}{SEP}{line}\n")
-        sys.stdout.flush()
 
 
 def run_relayed(function: Callable[..., T], say: WorkerSay, *args: Any, **kwargs: Any) -> T:

@@ -12,7 +12,13 @@ from pathlib import Path
 import torch
 
 from adapterfleet.errors import UserError
-from adapterfleet.training.callbacks import Callback, EpochReport, FitResult
+from adapterfleet.training.callbacks import (
+    Callback,
+    EpochReport,
+    FitResult,
+    ProgressClock,
+    progress_interval,
+)
 from adapterfleet.training.checkpoint import TrainingParts, load_checkpoint, save_checkpoint
 from adapterfleet.training.config import TrainConfig
 from adapterfleet.training.distributed import DataParallel
@@ -37,6 +43,7 @@ from adapterfleet.training.runtime import (
     progress,
     require_reiterable,
     resolve_device,
+    rows_in,
     to_device,
 )
 from adapterfleet.training.state import LoopState, RngState, seed_everything
@@ -195,11 +202,14 @@ class _FitRun:
         self.parts.optimizer.zero_grad(set_to_none=self.graphs is None)
         loss_sum, batches, examples, pending = torch.zeros((), device=self.device), 0, 0, 0
         show = self.config.progress and sys.stderr.isatty()
-        for batch in progress(self.epoch_batches(epoch), f"epoch {epoch}", show):
+        source = self.epoch_batches(epoch)
+        clock = self._progress_clock(epoch, source, bar=show)
+        for batch in progress(source, f"epoch {epoch}", show):
             rows, share = self.group.shard(batch)
             if share > 0:  # a short last batch may leave a rank no rows
                 loss_sum += self._forward_backward(rows, share)
             batches, examples, pending = batches + 1, examples + batch_size_of(batch), pending + 1
+            clock.tick(examples, batches)
             if pending == self.config.grad_accum_steps:
                 self._optimizer_step(pending)
                 pending = 0
@@ -208,6 +218,14 @@ class _FitRun:
         if batches == 0:
             raise ValueError(f"train_batches yielded no batches in epoch {epoch}")
         return self.group.sum(loss_sum).item() / batches, examples
+
+    def _progress_clock(self, epoch: int, batches: Iterable[Batch], bar: bool) -> ProgressClock:
+        """Rank 0's clock of `on_progress` calls; one that never calls under a progress bar or
+        where no callback listens."""
+        listening = self.group.is_main and not bar and self.callbacks
+        every_s = progress_interval() if listening else math.inf
+        count = len(batches) if hasattr(batches, "__len__") else None
+        return ProgressClock(epoch, rows_in(batches), count, every_s, self.callbacks)
 
     def _forward_backward(self, batch: Batch, share: float) -> torch.Tensor:
         """The loss of this rank's rows, weighted by their share of the global batch (the

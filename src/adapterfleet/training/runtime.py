@@ -99,6 +99,21 @@ def batch_size_of(batch: Batch) -> int:
     return int(batch["labels"].shape[0])
 
 
+def rows_in(batches: Iterable[Batch]) -> int | None:
+    """The examples an epoch's `batches` hold, where that is known without iterating them: a
+    list or tuple of batches, a DataLoader over a sized dataset that keeps its short last batch;
+    else None."""
+    if isinstance(batches, list | tuple):
+        return sum(batch_size_of(batch) for batch in batches)
+    dataset = getattr(batches, "dataset", None)
+    if dataset is None or not hasattr(dataset, "__len__"):
+        return None
+    sampler = getattr(batches, "batch_sampler", None)
+    if getattr(batches, "drop_last", False) or getattr(sampler, "drop_last", False):
+        return None
+    return len(dataset)
+
+
 def require_reiterable(batches: Iterable, name: str) -> None:
     """Refuse one-shot iterators (a generator would be empty from the second epoch on)."""
     if iter(batches) is batches:

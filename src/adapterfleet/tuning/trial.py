@@ -18,6 +18,7 @@ import ray.tune
 import torch
 
 from adapterfleet.adapters import ADAPTER_WEIGHTS, AdapterConfig, load_tokenizer, sha256_file
+from adapterfleet.console import MarkedSay
 from adapterfleet.data import load_task, tokenize_task
 from adapterfleet.registry import TAG_SHA256, TAG_SWEEP, TAG_TASK, MlflowRunLogger, open_trial_run
 from adapterfleet.registry.descriptions import TAG_NOTE, trial_note
@@ -32,6 +33,7 @@ from adapterfleet.training import (
     log_best,
     resume_job,
 )
+from adapterfleet.training.callbacks import ProgressLog
 from adapterfleet.training.metrics import signed
 from adapterfleet.training.modes import train_single
 from adapterfleet.tuning.inputs import log_task_inputs
@@ -142,6 +144,13 @@ def open_run(ctx: SweepContext, params: TrialParams, train: TrainConfig) -> Mlfl
     )
 
 
+def trial_progress(params: TrialParams, train: TrainConfig) -> ProgressLog:
+    """The trial's lines within an epoch longer than a minute, relayed to the driver's console
+    (its epoch lines come from its Tune results; these, one a minute, are no results)."""
+    label = f"trial {params.trial_id}"
+    return ProgressLog(MarkedSay(label), train.max_epochs, label)
+
+
 def trial_settings(params: TrialParams) -> str:
     """The trial's grid point in words, for descriptions."""
     return (
@@ -173,7 +182,10 @@ def run_trial(config: dict[str, Any], ctx: SweepContext) -> None:
                 workdir.run_dir,
                 adapter=AdapterConfig(ctx.config.adapters.architecture, params.reduction_factor),
                 metrics=spec.metrics,
-                callbacks=[EpochRecorder(workdir, logger, tune_report)],
+                callbacks=[
+                    EpochRecorder(workdir, logger, tune_report),
+                    trial_progress(params, train),
+                ],
                 resume_from=start[1] if start is not None else None,
             )
         final = finish_run(workdir, logger, params, result.dev_metrics, result.fit.best_epoch)

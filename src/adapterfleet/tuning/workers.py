@@ -50,6 +50,7 @@ from adapterfleet.tuning.trial import (
     report_final,
     resume_point,
     trial_config,
+    trial_progress,
 )
 
 TRAIN_DIR = "train"  # <storage>/ray/train/<sweep name>/<trial id>/: Ray Train's own run
@@ -170,7 +171,8 @@ def worker_loop(loop_config: dict[str, Any]) -> None:
     start = None
     if group.is_main:
         log_task_inputs(logger, spec, tokenized)
-        callbacks = [EpochRecorder(workdir, logger, hook)]
+        progress = trial_progress(params, trial_config(ctx, params))
+        callbacks = [EpochRecorder(workdir, logger, hook), progress]
         start = resume_point(workdir, logger, ray.train.get_checkpoint())
     start_folder = group.share(start[1] if start is not None else None)
     with logger.system_metrics() if group.is_main else nullcontext():

@@ -73,7 +73,7 @@ def _refused(folder: Path, out: Path, *words: str, base: str | None = None) -> s
         ({"is_parallel": True}, ["config.is_parallel=True"]),
         ({"use_gating": True}, ["config.use_gating=True"]),
         ({"leave_out": [0]}, ["config.leave_out=[0]"]),
-        ({"dropout": 0.1}, ["config.dropout=0.1"]),
+        ({"dropout": 1.5}, ["config.dropout=1.5"]),
         ({"inv_adapter": "nice"}, ["config.inv_adapter='nice'"]),
         ({"stochastic_depth": 0.1}, ["config.stochastic_depth=0.1"]),
         ({"some_new_switch": 3}, ["config.some_new_switch=3", "not a setting"]),
@@ -293,3 +293,17 @@ def test_without_torch_bin_only_safetensors_are_written(ours, tmp_path):
     assert head["config"]["dropout_prob"] == 0.2
     back = import_adapterhub(tmp_path / "ref", tmp_path / "back")  # from the safetensors files
     assert back.adapter == "a"
+
+
+def test_a_training_dropout_is_dropped_with_a_warning_and_the_weights_kept(exported, tmp_path):
+    """Refused before with no fix, though the reference applies it in training only; the
+    adapter imported with it holds the same weights as the one imported without."""
+    folder = _edited(exported, tmp_path, *ADAPTER, dropout=0.1)
+    with pytest.warns(UserWarning, match=r"config.dropout=0.1 is dropped: it acts in training"):
+        import_adapterhub(folder, tmp_path / "with")
+    plain = _edited(exported, tmp_path / "plain", *ADAPTER)
+    import_adapterhub(plain, tmp_path / "without")
+    weights = "adapter.safetensors"
+    assert (tmp_path / "with" / weights).read_bytes() == (
+        tmp_path / "without" / weights
+    ).read_bytes()

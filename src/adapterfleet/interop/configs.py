@@ -7,6 +7,7 @@ reference cannot express. Settings that only shape initialisation are ignored.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -66,6 +67,14 @@ def _check_fields(config: Mapping[str, Any], preset: str, where: str) -> None:
         wanted = expected[key]
         if key == "leave_out" and value is None:
             value = []
+        if key == "dropout" and isinstance(value, int | float) and 0 < value < 1:
+            warnings.warn(
+                f"{where}: config.dropout={value!r} is dropped: it acts in training only, and "
+                "adapterfleet uses imported adapters frozen (fusions, predictions: the same "
+                "outputs as the reference's in eval mode)",
+                stacklevel=2,
+            )
+            continue
         if value != wanted:
             raise InteropError(
                 f"{where}: config.{key}={value!r} is not supported; adapterfleet implements "

@@ -90,3 +90,21 @@ def test_http_check_on_closed_port_is_fast_and_clear() -> None:
     assert f"127.0.0.1:{port}" in message and "no answer" in message
     assert "mlflow server" in message
     assert "secret" not in message
+    assert message.endswith("or fix the tracking URI"), message
+
+
+def test_a_dead_server_named_by_the_environment_says_where_to_fix_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A config without tracking_uri takes $MLFLOW_TRACKING_URI; "fix the tracking URI" named
+    no place, and the config had none to fix."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    uri = f"http://user:secret@127.0.0.1:{port}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    with pytest.raises(RegistryError) as err:
+        check_tracking_uri(uri, timeout=2)
+    assert str(err.value).endswith("or fix the tracking URI (it comes from $MLFLOW_TRACKING_URI)")

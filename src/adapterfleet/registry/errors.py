@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
@@ -29,6 +30,15 @@ class RegistryTimeout(RegistryError, TimeoutError):
 def safe_uri(uri: str) -> str:
     """The URI with any `user:password@` part replaced, for messages and logs."""
     return mask(uri)
+
+
+def fix_the_uri(uri: str) -> str:
+    """ "fix the tracking URI", naming $MLFLOW_TRACKING_URI where `uri` is the one it holds (a
+    config without tracking_uri takes it, and the error named no place to fix it)."""
+    given = os.environ.get("MLFLOW_TRACKING_URI", "").strip()
+    if given and mask(given) == mask(uri):  # `uri` may come masked (`safe_uri`)
+        return "fix the tracking URI (it comes from $MLFLOW_TRACKING_URI)"
+    return "fix the tracking URI"
 
 
 def failed_reading(what: str, uri: str, exc: BaseException) -> RegistryError:

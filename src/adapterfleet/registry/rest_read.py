@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from adapterfleet.registry.errors import RegistryError, safe_uri
+from adapterfleet.registry.errors import RegistryError, fix_the_uri, safe_uri
 from adapterfleet.registry.info import ModelVersionInfo
 from adapterfleet.registry.sqlite_read import Unreadable
 from adapterfleet.registry.tags import quote
@@ -153,7 +153,7 @@ class Server:
     def _no_answer(self, reason: object) -> RegistryError:
         return RegistryError(
             f"tracking URI {self.shown}: no answer from {self.base}{API} ({reason}); start the "
-            "server (mlflow server --host ... --port ...) or fix the tracking URI"
+            f"server (mlflow server --host ... --port ...) or {fix_the_uri(self.shown)}"
         )
 
     def _http_error(self, status: int, raw: bytes) -> Exception:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from adapterfleet._locks import exclusive_lock
 from adapterfleet.console import Say
 from adapterfleet.masking import split_login
-from adapterfleet.registry.errors import RegistryError, safe_uri
+from adapterfleet.registry.errors import RegistryError, fix_the_uri, safe_uri
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -299,7 +299,7 @@ def _health(url: str, shown: str, timeout: float, say: Say | None) -> int:
                 waited = f" in {timeout:g} s" if slow else ""
                 raise RegistryError(
                     f"tracking URI {shown}: no answer from {url}{waited} ({reason}); start the "
-                    "server (mlflow server --host ... --port ...) or fix the tracking URI"
+                    f"server (mlflow server --host ... --port ...) or {fix_the_uri(shown)}"
                 ) from exc
             if say is not None:
                 say(f"waiting up to {timeout - first:g} s more for the tracking server {shown}")
@@ -354,7 +354,7 @@ def _check_tcp(uri: str, shown: str, timeout: float) -> None:
     except OSError as exc:
         raise RegistryError(
             f"tracking URI {shown}: cannot connect to {parts.hostname}:{port} ({exc}); "
-            "start the database or fix the tracking URI"
+            f"start the database or {fix_the_uri(uri)}"
         ) from exc
 
 

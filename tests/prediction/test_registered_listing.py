@@ -27,6 +27,7 @@ def test_adapters_lists_versions_as_status_writes_them(world) -> None:
     assert {row["version"] for row in rows.values()} == {"v1 @best"}
     fusion = rows[("fusion", "fruit")]
     assert fusion["metric"] == "accuracy"
+    assert fusion["seed"] == "0"  # versions of two seeds told apart (adapters: no tag here)
     value = fusion["value"]
     assert len(value.split(".")[1]) == 4 and 0.0 <= float(value) <= 1.0
 

@@ -24,7 +24,7 @@ def registered_rows(config: PipelineConfig, every: bool = False) -> list[dict[st
     """One row per registered adapter and fusion of the pipeline: the `best` version (else the
     latest) as `v3 @best`, and every other version an alias names (`v2 @pruned-2`); with
     `every`, each version. Its dev metric and the reduction factor and learning rate it was
-    trained with."""
+    trained with, and its seed."""
     rows = []
     for kind in KINDS:
         shown = list_models(config.tracking_uri, config.registry_prefix, kind, every=True)
@@ -45,6 +45,7 @@ def registered_rows(config: PipelineConfig, every: bool = False) -> list[dict[st
                     "value": "" if number_from_tag(value) is None else number_from_tag(value),
                     "rf": info.tags.get("reduction_factor", ""),
                     "lr": info.tags.get("learning_rate", ""),
+                    "seed": info.tags.get("seed", ""),  # versions of other seeds told apart
                 }
             )
     return rows

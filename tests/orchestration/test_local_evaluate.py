@@ -103,6 +103,34 @@ def test_evaluating_on_other_dev_rows_than_the_run_was_scored_on_is_said(config,
     ]
 
 
+def test_a_fusion_folder_without_its_record_takes_its_adapters_from_adapters(
+    config, root, st_a, tmp_path
+) -> None:
+    """An imported AdapterHub fusion records no folders of the adapters it mixes: evaluate said
+    `fusion 'fruit': adapters [...] are not in the model; add each of them (load_adapter of its
+    folder)`, a fix for Python only. It takes them from `adapters/<name>/`, as pull lays them
+    out, and says which to import there."""
+    water = train_task(config, "water", "st-a", root / "st-a-water",
+                       train_config=adapter_training(config, "water", **FAST))  # fmt: skip
+    adapters = [st_a.out_dir / "adapter", water.out_dir / "adapter"]
+    fused = fuse_task(config, "fruit", adapters, tmp_path / "fusion",
+                      train_config=fusion_training(config, "fruit", **FAST))  # fmt: skip
+    imported = tmp_path / "imported"
+    for part in ("fusion", "head"):
+        shutil.copytree(fused.out_dir / part, imported / part)
+    with pytest.raises(UserError) as caught:
+        evaluate_run(config, "fruit", imported)
+    assert str(caught.value) == (
+        f"--run {imported}: its fusion mixes fruit, water, and the folder holds no adapter folder "
+        "of fruit, water (an imported fusion records none); import each into it (adapterfleet "
+        f"import-adapter THEIR_DIR --out {imported / 'adapters' / 'fruit'} for each) and evaluate "
+        "again"
+    )
+    for name, folder in zip(("fruit", "water"), adapters, strict=True):
+        shutil.copytree(folder, imported / "adapters" / name)
+    assert evaluate_run(config, "fruit", imported) == pytest.approx(fused.dev_metrics)
+
+
 BERT_LAYOUT = {
     "layers": "encoder.layer",
     "attention_output": "attention.output.dropout",

@@ -42,6 +42,7 @@ from adapterfleet.orchestration.limits import (
     check_run_folder,
     check_run_parts,
     check_single_run,
+    imported_fusion_adapters,
     note_other_dev,
     other_base_error,
 )
@@ -277,7 +278,7 @@ def load_run(
         adapter = load_recorded(model, run_dir / "adapters" / task, sha, run_dir, name=task)
         set_active_adapter(model, adapter)
     elif (fusion_dir := _part(run_dir, "fusion", FUSION_CONFIG)) is not None:
-        dirs = lineage.get("adapter_dirs", [])
+        dirs = lineage.get("adapter_dirs") or imported_fusion_adapters(run_dir, fusion_dir)
         hashes = hashes if isinstance(hashes, list) and len(hashes) == len(dirs) else []
         for adapter_dir, sha in itertools.zip_longest(dirs, hashes):
             if not Path(adapter_dir).is_dir():

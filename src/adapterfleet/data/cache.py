@@ -137,6 +137,17 @@ def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
     return digest.hexdigest()
 
 
+def tokens_sha256(split: TokenizedSplit) -> str:
+    """sha256 of a tokenised split's token ids and labels: the same rows at the same max_length
+    give the same digest on any machine (the cache key also names the tokenizer's path)."""
+
+    def plain(value: Any) -> Any:
+        return value.tolist() if hasattr(value, "tolist") else str(value)
+
+    text = json.dumps([split.input_ids, split.labels], default=plain, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def content_hash(dataset: datasets.Dataset) -> str:
     """sha256 of a normalised split's rows and features."""
     digest = hashlib.sha256()

@@ -25,6 +25,7 @@ from adapterfleet.adapters import (
 )
 from adapterfleet.config import ConfigError, PipelineConfig
 from adapterfleet.data import TokenizedTask
+from adapterfleet.data.cache import tokens_sha256
 from adapterfleet.fusion import FUSION_CONFIG
 from adapterfleet.training import TrainConfig
 from adapterfleet.training.modes import ADAPTER_MODES, RUN_FILE
@@ -178,7 +179,7 @@ def note_other_dev(run_dir: Path, info: dict[str, Any], tokenized: TokenizedTask
     (run.json) were measured on: another max_length or max_dev_examples gave other figures
     without a word, where the README promises the run's own metrics back."""
     then, dev = info.get("dev"), tokenized.dev
-    if not isinstance(then, dict) or then.get("key") in (None, dev.key):
+    if not isinstance(then, dict) or then.get("sha256") in (None, tokens_sha256(dev)):
         return
     warnings.warn(
         f"--run {run_dir}: its run.json's dev metrics were measured on other dev rows "

@@ -42,6 +42,7 @@ from adapterfleet.adapters.config import DEFAULT_REDUCTION_FACTOR, HEAD_DROPOUT,
 from adapterfleet.adapters.io import ADAPTER_WEIGHTS
 from adapterfleet.adapters.model import train_only
 from adapterfleet.data import TokenizedTask, make_dataloader
+from adapterfleet.data.cache import tokens_sha256
 from adapterfleet.fusion import (
     FusionConfig,
     add_fusion,
@@ -301,7 +302,7 @@ def write_run_file(
     tokenized: TokenizedTask | None = None,
 ) -> Path:
     """run.json: what the run is, what it trained on and with, its metrics and lineage; with
-    `tokenized`, the dev rows its metrics were measured on (their cache key, `evaluate`'s
+    `tokenized`, the dev rows its metrics were measured on (their tokens' sha256, `evaluate`'s
     check that it scores the same rows)."""
     base = (
         base_model
@@ -325,8 +326,8 @@ def write_run_file(
     }
     if tokenized is not None:
         dev = tokenized.dev
-        rows = {"rows": len(dev.labels), "max_length": tokenized.max_length, "key": dev.key}
-        payload["dev"] = rows
+        rows = {"rows": len(dev.labels), "max_length": tokenized.max_length}
+        payload["dev"] = {**rows, "sha256": tokens_sha256(dev)}
     path = run.out_dir / RUN_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(payload, indent=2) + "\n")

@@ -58,7 +58,7 @@ def test_a_commands_help_shows_each_paragraph_unbroken() -> None:
     )
     assert paragraph in result.output
     shown = runner.invoke(app, ["train", "--help"], env={"COLUMNS": "1000"}).output
-    assert "Options left out train as the pipeline does: st-a with the first reduction" in shown
+    assert "Options left out train as the pipeline does: st-a (adapters.architecture) and" in shown
 
 
 @pytest.mark.parametrize(

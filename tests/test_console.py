@@ -247,3 +247,103 @@ def test_after_ctrl_c_a_workers_late_line_is_not_printed_below_verbose(
         assert _shown_within(capsys, late, 5.0) is printed  # it comes in ~1 s when printed
     finally:
         dispatcher.handlers = before
+
+
+def _footer_after(lines: list[str]) -> list[str]:
+    """The counts a live footer shows after each of `lines`."""
+    live = LiveFooter("pipeline demo", io.StringIO())
+    shown = []
+    for line in lines:
+        live(line)
+        shown.append(live.footer().split(" · ", 2)[2])
+    return shown
+
+
+def _epoch(trial: str, statuses: list[str], fusions: list[str]) -> str:
+    """A trial's epoch line as the sweep prints it, with the fusion gates in `fusions`."""
+    from types import SimpleNamespace
+
+    from adapterfleet.orchestration.pipeline import fusion_note
+    from adapterfleet.tuning.progress import trial_epoch_line, with_note
+    from adapterfleet.tuning.spec import TrialParams
+
+    params = TrialParams(trial, 16, 1e-3, 7)
+    result = {"epoch": 2, "train_loss": 0.4, "dev_accuracy": 0.8, "best_dev_accuracy": 0.8}
+    gates = [SimpleNamespace(state=state) for state in fusions]
+    counts = with_note(trial_counts(statuses, 2), lambda: fusion_note(gates))
+    line = trial_epoch_line(params, {**result, "best_epoch": 2}, "accuracy", 3, counts)
+    assert line is not None
+    return line
+
+
+def _fusion_registered(target: str, trained: bool = True) -> str:
+    """The driver's last line of a fusion (orchestration/pipeline.py's gate)."""
+    from adapterfleet.orchestration.fusion_job import FusionOutcome, registered_text
+    from adapterfleet.registry.info import ModelVersionInfo
+
+    version = ModelVersionInfo(f"demo.fusion.{target}", 1, "file:///x", "r1")
+    outcome = FusionOutcome(target, version, {"accuracy": 0.81}, trained, 3.0, 0.4)
+    return f"fusion {target}: {registered_text(outcome, 'accuracy')}"
+
+
+def test_the_footer_follows_the_trials_ending_and_the_fusion_training_to_its_end() -> None:
+    """The lines after the last epoch carry no counts: the footer stayed at `1 running; fusions
+    1 waiting` while the fusion trained (100 s of the demo). It moves on from those lines."""
+    shown = _footer_after(
+        [
+            _epoch("a", ["RUNNING", "RUNNING"], ["waiting"]),
+            "trial a-rf16-lr0.001-s7: dev accuracy 0.8000 (epoch 2) [1/1]",
+            _epoch("b", ["TERMINATED", "RUNNING"], ["waiting"]),
+            "trial b-rf16-lr0.001-s7: dev accuracy 0.8000 (epoch 2), patience 1 ended it at "
+            "epoch 2/3 [1/1]",
+            "task b: registered demo.adapter.b v1 (@best) from trial b-rf16-lr0.001-s7, dev "
+            "accuracy 0.8000",
+            "fusion demo_delivery: training over a:v1,b:v1 (0.4s after the last adapter)",
+            "fusion demo_delivery (fusion-1) epoch 3/10: train loss 0.3000, dev accuracy 0.8100 "
+            "(best accuracy 0.8100 at epoch 3), 9 s",
+            _fusion_registered("demo_delivery"),
+        ]
+    )
+    trials = "trials {} done, {} running, 0 pending; fusions 1 {}"
+    assert shown == [
+        trials.format(0, 2, "waiting"),
+        trials.format(1, 1, "waiting"),
+        trials.format(1, 1, "waiting"),
+        trials.format(2, 0, "waiting"),
+        trials.format(2, 0, "waiting"),
+        trials.format(2, 0, "training"),
+        trials.format(2, 0, "training"),
+        trials.format(2, 0, "done"),
+    ]
+
+
+def test_a_fusion_the_counts_had_training_already_is_not_counted_twice() -> None:
+    """Two fusions: one's gate trains (the epoch line says so) before its first line comes;
+    the other's registered version is kept. A footer without counts yet goes by the fusions'
+    own lines, and counts of another shape are shown as they are."""
+    shown = _footer_after(
+        [
+            _epoch("a", ["TERMINATED", "RUNNING"], ["training", "waiting"]),
+            "fusion x: training over a:v1 (0.4s after the last adapter)",
+            "trial b-rf16-lr0.001-s7: FAILED [1/1]",
+            "trial b-rf16-lr0.001-s7: FAILED [1/1]",  # said again: counted once
+            _fusion_registered("y", trained=False),
+            _fusion_registered("x"),
+        ]
+    )
+    assert shown == [
+        "trials 1 done, 1 running, 0 pending; fusions 1 waiting, 1 training",
+        "trials 1 done, 1 running, 0 pending; fusions 1 waiting, 1 training",
+        "trials 2 done, 0 running, 0 pending; fusions 1 waiting, 1 training",
+        "trials 2 done, 0 running, 0 pending; fusions 1 waiting, 1 training",
+        "trials 2 done, 0 running, 0 pending; fusions 1 training, 1 done",
+        "trials 2 done, 0 running, 0 pending; fusions 2 done",
+    ]
+    assert _footer_after(["pipeline demo: validating", "fusion x: training over a:v1"]) == [
+        "starting",
+        "fusions 1 training",
+    ]
+    assert _footer_after(["trial a epoch 1: ... [trials 0 of 2]", "trial a: x [1/1]"]) == [
+        "trials 0 of 2",
+        "trials 0 of 2",
+    ]

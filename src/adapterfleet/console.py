@@ -79,25 +79,109 @@ class RowCount:
         self.say(f"{self.title}: {done:,} of {self.total:,} {rows}, {spent}")
 
 
+class StageCounts:
+    """What a footer shows of the pipeline: `trials 2 done, 0 running, 0 pending; fusions 1
+    training`. Taken whole from the latest line that ends with it (a trial's epoch,
+    tuning/progress.py), and moved on by the lines that carry none: a trial's end (`trial t1:
+    dev accuracy 0.8000 (epoch 2) [1/1]`, tuning/registration.py), a fusion's start and epochs
+    (`fusion x: training over ...`, `fusion x (fusion-1) epoch 3/10: ...`, orchestration/
+    fusion_job.py and fusion_training.py) and its end (`fusion x: registered ...` or `kept ...`,
+    orchestration/pipeline.py). tests/test_console.py makes these lines with the functions
+    that print them."""
+
+    SUFFIX = re.compile(r"\[(trials [^\]]*)\]\s*$")
+    TRIALS = re.compile(r"trials (\d+) done, (\d+) running, (\d+) pending(?:; (.*))?$")
+    FUSIONS = re.compile(r"fusions ((?:\d+ \w+)(?:, \d+ \w+)*)$")
+    TRIAL_ENDED = re.compile(r"trial (\S+): .* \[\d+/\d+\]$")
+    FUSION_TRAINS = re.compile(
+        r"fusion (\S+)(?: \([^)]*\))?(?: epoch \d|: training over |: resuming after epoch "
+        r"|: adapters .* ready, starting$)"
+    )
+    FUSION_DONE = re.compile(r"fusion (\S+): (?:registered|kept) ")
+    FUSION_STATES = ("waiting", "training", "done", "failed")  # the order a fusion goes
+
+    def __init__(self) -> None:
+        self.trials: tuple[int, int, int] | None = None  # done, running, pending
+        self.fusions: dict[str, int] = {}  # how many fusions are in each state
+        self.note = ""  # the rest of the counts, when it is not the fusions' (shown as it is)
+        self._ended: set[str] = set()  # trials
+        self._fusion_at: dict[str, str] = {}  # each fusion's state, as its own lines said
+
+    def see(self, line: str) -> None:
+        """Take what `line` tells of the trials and fusions, if anything."""
+        if found := self.SUFFIX.search(line):
+            self._take(found.group(1))
+        elif found := self.TRIAL_ENDED.match(line):
+            self._trial_ended(found.group(1))
+        elif found := self.FUSION_TRAINS.match(line):
+            self._fusion_moved(found.group(1), "training")
+        elif found := self.FUSION_DONE.match(line):
+            self._fusion_moved(found.group(1), "done")
+
+    def __str__(self) -> str:
+        parts = []
+        if self.trials is not None:
+            parts.append("trials {} done, {} running, {} pending".format(*self.trials))
+        shown = [f"{self.fusions[s]} {s}" for s in self.FUSION_STATES if self.fusions.get(s)]
+        parts += [f"fusions {', '.join(shown)}"] if shown else []
+        parts += [self.note] if self.note else []
+        return "; ".join(parts) or "starting"
+
+    def _take(self, counts: str) -> None:
+        found = self.TRIALS.match(counts)
+        if found is None:  # counts of another shape: shown as they are, not moved on
+            self.trials, self.fusions, self.note = None, {}, counts
+            return
+        self.trials = (int(found.group(1)), int(found.group(2)), int(found.group(3)))
+        rest = found.group(4) or ""
+        fusions = self.FUSIONS.match(rest)
+        pairs = [p.split(" ") for p in fusions.group(1).split(", ")] if fusions else []
+        self.fusions = {state: int(n) for n, state in pairs}
+        self.note = "" if fusions else rest
+
+    def _trial_ended(self, trial: str) -> None:
+        if self.trials is None or trial in self._ended:
+            return
+        self._ended.add(trial)
+        done, running, pending = self.trials
+        if running or pending:  # one that failed before it started was pending
+            self.trials = (
+                (done + 1, running - 1, pending) if running else (done + 1, 0, pending - 1)
+            )
+
+    def _fusion_moved(self, fusion: str, state: str) -> None:
+        order = self.FUSION_STATES
+        known = self._fusion_at.get(fusion)
+        if known is not None and order.index(known) >= order.index(state):
+            return
+        others = sum(s == state for s in self._fusion_at.values())  # said to be there
+        self._fusion_at[fusion] = state
+        if self.trials is None and not self.note:  # no counts yet: the fusions' lines alone
+            states = list(self._fusion_at.values())
+            self.fusions = {s: states.count(s) for s in order if s in states}
+            return
+        earlier = [s for s in order[: order.index(state)] if self.fusions.get(s)]
+        before = known or next(iter(earlier), None)
+        if before in earlier and self.fusions.get(state, 0) <= others:  # else counted there
+            self.fusions[before] -= 1
+            self.fusions[state] = self.fusions.get(state, 0) + 1
+
+
 class LiveFooter:
     """A `Say` for a terminal: each line printed above a footer that stays on the last row and is
-    redrawn every second: the elapsed time and the latest trial counts (`[trials 2 done, ...]`,
-    as the sweep's epoch lines end). Lines from several threads are printed whole."""
-
-    COUNTS = re.compile(r"\[(trials [^\]]*)\]\s*$")
+    redrawn every second: the elapsed time and where the trials and fusions are (`StageCounts`,
+    from the lines it prints). Lines from several threads are printed whole."""
 
     def __init__(self, title: str, stream: TextIO, refresh_s: float = 1.0) -> None:
         self.title, self.stream, self.refresh_s = title, stream, refresh_s
-        self.counts = "starting"
+        self.counts = StageCounts()
         self._started = time.monotonic()
         self._lock = threading.Lock()
         self._stop = threading.Event()
 
     def __call__(self, line: str) -> None:
         with self._lock:
-            found = self.COUNTS.search(line)
-            if found:
-                self.counts = found.group(1)
+            self.counts.see(line)
             self.stream.write(f"\r\x1b[2K{line}\n")
             self._draw()
 

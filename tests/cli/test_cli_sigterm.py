@@ -134,3 +134,72 @@ def test_the_console_script_turns_ray_auto_init_off() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
     )
     assert result.stdout.splitlines()[-1] == "0", result.stdout + result.stderr
+
+
+# Ctrl-C after Ctrl-C: each lands in a slow step of the clean-up, as on a busy machine where
+# leaving a local Ray takes seconds, marking the experiment interrupted waits on the store, and
+# Ray's exit handler leaves it again. The driver ends as `adapterfleet` does (`main`).
+REPEATED = textwrap.dedent(
+    """
+    import atexit, time
+
+    import adapterfleet.cli.output as output
+    import adapterfleet.orchestration.sweep as sweep
+    from adapterfleet.cli.ending import exit_promptly
+    from adapterfleet.cli.output import fail_cleanly, resumable
+
+    def slow(what):
+        def step(*args):
+            print(f"{what} started", flush=True)
+            time.sleep(30)
+        return step
+
+    sweep.stop_ray = slow("stop_ray")
+    output._note_interrupted = slow("note_interrupted")
+    atexit.register(slow("exit handler"))
+
+    @fail_cleanly
+    def command():
+        with resumable("kept"):
+            print("waiting", flush=True)
+            time.sleep(120)
+
+    try:
+        command()
+    except BaseException as stop:  # typer.Exit
+        exit_promptly(stop.exit_code)
+    """
+)
+
+
+def test_ctrl_c_after_ctrl_c_cuts_the_clean_up_short_and_still_says_what_is_kept(
+    tmp_path: Path,
+) -> None:
+    """A second Ctrl-C during `stop_ray` or `_note_interrupted` reached `fail_cleanly`, which
+    printed the bare `interrupted`: what is kept and how to continue were lost. Each Ctrl-C now
+    cuts its step short, and the line is said all the same."""
+    script = tmp_path / "driver.py"
+    script.write_text(REPEATED)
+    log_path = tmp_path / "driver.log"
+    with open(log_path, "w") as log:
+        driver = subprocess.Popen(
+            [sys.executable, str(script)], stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True, env={**os.environ, "PYTHONPATH": ":".join(sys.path)},
+        )  # fmt: skip
+        try:
+            for after in ("waiting", "stop_ray started", "note_interrupted started", "exit han"):
+                deadline = time.monotonic() + 60
+                while after not in log_path.read_text() and driver.poll() is None:
+                    assert time.monotonic() < deadline, log_path.read_text()[-3000:]
+                    time.sleep(0.05)
+                time.sleep(0.3)
+                if driver.poll() is None:
+                    os.kill(driver.pid, signal.SIGINT)
+            driver.wait(timeout=20)  # each step cut short: not its 30 s
+        finally:
+            if driver.poll() is None:
+                os.killpg(driver.pid, signal.SIGKILL)
+    output = log_path.read_text()
+    assert driver.returncode == 130, output[-3000:]
+    assert output.splitlines()[-2:] == ["interrupted: kept", "exit handler started"], output
+    assert "Traceback" not in output and "Exception ignored" not in output, output

@@ -7,6 +7,7 @@ import atexit
 import contextlib
 import faulthandler
 import os
+import signal
 import sys
 import threading
 from typing import NoReturn
@@ -28,18 +29,29 @@ def exit_promptly(code: int, grace_s: float = EXIT_GRACE_S) -> NoReturn:
 
     If that has not finished after `grace_s`, the process says so, prints where each thread
     is (a bug to report), and ends with `code` all the same: what the command wrote (MLflow
-    runs, checkpoints, registered versions) is on disk by then."""
+    runs, checkpoints, registered versions) is on disk by then. Ctrl-C meanwhile ends it at
+    once, with `code`: the command has said its last line (after Ctrl-C, `interrupted: ...`),
+    and an exit handler's traceback came after it."""
     shutdown = getattr(threading, "_shutdown", None)
     if shutdown is None:  # not CPython's threading: the plain exit
         sys.exit(code)
     watchdog = threading.Timer(grace_s, _overdue, args=(code, grace_s))
     watchdog.daemon = True  # not among the threads the exit waits for
     watchdog.start()
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, lambda signum, frame: _end_now(code))
     shutdown()
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         # a reader that went away (`| head`), a closed stream: nothing more can be said
         with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code)
+
+
+def _end_now(code: int) -> NoReturn:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError, RuntimeError):  # RuntimeError: reentrant
             stream.flush()
     os._exit(code)
 

@@ -88,23 +88,47 @@ def resumable(
     try:
         yield
     except DiskFullError:  # said by `fail_cleanly`, after the workers' last lines
-        from adapterfleet.orchestration.sweep import stop_ray
-
-        stop_ray()
-        _note_interrupted(config)  # for `status`, if the store still takes it
+        _clean_up(config)  # `status` is told, if the store still takes it
         raise
     except KeyboardInterrupt as stop:
-        from adapterfleet.orchestration.sweep import stop_ray
-
-        stop_ray()  # a worker's late line ("Checkpoint successfully created") came after ours
-        _note_interrupted(config)
+        # Ray left first: a worker's late line ("Checkpoint successfully created") came after ours
+        _clean_up(config)
         by = " by SIGTERM" if isinstance(stop, Terminated) or _sigterm_came.is_set() else ""
-        said = kept() if callable(kept) else kept
-        typer.secho(f"interrupted{by}: {said}", err=True, fg=typer.colors.YELLOW)
+        with _ctrl_c_held(main):
+            said = kept() if callable(kept) else kept
+            typer.secho(f"interrupted{by}: {said}", err=True, fg=typer.colors.YELLOW)
         raise typer.Exit(143 if by else 130) from None
     finally:
         if main:
             signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+
+
+def _clean_up(config: PipelineConfig | None) -> None:
+    """After Ctrl-C, SIGTERM or a full disk: leave Ray, then mark `config`'s experiment
+    interrupted. Another Ctrl-C (or SIGTERM) cuts the step it lands in short, as Ray's and
+    Python's users expect of a second one; the rest is still done, and said by the caller: a
+    second Ctrl-C left the bare `interrupted` of `fail_cleanly`, without what is kept."""
+    from adapterfleet.orchestration.sweep import stop_ray
+
+    for step in (stop_ray, lambda: _note_interrupted(config)):
+        try:
+            step()
+        except KeyboardInterrupt:
+            continue
+
+
+@contextmanager
+def _ctrl_c_held(main: bool) -> Iterator[None]:
+    """Ctrl-C ignored while the block says the last line (in the main thread: elsewhere a
+    signal's handler cannot be set, and Ctrl-C does not land there)."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    try:
+        yield
+    finally:
+        if main:  # None: a handler not set from Python; Python's own then
+            signal.signal(
+                signal.SIGINT, signal.default_int_handler if previous is None else previous
+            )
 
 
 @contextmanager

@@ -9,6 +9,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import IO
 
 # The driver's main thread blocked in `ray.get`, as Tune's loop often is: a real local Ray.
 DRIVER = textwrap.dedent(
@@ -37,17 +38,22 @@ DRIVER = textwrap.dedent(
 )
 
 
+def start_driver(tmp_path: Path, source: str, log: IO[str]) -> subprocess.Popen[bytes]:
+    """`source` run as a driver in a session of its own, its output to `log`."""
+    script = tmp_path / "driver.py"
+    script.write_text(source)
+    return subprocess.Popen(
+        [sys.executable, str(script)], stdout=log, stderr=subprocess.STDOUT,
+        start_new_session=True, env={**os.environ, "PYTHONPATH": ":".join(sys.path)},
+    )  # fmt: skip
+
+
 def signal_driver(tmp_path: Path, source: str, sig: signal.Signals) -> tuple[int, str]:
     """Run `source` as a driver, send it `sig` a second after it says "waiting": its exit
     status and output."""
-    script = tmp_path / "driver.py"
-    script.write_text(source)
     log_path = tmp_path / "driver.log"
     with open(log_path, "w") as log:
-        driver = subprocess.Popen(
-            [sys.executable, str(script)], stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True, env={**os.environ, "PYTHONPATH": ":".join(sys.path)},
-        )  # fmt: skip
+        driver = start_driver(tmp_path, source, log)
         try:
             deadline = time.monotonic() + 120
             while "waiting" not in log_path.read_text():
@@ -178,14 +184,9 @@ def test_ctrl_c_after_ctrl_c_cuts_the_clean_up_short_and_still_says_what_is_kept
     """A second Ctrl-C during `stop_ray` or `_note_interrupted` reached `fail_cleanly`, which
     printed the bare `interrupted`: what is kept and how to continue were lost. Each Ctrl-C now
     cuts its step short, and the line is said all the same."""
-    script = tmp_path / "driver.py"
-    script.write_text(REPEATED)
     log_path = tmp_path / "driver.log"
     with open(log_path, "w") as log:
-        driver = subprocess.Popen(
-            [sys.executable, str(script)], stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True, env={**os.environ, "PYTHONPATH": ":".join(sys.path)},
-        )  # fmt: skip
+        driver = start_driver(tmp_path, REPEATED, log)
         try:
             for after in ("waiting", "stop_ray started", "note_interrupted started", "exit han"):
                 deadline = time.monotonic() + 60

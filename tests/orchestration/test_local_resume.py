@@ -54,14 +54,18 @@ def test_a_train_with_other_settings_starts_afresh_and_says_why(config, tmp_path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
 
 
-def test_a_stopped_fuse_keeps_the_earlier_run_and_continues_as_if_never_stopped(
-    config, tmp_path
-) -> None:
-    adapters = []
+def _two_adapters(config, tmp_path: Path) -> list[Path]:
+    """fruit's and water's ST-A adapters, one epoch each, for a fusion over them."""
     for task in ("fruit", "water"):
         training = adapter_training(config, task, max_epochs=1, batch_size=16)
         train_task(config, task, "st-a", tmp_path / task, train_config=training)
-        adapters.append(tmp_path / task / "adapter")
+    return [tmp_path / task / "adapter" for task in ("fruit", "water")]
+
+
+def test_a_stopped_fuse_keeps_the_earlier_run_and_continues_as_if_never_stopped(
+    config, tmp_path
+) -> None:
+    adapters = _two_adapters(config, tmp_path)
     out, partial, said = tmp_path / "fusion", tmp_path / "fusion.partial", []
 
     def fuse(to: Path, epochs: _Epochs, **changes):
@@ -91,11 +95,7 @@ def test_a_fuse_with_the_out_of_a_running_one_is_refused_and_leaves_its_epochs(
     config, tmp_path
 ) -> None:
     """It started afresh, replacing the running fusion's kept epochs, and both saved a run."""
-    adapters = []
-    for task in ("fruit", "water"):
-        training = adapter_training(config, task, max_epochs=1, batch_size=16)
-        train_task(config, task, "st-a", tmp_path / task, train_config=training)
-        adapters.append(tmp_path / task / "adapter")
+    adapters = _two_adapters(config, tmp_path)
     out, partial, refusals = tmp_path / "dup2", tmp_path / "dup2.partial", []
 
     def fuse(epochs: Callback, **changes):

@@ -179,7 +179,8 @@ def note_other_dev(run_dir: Path, info: dict[str, Any], tokenized: TokenizedTask
     (run.json) were measured on: another max_length or max_dev_examples gave other figures
     without a word, where the README promises the run's own metrics back."""
     then, dev = info.get("dev"), tokenized.dev
-    if not isinstance(then, dict) or then.get("sha256") in (None, tokens_sha256(dev)):
+    recorded = then.get("sha256") if isinstance(then, dict) else None
+    if recorded is None or recorded == tokens_sha256(dev):  # hashed only where there is one
         return
     warnings.warn(
         f"--run {run_dir}: its run.json's dev metrics were measured on other dev rows "
@@ -209,14 +210,21 @@ def imported_fusion_adapters(run_dir: Path, fusion_dir: Path) -> list[str]:
     return [str(folder) for folder in dirs]
 
 
+def run_part(run_dir: Path, kind: str) -> Path | None:
+    """A run's `adapter/` or `fusion/` (`kind`); the folder itself where a pull put that part's
+    files there (its config file at the top); None where it has none."""
+    if (run_dir / kind).is_dir():
+        return run_dir / kind
+    config_file = FUSION_CONFIG if kind == "fusion" else ADAPTER_CONFIG
+    return run_dir if (run_dir / config_file).is_file() else None
+
+
 def check_run_parts(run_dir: Path, info: dict[str, Any]) -> None:
     """A run folder whose run.json says it trained an adapter or a fusion, and whose `adapter/`
-    or `fusion/` is gone, was scored as its head alone. Where a pull put that part's files in
-    the folder itself, its config file stands for it."""
+    or `fusion/` is gone (`run_part`), was scored as its head alone."""
     mode = info.get("mode")
     needs = "fusion" if mode == "fusion" else "adapter" if mode in ADAPTER_MODES else None
-    config_file = FUSION_CONFIG if needs == "fusion" else ADAPTER_CONFIG
-    if needs is None or (run_dir / needs).is_dir() or (run_dir / config_file).is_file():
+    if needs is None or run_part(run_dir, needs) is not None:
         return
     raise ConfigError(
         f"--run {run_dir}: its run.json says mode {mode}, but its {needs}/ folder is missing "

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from adapterfleet.adapters import (
-    ADAPTER_CONFIG,
     ADAPTER_WEIGHTS,
     HEAD_CONFIG,
     MINILM,
@@ -36,7 +35,7 @@ from adapterfleet.config import (
 from adapterfleet.console import Say
 from adapterfleet.data import TokenizedTask, load_task, tokenize_task
 from adapterfleet.data.tasks import TaskSpec
-from adapterfleet.fusion import FUSION_CONFIG, FusionConfig, load_fusion, set_active_fusion
+from adapterfleet.fusion import FusionConfig, load_fusion, set_active_fusion
 from adapterfleet.orchestration.limits import (
     check_layout,
     check_run_folder,
@@ -45,6 +44,7 @@ from adapterfleet.orchestration.limits import (
     imported_fusion_adapters,
     note_other_dev,
     other_base_error,
+    run_part,
 )
 from adapterfleet.orchestration.partial_run import adapter_files, kept_epochs, run_settings
 from adapterfleet.orchestration.pulled_run import pulled_run_info
@@ -277,7 +277,7 @@ def load_run(
         sha = hashes.get(task) if isinstance(hashes, dict) else None
         adapter = load_recorded(model, run_dir / "adapters" / task, sha, run_dir, name=task)
         set_active_adapter(model, adapter)
-    elif (fusion_dir := _part(run_dir, "fusion", FUSION_CONFIG)) is not None:
+    elif (fusion_dir := run_part(run_dir, "fusion")) is not None:
         dirs = lineage.get("adapter_dirs") or imported_fusion_adapters(run_dir, fusion_dir)
         hashes = hashes if isinstance(hashes, list) and len(hashes) == len(dirs) else []
         for adapter_dir, sha in itertools.zip_longest(dirs, hashes):
@@ -289,18 +289,11 @@ def load_run(
                 )
             load_recorded(model, Path(adapter_dir), sha, run_dir)
         set_active_fusion(model, load_fusion(model, fusion_dir, name=task))
-    elif (adapter_dir := _part(run_dir, "adapter", ADAPTER_CONFIG)) is not None:
+    elif (adapter_dir := run_part(run_dir, "adapter")) is not None:
         sha = hashes if isinstance(hashes, str) else None
         adapter = load_recorded(model, adapter_dir, sha, run_dir, name=task)
         set_active_adapter(model, adapter)
     return model
-
-
-def _part(run_dir: Path, kind: str, config_file: str) -> Path | None:
-    """A run's `adapter/` or `fusion/`; the folder itself where a pull put that part's files."""
-    if (run_dir / kind).is_dir():
-        return run_dir / kind
-    return run_dir if (run_dir / config_file).is_file() else None
 
 
 def run_base(config: PipelineConfig, run_dir: Path, info: dict[str, Any]) -> BaseModelSpec:

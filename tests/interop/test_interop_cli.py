@@ -131,6 +131,22 @@ def test_no_head_exports_a_run_or_pulled_folder_without_its_head(ours, tmp_path)
     assert not (tmp_path / "h").exists()
 
 
+def test_a_run_folder_that_lost_its_adapter_is_refused_not_exported_as_its_head(ours, tmp_path):
+    """`export RUN` of an st-a run whose adapter/ was gone wrote the head alone and exit 0."""
+    run = Path(shutil.copytree(ours / "run", tmp_path / "run"))
+    shutil.rmtree(run / "adapter")
+    shutil.rmtree(run / "fusion")
+    lineage = {"adapter_dirs": [], "adapter_sha256": {}}
+    (run / "run.json").write_text(json.dumps({"mode": "st-a", "lineage": lineage}))
+    result = _run("export", run, "--format", "adapterhub", "--out", tmp_path / "ref")
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert (
+        f"error: {run}: its run.json says mode st-a, but its adapter/ folder is missing (it would "
+        "be taken as its head alone)" in result.stderr
+    )
+    assert not (tmp_path / "ref").exists()
+
+
 def test_regression_and_multiple_choice_runs_export(bases, tmp_path):
     """`export RUN` of a regression or multiple-choice task's run said `head_type 'regression'
     cannot be exported; adapterfleet exports classification heads`."""

@@ -79,7 +79,7 @@ def test_a_run_folder_without_its_adapter_or_fusion_is_refused(
             evaluate_run(config, task, copy)
         assert str(caught.value) == (
             f"--run {copy}: its run.json says mode {mode}, but its {part}/ folder is missing (it "
-            "would be scored as its head alone); give the whole folder train or fuse wrote, or "
+            "would be taken as its head alone); give the whole folder train or fuse wrote, or "
             "train it again"
         )
 

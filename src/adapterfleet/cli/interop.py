@@ -73,10 +73,21 @@ def export(
 
     if format_ not in FORMATS:
         raise ConfigError(f"--format {format_!r} is unknown; use one of {', '.join(FORMATS)}")
+    _check_whole_run(src)
     converted = export_adapterhub(src, out, base_model, torch_bin=torch_bin, head=head)
     _report(converted)
     if missing := [name for name in converted.fused if name != converted.adapter]:
         _say_fused_adapters_stay(src, missing)
+
+
+def _check_whole_run(src: Path) -> None:
+    """A run folder that lost its adapter/ or fusion/ would export its head alone."""
+    from adapterfleet.orchestration.limits import check_run_parts
+    from adapterfleet.orchestration.local import read_run_info
+    from adapterfleet.training.modes import RUN_FILE
+
+    if (src / RUN_FILE).is_file():
+        check_run_parts(src, read_run_info(src), given_as="")
 
 
 def _report(converted: Converted) -> None:

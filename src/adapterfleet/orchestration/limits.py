@@ -219,16 +219,17 @@ def run_part(run_dir: Path, kind: str) -> Path | None:
     return run_dir if (run_dir / config_file).is_file() else None
 
 
-def check_run_parts(run_dir: Path, info: dict[str, Any]) -> None:
+def check_run_parts(run_dir: Path, info: dict[str, Any], given_as: str = "--run ") -> None:
     """A run folder whose run.json says it trained an adapter or a fusion, and whose `adapter/`
-    or `fusion/` is gone (`run_part`), was scored as its head alone."""
+    or `fusion/` is gone (`run_part`), was scored (or exported) as its head alone; `given_as`
+    names the option that gave the folder."""
     mode = info.get("mode")
     needs = "fusion" if mode == "fusion" else "adapter" if mode in ADAPTER_MODES else None
     if needs is None or run_part(run_dir, needs) is not None:
         return
     raise ConfigError(
-        f"--run {run_dir}: its run.json says mode {mode}, but its {needs}/ folder is missing "
-        "(it would be scored as its head alone); give the whole folder train or fuse wrote, "
+        f"{given_as}{run_dir}: its run.json says mode {mode}, but its {needs}/ folder is missing "
+        "(it would be taken as its head alone); give the whole folder train or fuse wrote, "
         "or train it again"
     )
 

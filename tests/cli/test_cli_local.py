@@ -155,6 +155,18 @@ def test_an_adapter_of_another_named_base_is_one_warning_line(tmp_path):
         "loading it anyway. It may not have been trained for this model"
     ], fused.stderr
     assert "UserWarning" not in fused.stderr and "names = [" not in fused.stderr
+    for part in ("fusion/adapter_fusion_config.json", "head/head_config.json"):
+        written = json.loads((tmp_path / "fusion" / part).read_text())
+        written["base_model"]["name_or_path"] = "sentence-transformers/paraphrase-MiniLM-L6-v2"
+        (tmp_path / "fusion" / part).write_text(json.dumps(written))
+    scored = _run(
+        "evaluate", "-c", "configs/demo.yaml", "--task", "demo_delivery",
+        "--run", str(tmp_path / "fusion"), "-o", f"storage={tmp_path / 'runs'}",
+        "-o", "tasks.demo_delivery.max_dev_examples=8",
+    )  # fmt: skip
+    assert scored.returncode == 0, scored.stderr
+    warned = [line for line in scored.stderr.splitlines() if "was trained on the base" in line]
+    assert len(warned) == 1, scored.stderr  # was one per file: adapter, fusion and head
 
 
 # Every command that reads a config, with what else it requires.

@@ -173,13 +173,18 @@ def show_our_warnings_as_lines() -> None:
     left frozen, a CUDA graph not captured) as one `warning: ...` line on stderr at the command
     line, where Python wrote `path/modes.py:246: UserWarning: ...` and the source line under it,
     which read as a crash and were missed. Other packages' warnings are shown as Python shows
-    them. For `main()` only: the Python API keeps Python's warnings."""
+    them. For `main()` only: the Python API keeps Python's warnings. The adapter, fusion and
+    head of one run trained on another base say it once, not once per file."""
     package = Path(__file__).resolve().parents[1]
     show = warnings.showwarning
+    said: set[str] = set()
 
     def shown(message: Warning | str, category: type[Warning], filename: str, *rest: Any) -> None:
         if Path(filename).resolve().is_relative_to(package):
-            typer.secho(f"warning: {usage_line(str(message))}", err=True, fg=typer.colors.YELLOW)
+            line = usage_line(str(message))
+            if (same := line.partition(" was trained on the base ")[2] or line) not in said:
+                said.add(same)
+                typer.secho(f"warning: {line}", err=True, fg=typer.colors.YELLOW)
         else:
             show(message, category, filename, *rest)
 

@@ -347,3 +347,26 @@ def test_a_fusion_the_counts_had_training_already_is_not_counted_twice() -> None
         "trials 0 of 2",
         "trials 0 of 2",
     ]
+
+
+def test_a_failed_fusion_is_said_and_the_footer_counts_it_failed() -> None:
+    """A fusion that failed printed nothing until the summary: the footer kept `fusions 1
+    training` for as long as the baselines ran after it."""
+    from adapterfleet.orchestration.pipeline import fusion_failed_line
+
+    failed = fusion_failed_line("x", RuntimeError("dev split is empty"))
+    assert failed == "fusion x: failed: dev split is empty"
+    shown = _footer_after(
+        [
+            _epoch("a", ["TERMINATED", "TERMINATED"], ["training", "training"]),
+            failed,
+            failed,  # said again: counted once
+            _fusion_registered("y"),
+        ]
+    )
+    assert shown == [
+        "trials 2 done, 0 running, 0 pending; fusions 2 training",
+        "trials 2 done, 0 running, 0 pending; fusions 1 training, 1 failed",
+        "trials 2 done, 0 running, 0 pending; fusions 1 training, 1 failed",
+        "trials 2 done, 0 running, 0 pending; fusions 1 done, 1 failed",
+    ]

@@ -85,9 +85,9 @@ class StageCounts:
     tuning/progress.py), and moved on by the lines that carry none: a trial's end (`trial t1:
     dev accuracy 0.8000 (epoch 2) [1/1]`, tuning/registration.py), a fusion's start and epochs
     (`fusion x: training over ...`, `fusion x (fusion-1) epoch 3/10: ...`, orchestration/
-    fusion_job.py and fusion_training.py) and its end (`fusion x: registered ...` or `kept ...`,
-    orchestration/pipeline.py). tests/test_console.py makes these lines with the functions
-    that print them."""
+    fusion_job.py and fusion_training.py) and its end (`fusion x: registered ...`, `kept ...`
+    or `failed: ...`, orchestration/pipeline.py). tests/test_console.py makes these lines with
+    the functions that print them."""
 
     SUFFIX = re.compile(r"\[(trials [^\]]*)\]\s*$")
     TRIALS = re.compile(r"trials (\d+) done, (\d+) running, (\d+) pending(?:; (.*))?$")
@@ -97,7 +97,7 @@ class StageCounts:
         r"fusion (\S+)(?: \([^)]*\))?(?: epoch \d|: training over |: resuming after epoch "
         r"|: adapters .* ready, starting$)"
     )
-    FUSION_DONE = re.compile(r"fusion (\S+): (?:registered|kept) ")
+    FUSION_ENDED = re.compile(r"fusion (\S+): (registered |kept |failed: )")
     FUSION_STATES = ("waiting", "training", "done", "failed")  # the order a fusion goes
 
     def __init__(self) -> None:
@@ -115,8 +115,8 @@ class StageCounts:
             self._trial_ended(found.group(1))
         elif found := self.FUSION_TRAINS.match(line):
             self._fusion_moved(found.group(1), "training")
-        elif found := self.FUSION_DONE.match(line):
-            self._fusion_moved(found.group(1), "done")
+        elif found := self.FUSION_ENDED.match(line):
+            self._fusion_moved(found.group(1), "failed" if found.group(2) == "failed: " else "done")
 
     def __str__(self) -> str:
         parts = []

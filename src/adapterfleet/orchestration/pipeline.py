@@ -157,6 +157,8 @@ class FusionGate(threading.Thread):
             if self.ref is not None and self.outcome is None:
                 cancel_while_joined(self.ref)
             self.error = error
+            if not isinstance(error, (InterruptedError, KeyboardInterrupt)):
+                self.say(fusion_failed_line(self.target, error))  # the footer's too
 
     def _submit(self, warm: bool, timeout_s: float, reserve: bool = True) -> Any:
         remote = _fusion_remote(self.config, reserve)
@@ -186,6 +188,11 @@ class FusionGate(threading.Thread):
             # the job opens its own run when the adapters appear: the gate no longer does
             self.ref = self._submit(warm=True, timeout_s=self.timeout_s)
             self.say(f"fusion {self.target}: every trial has started; warming up its job")
+
+
+def fusion_failed_line(target: str, error: BaseException) -> str:
+    """Said when a fusion fails, as a baseline's failure is; the summary names it again."""
+    return f"fusion {target}: failed: {cause_text(error)}"
 
 
 def fusion_note(gates: Sequence[FusionGate]) -> str:

@@ -200,3 +200,25 @@ def test_a_bad_config_is_refused_before_torch_or_ray_load(command: str, tmp_path
     assert result.returncode == 2, result.stdout + result.stderr
     assert result.stderr.strip().startswith("error: task 't', text: unknown key"), result.stderr
     assert result.stdout.strip() == "", f"{command} imported {result.stdout.strip()} first"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["train", "--task", "demo_delivery", "--out", "{d}/out"],
+        ["fuse", "--target", "demo_delivery", "--adapters", "{d}/a", "--out", "{d}/out"],
+        ["evaluate", "--task", "demo_delivery", "--run", "{d}/out"],
+    ],
+    ids=lambda c: c[0],
+)
+def test_a_storage_that_is_a_file_is_one_line_for_the_single_runs(command, tmp_path):
+    """`run` and `tasks` refused it in one line; train, fuse and evaluate printed 52 lines of
+    NotADirectoryError from the token cache, exit 1."""
+    (tmp_path / "afile").write_text("")
+    args = [a.format(d=tmp_path) for a in command]
+    result = _run(*args, "-c", "configs/demo.yaml", "-o", f"storage={tmp_path / 'afile'}")
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.strip() == (
+        f"error: storage: cannot use {tmp_path / 'afile'} ({tmp_path / 'afile'} is a file, not "
+        "a folder); choose a writable folder (-o storage=<folder>)"
+    ), result.stderr[-2000:]

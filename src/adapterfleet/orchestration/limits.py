@@ -317,11 +317,13 @@ def check_single_run(
     trains: bool = True,
 ) -> Any:
     """`train` / `fuse` / `evaluate` (`trains` False): the task, mode and reduction factor
-    given, the base model's limits and this machine's devices; the base model's config."""
+    given, the storage folder (its token cache), the base model's limits and this machine's
+    devices; the base model's config."""
     from adapterfleet.orchestration.validate import (
         base_model_config,
         check_base_layout,
         check_pooling,
+        check_storage,
     )
 
     if task not in config.tasks:
@@ -334,6 +336,7 @@ def check_single_run(
         raise ConfigError(f"--reduction-factor: mode {mode} trains no adapter; leave it out")
     if mode == "mt-a":
         check_mt_a_run(config, task)
+    check_storage(config)  # a file there was NotADirectoryError's traceback from the cache
     model_config = base_model_config(config.base_model)
     if mode != "head" and mode != "full":
         check_base_layout(config, model_config)

@@ -49,6 +49,7 @@ from adapterfleet.orchestration.limits import (
 from adapterfleet.orchestration.partial_run import adapter_files, kept_epochs, run_settings
 from adapterfleet.orchestration.pulled_run import pulled_run_info
 from adapterfleet.orchestration.run_folder import check_fusion_adapters, fresh_run_dir
+from adapterfleet.orchestration.validate import check_storage
 from adapterfleet.training import Callback, TrainConfig, evaluate
 from adapterfleet.training.modes import (
     ADAPTER_MODES,
@@ -202,6 +203,7 @@ def evaluate_run(
     from adapterfleet.training.runtime import resolve_device
 
     run_dir = Path(run_dir)
+    check_storage(config)  # before the run folder's problems, as check_single_run's are after
     check_run_folder(run_dir)
     info = read_run_info(run_dir)
     base = run_base(config, run_dir, info)  # another named base: refused before any load

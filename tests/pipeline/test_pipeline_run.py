@@ -261,3 +261,35 @@ def test_only_a_cpu_fusion_over_every_swept_task_starts_with_the_pipeline(tmp_pa
     assert _early_target(subset) is None  # its training could overlap the other task's trials
     gpu = replace(config, resources=replace(config.resources, gpu=1.0))
     assert _early_target(gpu) is None  # a GPU cannot be used without reserving it
+
+
+def test_a_rerun_of_other_settings_warms_its_fusion_after_its_own_trials_start(
+    tmp_path, tiny_model, ray_local, capfd
+):
+    """The gate of a fusion that is not over every swept task warms its job (a CPU reserved)
+    once every trial has started. On a re-run with other settings the finished sweep of the
+    settings before counted as started: the job took its CPU before the sweep began, and the
+    two trials, side by side the first time, ran one after the other."""
+    document = config_document(tmp_path, tiny_model, reduction_factors=[4])
+    document["resources"] = {"cpu": 1}  # the two trials side by side on the 2 CPUs
+    document["fusion"] = {
+        "targets": {"fruit": ["fruit"]},  # not water: the gate, not the early start
+        "training": {"max_epochs": 1, "batch_size": 16, "learning_rate": 0.01, "device": "cpu"},
+    }
+    config = load_config(write_config(tmp_path, document))
+    assert _early_target(config) is None
+    for epochs in (1, 2):  # the second run: other settings, so a new sweep
+        stage = replace(
+            config.adapters, training=replace(config.adapters.training, max_epochs=epochs)
+        )
+        summary = run_pipeline(replace(config, adapters=stage), say=print)
+        assert not summary.errors, summary.errors
+    output = capfd.readouterr().out
+    second = output[output.rindex("pipeline tinysweep: validating") :].splitlines()
+    begun = next(i for i, line in enumerate(second) if re.match(r"sweep \S+: starting", line))
+    warmed = second.index("fusion fruit: every trial has started; warming up its job")
+    assert warmed > begun, second[: warmed + 1]
+    side_by_side = [
+        line for line in second if line.endswith("2 running, 0 pending; fusions 1 waiting]")
+    ]
+    assert side_by_side, second

@@ -37,7 +37,7 @@ from adapterfleet.orchestration.relay import (
     WorkerSay,
     relayed_remote,
 )
-from adapterfleet.orchestration.sweep import sweep_started
+from adapterfleet.orchestration.sweep import SweepWatch
 from adapterfleet.registry import (
     TAG_PARENT_RUN,
     MlflowRunLogger,
@@ -219,9 +219,12 @@ class BaselineLauncher(threading.Thread):
     stage has ended: the sweep and the fusions behind it are the critical path, the baselines
     fill the slots they leave."""
 
-    def __init__(self, config: PipelineConfig, uri: str, experiment_id: str, say: Say):
+    def __init__(
+        self, config: PipelineConfig, uri: str, experiment_id: str, say: Say, watch: SweepWatch
+    ):
         super().__init__(name="baseline-launcher", daemon=True)
         self.config, self.uri, self.experiment_id, self.say = config, uri, experiment_id, say
+        self.watch = watch  # this run's sweep, not a finished one of earlier settings
         self.refs: dict[Any, Any] = {}
         self.error: BaseException | None = None
         self.stage_ended = threading.Event()
@@ -230,7 +233,7 @@ class BaselineLauncher(threading.Thread):
     def run(self) -> None:
         try:
             while not self.stage_ended.wait(2.0):
-                if sweep_started(self.config, self.uri):
+                if self.watch.all_started(self.config, self.uri):
                     break
             if not self.cancelled:
                 self.refs = submit_baselines(self.config, self.uri, self.experiment_id, self.say)

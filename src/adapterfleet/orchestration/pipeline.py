@@ -54,12 +54,12 @@ from adapterfleet.orchestration.relay import (
 )
 from adapterfleet.orchestration.report_scope import report_scope
 from adapterfleet.orchestration.sweep import (
+    SweepWatch,
     cancel_while_joined,
     ensure_ray,
     note_interrupted,
     ray_initialized,
     run_adapter_stage,
-    sweep_started,
 )
 from adapterfleet.orchestration.validate import check_resources, validate_pipeline
 from adapterfleet.registry import (
@@ -115,6 +115,7 @@ class FusionGate(threading.Thread):
         relay: WorkerRelay,
         timeout_s: float,
         start_now: bool = False,
+        watch: SweepWatch | None = None,
     ):
         super().__init__(name=f"fusion-gate-{target}", daemon=True)
         config = replace(config, fusion=config.fusion.for_target(target))  # the target's metric
@@ -128,6 +129,7 @@ class FusionGate(threading.Thread):
         self.start_now = start_now  # submit warm at once, reserving nothing (see the module)
         self.since = time.time()  # an adapter registered before is not waited for
         self.stop = threading.Event()
+        self.watch = watch or SweepWatch()  # this run's sweep, not one of earlier settings
 
     def run(self) -> None:
         import ray
@@ -184,7 +186,7 @@ class FusionGate(threading.Thread):
     def _progress(self, missing: list[str]) -> None:
         if self.stop.is_set():
             raise InterruptedError(f"fusion {self.target}: the adapter stage failed")
-        if missing and self.ref is None and sweep_started(self.config, self.uri):
+        if missing and self.ref is None and self.watch.all_started(self.config, self.uri):
             # the job opens its own run when the adapters appear: the gate no longer does
             self.ref = self._submit(warm=True, timeout_s=self.timeout_s)
             self.say(f"fusion {self.target}: every trial has started; warming up its job")
@@ -243,13 +245,14 @@ def _run_pipeline(
     )
     with heartbeat(uri, experiment_id, say, sweep=True):  # `status` tells a killed driver
         summary = PipelineSummary(config.name, uri)
-        gates, launcher = _start_stages(config, experiment_id, relay, fusion_timeout_s)
+        watch = SweepWatch()  # the sweep tells the stages beside it when it has begun
+        gates, launcher = _start_stages(config, experiment_id, relay, fusion_timeout_s, watch)
         try:
             try:
                 summary.adapters = run_adapter_stage(
                     config, resume=resume, ray_address=ray_address, num_cpus=num_cpus,
                     progress=say, level=relay.level, note=lambda: fusion_note(gates),
-                    loaded=loaded, overrides=overrides,
+                    loaded=loaded, overrides=overrides, watch=watch,
                 )  # fmt: skip
             except BaseException as error:
                 _stop_stages(gates, launcher)
@@ -309,19 +312,23 @@ def _validate_and_start(
 
 
 def _start_stages(
-    config: PipelineConfig, experiment_id: str, relay: WorkerRelay, fusion_timeout_s: float
+    config: PipelineConfig,
+    experiment_id: str,
+    relay: WorkerRelay,
+    fusion_timeout_s: float,
+    watch: SweepWatch,
 ) -> tuple[list[FusionGate], BaselineLauncher]:
     """A gate per fusion target, and the baselines' launcher, started beside the sweep."""
     uri, early = config.tracking_uri, _early_target(config)
     gates = [
         FusionGate(
-            config, target, uri, experiment_id, relay, fusion_timeout_s, start_now=target == early
+            config, target, uri, experiment_id, relay, fusion_timeout_s, target == early, watch
         )
         for target in config.fusion.targets
     ]
     for gate in gates:
         gate.start()
-    launcher = BaselineLauncher(config, uri, experiment_id, relay.say)
+    launcher = BaselineLauncher(config, uri, experiment_id, relay.say, watch)
     if config.baselines.systems:
         launcher.start()
     return gates, launcher

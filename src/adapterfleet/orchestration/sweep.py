@@ -16,6 +16,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import ExitStack
+from dataclasses import dataclass
 
 from adapterfleet.config import ConfigError, PipelineConfig
 from adapterfleet.console import Level, Say
@@ -179,6 +180,7 @@ def run_adapter_stage(
     note: Callable[[], str] | None = None,
     loaded: Mapping[str, TaskData] | None = None,
     overrides: Sequence[str] | None = None,
+    watch: SweepWatch | None = None,
 ) -> dict[str, ModelVersionInfo]:
     """Sweep, pick and register the adapter of every task; the `@best` version per task.
 
@@ -190,8 +192,8 @@ def run_adapter_stage(
     `level`: how much it prints besides `progress` (`relay.console`); `note`: appended to the
     trial counts of each epoch line; `loaded`: the tasks validation loaded, not read again;
     `overrides`: the command line's `-o` (None: not known), recorded on a new sweep's runs so
-    that a command of other settings can name them to continue it (`interrupted_sweep`).
-    """
+    that a command of other settings can name them to continue it (`interrupted_sweep`);
+    `watch`: told the tasks the sweep trains once their runs are open."""
     from adapterfleet.tuning.sweep import DEFAULT_MAX_FAILURES, run_sweep  # imports ray
 
     with console(level, progress) as relay, ExitStack() as alive, stops_when_full(config.storage):
@@ -211,6 +213,8 @@ def run_adapter_stage(
         relay.attach()
         started = {} if plan.restore or overrides is None else command_tags(config, overrides)
         sweep_runs = _open_sweep_runs(config, uri, experiment_id, plan, started)
+        if watch is not None:
+            watch.tasks = tuple(plan.pending)
         try:
             return run_sweep(
                 plan,
@@ -367,7 +371,19 @@ def resume_sweep(
     )
 
 
-def sweep_started(config: PipelineConfig, uri: str) -> bool:
-    """Every planned trial of every task has a run: no trial waits for a slot any more."""
-    status = pipeline_status(config, uri)
-    return bool(status.tasks) and all(task.pending == 0 for task in status.tasks)
+@dataclass
+class SweepWatch:
+    """What the fusion gates and the baselines' launcher know of this run's sweep: the tasks it
+    trains, once their sweep runs are open (None before). The store alone cannot tell it from
+    a finished sweep of earlier settings, whose trials have all started: a re-run with other
+    settings submitted its fusion's job (a CPU reserved) before its trials, which then ran one
+    at a time."""
+
+    tasks: tuple[str, ...] | None = None
+
+    def all_started(self, config: PipelineConfig, uri: str) -> bool:
+        """Every planned trial of this sweep's tasks has a run: none waits for a slot."""
+        if not self.tasks:
+            return False
+        rows = [row for row in pipeline_status(config, uri).tasks if row.task in self.tasks]
+        return bool(rows) and all(row.pending == 0 for row in rows)

@@ -102,6 +102,35 @@ def test_evaluating_on_other_dev_rows_than_the_run_was_scored_on_is_said(config,
     ]
 
 
+def test_a_run_scored_on_another_task_or_an_edited_dev_file_is_said_so(
+    config, st_a, tmp_path
+) -> None:
+    """A fruit run given `--task water` (its head scores the same labels) was scored on water
+    with only the warning of other dev rows, whose fix (the -o of max_length or
+    max_dev_examples it trained with) could not help; so was a dev file edited since."""
+    with pytest.warns(UserWarning) as said:
+        evaluate_run(config, "water", st_a.out_dir)
+    assert [str(w.message) for w in said] == [
+        f"--run {st_a.out_dir} was trained on task 'fruit', not 'water' (its head scores the "
+        "same labels): these are its metrics on water's dev split, not its own; give --task "
+        "fruit for those"
+    ]
+    spec = config.tasks["fruit"]
+    rows = spec.dev.path.read_text().splitlines()
+    text, label = rows[1].split("\t")
+    edited = tmp_path / "fruit_dev.tsv"
+    edited.write_text("\n".join([rows[0], f"{text} today\t{label}", *rows[2:]]) + "\n")
+    tasks = {**config.tasks, "fruit": dataclasses.replace(
+        spec, dev=dataclasses.replace(spec.dev, path=edited))}  # fmt: skip
+    with pytest.warns(UserWarning) as said:
+        evaluate_run(dataclasses.replace(config, tasks=tasks), "fruit", st_a.out_dir)
+    assert [str(w.message) for w in said] == [
+        f"--run {st_a.out_dir}: its run.json's dev metrics were measured on other dev rows (both "
+        f"16 rows at max_length {config.max_length}): fruit's dev data changed since it trained; "
+        "score it on the dev file it trained on for its own metrics"
+    ]
+
+
 def test_a_fusion_folder_without_its_record_takes_its_adapters_from_adapters(
     config, root, st_a, tmp_path
 ) -> None:

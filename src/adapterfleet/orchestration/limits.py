@@ -176,17 +176,36 @@ def check_run_folder(run_dir: Path) -> None:
 
 def note_other_dev(run_dir: Path, info: dict[str, Any], tokenized: TokenizedTask) -> None:
     """A warning where the dev rows evaluate scores differ from those the run's own dev metrics
-    (run.json) were measured on: another max_length or max_dev_examples gave other figures
-    without a word, where the README promises the run's own metrics back."""
-    then, dev = info.get("dev"), tokenized.dev
+    (run.json) were measured on: another task's (its head scores the same labels), another
+    max_length or max_dev_examples, or a dev file edited since, gave other figures without a
+    word (or with the -o fix for every cause), where the README promises the run's own back."""
+    then, dev, task = info.get("dev"), tokenized.dev, tokenized.name
+    trained = info.get("task")
+    if isinstance(trained, str) and trained and trained != task and info.get("mode") != "mt-a":
+        warnings.warn(
+            f"--run {run_dir} was trained on task {trained!r}, not {task!r} (its head scores the "
+            f"same labels): these are its metrics on {task}'s dev split, not its own; give "
+            f"--task {trained} for those",
+            stacklevel=2,
+        )
+        return
     recorded = then.get("sha256") if isinstance(then, dict) else None
     if recorded is None or recorded == tokens_sha256(dev):  # hashed only where there is one
         return
+    rows, length = then.get("rows"), then.get("max_length")
+    if (rows, length) == (len(dev.labels), tokenized.max_length):
+        cause = (
+            f"(both {rows} rows at max_length {length}): {task}'s dev data changed since it "
+            "trained; score it on the dev file it trained on for its own metrics"
+        )
+    else:
+        cause = (
+            f"({rows} rows at max_length {length}) than these ({len(dev.labels)} rows at "
+            f"max_length {tokenized.max_length}); give the -o it trained with (max_length, "
+            "tasks.<task>.max_dev_examples) to score it as it was"
+        )
     warnings.warn(
-        f"--run {run_dir}: its run.json's dev metrics were measured on other dev rows "
-        f"({then.get('rows')} rows at max_length {then.get('max_length')}) than these "
-        f"({len(dev.labels)} rows at max_length {tokenized.max_length}); give the -o it trained "
-        "with (max_length, tasks.<task>.max_dev_examples) to score it as it was",
+        f"--run {run_dir}: its run.json's dev metrics were measured on other dev rows {cause}",
         stacklevel=2,
     )
 

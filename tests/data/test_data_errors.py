@@ -137,6 +137,20 @@ def test_a_file_in_another_encoding_names_the_byte_its_line_and_encodings_to_try
     )
 
 
+def test_json_lines_named_json_says_set_format_jsonl(tmp_path: Path, write_config) -> None:
+    """pandas' to_json(orient='records', lines=True) saved as .json was `is not valid JSON
+    (Extra data: line 2 column 1 (char 89))`, with no fix named."""
+    import json
+
+    records = [{"sentence1": "A.", "sentence2": "B.", "label": "entailment"}] * 3
+    (tmp_path / "t.json").write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    message = _load_error(tmp_path, write_config, {**SPEC, "train": "t.json"})
+    assert message.endswith(
+        f"train.format: {tmp_path / 't.json'} holds JSON lines (one record a line), not one JSON "
+        "document; set train.format: jsonl"
+    )
+
+
 @pytest.mark.parametrize("indent", [None, 2])
 def test_one_json_document_named_jsonl_says_set_format_json(
     indent: int | None, tmp_path: Path, write_config

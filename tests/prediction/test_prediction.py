@@ -217,6 +217,16 @@ def test_headerless_tsv_with_named_columns(world, tmp_path):
         ),
         ("missing file", TaskError, ["file not found", "--input"]),
         ("bad json", TaskError, ["not valid JSON"]),
+        (  # pandas' to_json(lines=True) as .json: "Extra data: line 2", and no fix
+            "json lines as .json",
+            TaskError,
+            ["lines.json holds JSON lines (one record a line), not one", "; pass --format jsonl"],
+        ),
+        (  # the fix said "set input.format: json", a config's key predict has not
+            "a json document as .jsonl",
+            TaskError,
+            ["one.jsonl is one JSON document, not JSON lines", "; pass --format json"],
+        ),
         (
             "bad format",
             TaskError,
@@ -249,6 +259,12 @@ def test_errors_are_one_line_naming_the_field_and_the_fix(world, tmp_path, case,
     elif case == "bad json":
         path = tmp_path / "bad.json"
         path.write_text("{not json")
+    elif case == "json lines as .json":
+        path = tmp_path / "lines.json"
+        path.write_text('{"text": "apple"}\n{"text": "pear"}\n')
+    elif case == "a json document as .jsonl":
+        path = tmp_path / "one.jsonl"
+        path.write_text('[{"text": "apple"}, {"text": "pear"}]')
     elif case == "bad format":
         path = tmp_path / "in.txt"
         path.write_text("text\napple\n")

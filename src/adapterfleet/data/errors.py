@@ -17,6 +17,7 @@ class TaskError(UserError, ValueError):
         self.task = task
         self.field = field
         self.problem = problem
+        self.fix = fix
         text = f"{field}: {problem}" if task is None else f"task {task!r}, {field}: {problem}"
         if fix:
             text += f"; {fix}"

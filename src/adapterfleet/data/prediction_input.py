@@ -165,6 +165,9 @@ def _read_rows(
     except OSError as error:
         raise TaskError(task, "input", f"cannot read {path}: {error.strerror or error}") from None
     except TaskError as error:
+        if error.field == "input.format" and error.fix.startswith("set input.format: "):
+            fix = f"pass --format {error.fix.removeprefix('set input.format: ')}"
+            raise TaskError(task, "input", error.problem, fix) from None  # a config's words
         if error.field != "input.encoding":
             raise
         # the reader's own words (`... is not UTF-8: byte 0xe9 on line 3`), predict's fix

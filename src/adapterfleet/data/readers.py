@@ -244,6 +244,14 @@ def _check_json_lines(task: str, split: str, raw: RawSplit, path: Path, encoding
         raise TaskError(task, f"{split}.format", problem, fix)
 
 
+def _json_lines(text: str) -> bool:
+    """Whether `text` is two or more lines, each one JSON object."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    with contextlib.suppress(ValueError, RecursionError):
+        return len(lines) > 1 and all(isinstance(json.loads(line), dict) for line in lines)
+    return False
+
+
 def _records_over_lines(text: str) -> bool:
     """Whether `text` is JSON objects one after another (each `json.dump(..., indent=2)`)."""
     decoder, at, found = json.JSONDecoder(), 0, False
@@ -262,6 +270,10 @@ def _read_json(task: str, split: str, path: Path, encoding: str) -> RawSplit:
     try:
         document, too_long = _parse_json(path.read_text(encoding=encoding))
     except json.JSONDecodeError as exc:
+        if _json_lines(path.read_text(encoding=encoding)):  # pandas' to_json(lines=True)
+            problem = f"{path} holds JSON lines (one record a line), not one JSON document"
+            fix = f"set {split}.format: jsonl"
+            raise TaskError(task, f"{split}.format", problem, fix) from None
         raise TaskError(task, f"{split}.path", f"{path} is not valid JSON ({exc})") from None
     fix = 'use a list of records or an object of records {"0": {...}, "1": {...}}'
     if isinstance(document, _Record) and document.repeats:

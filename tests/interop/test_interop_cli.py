@@ -177,3 +177,24 @@ def test_regression_and_multiple_choice_runs_export(bases, tmp_path):
         config = json.loads((out / "head_config.json").read_text())["config"]
         assert (config["head_type"], config[count]) == (head_type, head.num_labels)
         assert f"| head    | {task}" in result.stdout
+
+
+def test_an_out_or_to_folder_under_a_file_is_one_line_and_exit_2(ours, exported, tmp_path):
+    """A file where the folder would go was 40 lines of FileExistsError or NotADirectoryError
+    (exit 1) from export, import-adapter and pull, after the work for export and import."""
+    (tmp_path / "afile").write_text("")
+    out = tmp_path / "afile" / "sub"
+    commands = [
+        ["export", ours / "run", "--format", "adapterhub", "--out", out],
+        ["import-adapter", exported, "--out", out],
+        ["pull", "demo_aspect", "-c", "demo", "-o", f"storage={tmp_path}/runs", "--to", out],
+    ]
+    for command in commands:
+        result = _run(*command)
+        option = "--to" if command[0] == "pull" else "--out"
+        assert result.returncode == 2, (command[0], result.stderr)
+        assert result.stderr.strip() == (
+            f"error: {option}: cannot write {out} ({tmp_path / 'afile'} is a file, not a "
+            "folder); give a folder that can be made there"
+        ), (command[0], result.stderr)
+    assert not (tmp_path / "runs").exists()  # refused before a store was made

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from adapterfleet.cli.options import writable_folder
 from adapterfleet.cli.output import metrics_table
 from adapterfleet.config import ConfigError
 
@@ -37,7 +38,7 @@ def import_adapter(
     adapterfleet's files (refusing settings adapterfleet does not implement)."""
     from adapterfleet.interop import import_adapterhub
 
-    _report(import_adapterhub(src, out, base_model, name=name))
+    _report(import_adapterhub(src, writable_folder(out, "--out"), base_model, name=name))
 
 
 def export(
@@ -74,7 +75,9 @@ def export(
     if format_ not in FORMATS:
         raise ConfigError(f"--format {format_!r} is unknown; use one of {', '.join(FORMATS)}")
     _check_whole_run(src)
-    converted = export_adapterhub(src, out, base_model, torch_bin=torch_bin, head=head)
+    converted = export_adapterhub(
+        src, writable_folder(out, "--out"), base_model, torch_bin=torch_bin, head=head
+    )
     _report(converted)
     if missing := [name for name in converted.fused if name != converted.adapter]:
         _say_fused_adapters_stay(src, missing)

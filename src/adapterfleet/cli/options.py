@@ -169,3 +169,16 @@ def at_least(value: N, minimum: float, option: str) -> N:
         kind = "an integer" if isinstance(minimum, int) else "a number"
         raise ConfigError(f"{option}: expected {kind} >= {minimum}, got {value}")
     return value
+
+
+def writable_folder(path: Path, option: str) -> Path:
+    """`path`, a folder a command writes (`--out`, `--to`), when it is one or can be made:
+    a file in its way was a traceback (FileExistsError, NotADirectoryError) after the work."""
+    from adapterfleet.registry.store import folder_problem
+
+    problem = folder_problem(Path(path).expanduser().absolute())
+    if problem:
+        raise ConfigError(
+            f"{option}: cannot write {path} ({problem}); give a folder that can be made there"
+        )
+    return path

@@ -23,6 +23,7 @@ from adapterfleet.cli.options import (
     load,
     local_cpus,
     output_level,
+    writable_folder,
 )
 from adapterfleet.cli.output import metrics_table, resumable, table1
 from adapterfleet.config import ConfigError
@@ -152,6 +153,7 @@ def pull(
 
     cfg = load(config, set_, budget)
     check_pull_task(cfg, task, alias=alias, version=version)
+    writable_folder(to, "--to")
     checked_store(cfg.tracking_uri, read_only=True)
     pulled = pull_registered(cfg, task, to, fusion=fusion, alias=alias, version=version)
     for line in pulled_lines(pulled):

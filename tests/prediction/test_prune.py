@@ -193,3 +193,36 @@ def test_cli_prune_reports_and_refuses_a_bad_keep(world):
     assert line.startswith("error: no registered fusion ") and "--adapter" not in line
     assert line.endswith("prune works on a registered fusion (fusion targets: fruit); check "
                          "--alias/--version")  # fmt: skip
+
+
+def test_a_second_prune_of_the_target_is_refused_and_ctrl_c_says_what_is_kept(world):
+    """Two prunes of one target at once replaced each other's pulled copies under
+    `prune/<target>/`: the one that lost said the registry's files were gone. Ctrl-C said only
+    `interrupted`."""
+    import os
+    import signal
+
+    from adapterfleet._locks import sole_lock
+
+    command = [sys.executable, "-m", "adapterfleet.cli.app", "prune", "fruit", "--keep", "1"]
+    command += ["-c", str(world.config_path)]
+    lock = Path(world.config.storage).resolve() / "prune" / "fruit" / ".prune.lock"
+    with sole_lock(lock, "4242"):  # as a prune running in another process holds it
+        held = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert held.returncode == 2, held.stderr
+    assert held.stderr.strip().splitlines()[-1] == (
+        "error: prune fruit: another adapterfleet prune of fruit is running on this storage (pid "
+        "4242); wait for it to end, then run this one again (what it trains is kept)"
+    )
+    stopped = subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    assert stopped.stderr is not None
+    for line in stopped.stderr:
+        if line.startswith("prune fruit: ranking"):
+            os.kill(stopped.pid, signal.SIGINT)
+            break
+    rest = stopped.stderr.read()
+    assert stopped.wait(timeout=120) == 130, rest
+    assert rest.strip().splitlines()[-1] == (
+        "interrupted: the pruned fusions registered so far stay registered, and the finished "
+        "epochs of the one training are kept; the same command goes on from there"
+    ), rest

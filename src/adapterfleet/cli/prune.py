@@ -8,8 +8,14 @@ from typing import Annotated
 import typer
 
 from adapterfleet.cli.options import BudgetOpt, ConfigOpt, SetOpt, at_least, checked_store, load
-from adapterfleet.cli.output import metrics_table
+from adapterfleet.cli.output import metrics_table, resumable
 from adapterfleet.registry.tags import BEST_ALIAS
+
+# What Ctrl-C leaves (it said only `interrupted`).
+KEPT = (
+    "the pruned fusions registered so far stay registered, and the finished epochs of the one "
+    "training are kept; the same command goes on from there"
+)
 
 
 def prune(
@@ -42,16 +48,17 @@ def prune(
     from adapterfleet.orchestration.commands import prune_registered
 
     checked_store(cfg.tracking_uri, read_only=False)
-    report = prune_registered(
-        cfg,
-        target,
-        progress=sys.stderr.isatty(),
-        say=lambda line: typer.echo(line, err=True),
-        keep=keep,
-        threshold=threshold,
-        alias=alias,
-        version=version,
-    )
+    with resumable(KEPT):
+        report = prune_registered(
+            cfg,
+            target,
+            progress=sys.stderr.isatty(),
+            say=lambda line: typer.echo(line, err=True),
+            keep=keep,
+            threshold=threshold,
+            alias=alias,
+            version=version,
+        )
     metrics_table(report.rows())
     typer.echo(f"report: {report.folder / 'report'} (prune.md, prune.json, prune.png)")
 

@@ -12,14 +12,17 @@ speed against the number of adapters kept go to a folder and to an MLflow run of
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from adapterfleet._locks import LockHeld, sole_lock
 from adapterfleet.config import ConfigError, PipelineConfig
 from adapterfleet.console import Say
 from adapterfleet.orchestration.fusion_plan import FusionPlan, fusion_work, lineage_key
@@ -139,9 +142,6 @@ def prune_fusion(
 ) -> PruneReport:
     """Rank the adapters of `target`'s registered fusion, train and register the pruned fusions,
     time them all, and write the report (see the module's docstring)."""
-    from adapterfleet.orchestration.local import prepare_task  # loads torch
-    from adapterfleet.training.modes import metric_names, task_batches
-
     check_target(config, target)
     config = replace(config, fusion=config.fusion.for_target(target))  # the target's metric
     targets = ", ".join(config.fusion.targets) or "none in this config"
@@ -150,6 +150,20 @@ def prune_fusion(
     check_prune_options(len(fusion_lineage(source)), keep, threshold)
     folder = Path(config.storage).resolve() / "prune" / target / f"v{source.version}"
     job = _PruneJob(config, target, uri, experiment_id, folder, say)
+    with _prune_lock(job):
+        return _prune(job, source, keep, threshold)
+
+
+def _prune(
+    job: _PruneJob,
+    source: ModelVersionInfo,
+    keep: Sequence[int] | None,
+    threshold: float | None,
+) -> PruneReport:
+    from adapterfleet.orchestration.local import prepare_task  # loads torch
+    from adapterfleet.training.modes import metric_names, task_batches
+
+    config, target, uri, folder, say = job.config, job.target, job.uri, job.folder, job.say
     tokenized = prepare_task(config, target)
     _, dev = task_batches(tokenized, config.fusion.training)
     dev_batches = list(dev)
@@ -166,7 +180,7 @@ def prune_fusion(
     versions = _adapter_versions(config, uri, source)
     summary = open_prune_run(
         uri,
-        experiment_id,
+        job.experiment_id,
         target,
         f"v{source.version}",
         tags={"adapterfleet.prune_sizes": ",".join(map(str, sizes))},
@@ -179,8 +193,8 @@ def prune_fusion(
         )
         write_report(report)
         summary.log_artifacts(folder / "report", "prune")
-    except BaseException:
-        summary.end("FAILED")
+    except BaseException as error:
+        summary.end("KILLED" if isinstance(error, KeyboardInterrupt) else "FAILED")
         raise
     summary.end("FINISHED")
     return report
@@ -199,6 +213,22 @@ class _PruneJob:
     experiment_id: str
     folder: Path  # <storage>/prune/<target>/v<source version>
     say: Say
+
+
+@contextlib.contextmanager
+def _prune_lock(job: _PruneJob) -> Iterator[None]:
+    """One prune of a target at a time per storage: two replaced each other's pulled copies
+    under `prune/<target>/`, and the one that lost said the registry's files were gone."""
+    lock = job.folder.parent / ".prune.lock"
+    try:
+        with sole_lock(lock, f"{os.getpid()}"):
+            yield
+    except LockHeld as other:
+        raise ConfigError(
+            f"prune {job.target}: another adapterfleet prune of {job.target} is running on this "
+            f"storage (pid {other.note or '?'}); wait for it to end, then run this one again "
+            "(what it trains is kept)"
+        ) from None
 
 
 _Fusion = tuple[ModelVersionInfo, str, bool]  # the version, its alias in the report, trained now

@@ -89,6 +89,8 @@ def test_prune_trains_registers_with_lineage_and_reports(world, tmp_path):
     # `best` did not move.
     pruned = get_version(uri, name, alias="pruned-1")
     assert pruned.version == pruned_point.version != source.version
+    registered = f"prune fruit: registered {name} v{pruned.version} (@pruned-1, accuracy "
+    assert sum(line.startswith(registered) for line in said) == 1, said  # said nothing before
     assert get_version(uri, name, alias="best").version == source.version
     adapters = {k: v for k, v in pruned.tags.items() if k.startswith("adapter.")}
     assert adapters == {f"adapter.{top}": source.tags[f"adapter.{top}"]}

@@ -58,6 +58,7 @@ def test_runs_register_pull_and_idempotency_over_http(
     tmp_path: Path,
     make_adapter: Callable[..., Path],
     new_name: Callable[[str], str],
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     uri = mlflow_server
     check_tracking_uri(uri)
@@ -78,9 +79,12 @@ def test_runs_register_pull_and_idempotency_over_http(
     name = adapter_model_name(prefix, "rte")
     weights = folder / "adapter.safetensors"
     tags = {TAG_TRIAL_ID: "t_00000", "metric_value": "0.7"}
+    capfd.readouterr()
     first = register_version(uri, name, trial.run_id, "adapter", weights, tags)
     second = register_version(uri, name, trial.run_id, "adapter", weights, tags)
     assert first == second and first.version == 1 and first.aliases == ("best",)
+    said = capfd.readouterr()  # MLflow's INFO line came between prune's own lines
+    assert "Waiting up to" not in said.out + said.err, said
     client = MlflowClient(uri, registry_uri=uri)
     assert len(client.search_model_versions(f"name = '{name}'")) == 1
     assert len(client.search_runs([experiment])) == 2  # one sweep run, one trial run

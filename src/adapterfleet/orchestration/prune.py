@@ -378,4 +378,8 @@ def _pruned_fusion(
         outcome = _train_and_register(
             pruned, plan, uri, experiment_id, work, 0.0, say, alias=alias, tags=tags
         )
+    metric = pruned.fusion.training.metric
+    value = outcome.dev_metrics.get(metric)
+    shown = f", {metric} {value:.4f}" if value is not None else ""
+    say(f"prune {target}: registered {name} v{outcome.version.version} (@{alias}{shown})")
     return outcome.version, True

@@ -31,3 +31,17 @@ def tracking_log_level(level: int) -> Iterator[None]:
             os.environ.pop(LEVEL_VARIABLE, None)
         else:
             os.environ[LEVEL_VARIABLE] = before
+
+
+@contextmanager
+def quieter(name: str, level: int = logging.WARNING) -> Iterator[None]:
+    """MLflow's logger `name` at `level` at least for the block: its INFO line "Waiting up to
+    300 seconds for model version to finish creation", printed between a command's own lines
+    on every registration with a tracking server, says nothing a user acts on."""
+    logger = logging.getLogger(name)
+    before = logger.level
+    logger.setLevel(max(level, logger.getEffectiveLevel()))
+    try:
+        yield
+    finally:
+        logger.setLevel(before)

@@ -14,6 +14,7 @@ from adapterfleet.registry.info import (
     info_from_mlflow,
     sha256_file,
 )
+from adapterfleet.registry.logs import quieter
 from adapterfleet.registry.redact import redact
 from adapterfleet.registry.store import get_client
 from adapterfleet.registry.tags import (
@@ -59,8 +60,7 @@ def register_version(
     logged into that artifact folder), its file name and the artifact path. Idempotent: a
     version of `name` with the same `adapterfleet.trial_id` and `.sweep` tags (or, without a
     trial, the same run and artifact path) is returned instead of creating another; concurrent
-    registrations of the same trial converge on the lowest version.
-    """
+    registrations of the same trial converge on the lowest version."""
     weights = Path(weights_file)
     if not weights.is_file():
         raise RegistryError(
@@ -81,9 +81,10 @@ def register_version(
     if existing is None:
         _create_registered_model(client, name, model_description)
         source = f"runs:/{run_id}/{artifact_path}"
-        created = client.create_model_version(
-            name, source, run_id=run_id, tags=all_tags, description=description
-        )
+        with quieter("mlflow.store.model_registry.abstract_store"):
+            created = client.create_model_version(
+                name, source, run_id=run_id, tags=all_tags, description=description
+            )
         existing = _find_registered(client, name, run_id, artifact_path, trial)
         if existing is None:  # pragma: no cover - search cannot see what was just created
             existing = int(created.version)

@@ -109,7 +109,12 @@ def test_tunes_traceback_of_a_failed_trial_stays_out_of_the_console(
     notices of its own slow loop are held back too, its other warnings pass."""
     import logging
 
-    from adapterfleet.orchestration.relay import TUNE_CONTROLLER, TUNE_TIMER, library_output
+    from adapterfleet.orchestration.relay import (
+        TUNE_CONTROLLER,
+        TUNE_RUN,
+        TUNE_TIMER,
+        library_output,
+    )
 
     tune = logging.getLogger(TUNE_CONTROLLER)
     slow = "The `callbacks.on_trial_result` operation took 1.254 s, which may be a performance "
@@ -117,6 +122,7 @@ def test_tunes_traceback_of_a_failed_trial_stays_out_of_the_console(
     with library_output(Level.DEFAULT):
         tune.error("Trial task failed for trial adapter_trial_1", exc_info=ValueError("down"))
         tune.error("the controller itself broke")
+        logging.getLogger(TUNE_RUN).error("Trials did not complete: %s", ["adapter_trial_1"])
         logging.getLogger(TUNE_TIMER).warning(slow)
         logging.getLogger(TUNE_TIMER).warning("another warning of Tune's")
     assert [r.getMessage() for r in caplog.records] == [

@@ -191,6 +191,7 @@ def library_output(level: Level) -> Iterator[None]:
     before = ray_logger.level
     quiet = ray_log_level(level)
     controller, timer = logging.getLogger(TUNE_CONTROLLER), logging.getLogger(TUNE_TIMER)
+    tune_run = logging.getLogger(TUNE_RUN)
     try:
         if quiet is None:
             yield
@@ -198,11 +199,13 @@ def library_output(level: Level) -> Iterator[None]:
         if "ray" in sys.modules:
             ray_logger.setLevel(quiet)
         controller.addFilter(_said_by_us)
+        tune_run.addFilter(_said_by_us)
         timer.addFilter(_not_slow_notice)
         with tracking_log_level(quiet):
             yield
     finally:
         controller.removeFilter(_said_by_us)
+        tune_run.removeFilter(_said_by_us)
         timer.removeFilter(_not_slow_notice)
         ray_logger.setLevel(before or logging.INFO)  # Ray's own default
 
@@ -231,13 +234,16 @@ def job_client_output() -> Iterator[None]:
 
 
 TUNE_CONTROLLER = "ray.tune.execution.tune_controller"
+TUNE_RUN = "ray.tune.tune"  # `Trials did not complete: [...]` as the sweep ends
 TUNE_TIMER = "ray.tune.utils.util"  # `warn_if_slow`: an operation of the Tune loop that took long
 
 
 def _said_by_us(record: logging.LogRecord) -> bool:
     """Tune's ERROR with the traceback of a trial that raised: the trial's own line says it
-    (`trial ...: failed (<cause>)`), and the traceback stays in the trial's log."""
-    return not str(record.msg).startswith("Trial task failed")
+    (`trial ...: failed (<cause>)`), and the traceback stays in the trial's log; and its ERROR
+    `Trials did not complete: [adapter_trial_b3d49_00000, ...]` as the sweep ends, which the
+    trials' `FAILED` lines and the sweep's error say by the names the user knows."""
+    return not str(record.msg).startswith(("Trial task failed", "Trials did not complete"))
 
 
 def _not_slow_notice(record: logging.LogRecord) -> bool:

@@ -9,7 +9,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from adapterfleet.console import duration_text, plural
+from adapterfleet.errors import cause_text
 from adapterfleet.training.callbacks import epoch_line
+from adapterfleet.training.loop import TrainingDiverged
 from adapterfleet.tuning.spec import TrialParams
 
 ENDED = ("TERMINATED", "ERROR")
@@ -100,3 +102,13 @@ def free_resources(gpus: bool = False) -> str:
     free, total = ray.available_resources(), ray.cluster_resources()
     kinds = [("CPU", "CPUs"), *([("GPU", "GPUs")] if gpus or total.get("GPU") else [])]
     return ", ".join(f"{free.get(k, 0.0):g} of {total.get(k, 0.0):g} {name}" for k, name in kinds)
+
+
+def retry_line(trial_id: str, error: BaseException | None) -> str | None:
+    """`trial t1: failed (<cause>), retrying from its last checkpoint`; None for a trial that
+    diverged, whose retries fail at once (tuning/trial.py) and whose FAILED line says why."""
+    if isinstance(getattr(error, "cause", error), TrainingDiverged):
+        return None
+    cause = cause_text(error) if error is not None else ""
+    failed = f"failed ({cause})" if cause else "failed"
+    return f"trial {trial_id}: {failed}, retrying from its last checkpoint"

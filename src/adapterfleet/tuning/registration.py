@@ -41,6 +41,7 @@ from adapterfleet.tuning.progress import (
     Stall,
     free_resources,
     resources_asked,
+    retry_line,
     stall_line,
     trial_counts,
     trial_epoch_line,
@@ -366,11 +367,9 @@ class RegistrationCallback(ray.tune.Callback):
     def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         registrar = _ACTIVE.get(self.sweep_name)
         error = self._stop_if_full(registrar, trial)
-        if registrar is not None:
-            trial_id = TrialParams.from_config(trial.config).trial_id
-            cause = cause_text(error) if error is not None else ""
-            failed = f"failed ({cause})" if cause else "failed"
-            registrar.progress(f"trial {trial_id}: {failed}, retrying from its last checkpoint")
+        line = retry_line(TrialParams.from_config(trial.config).trial_id, error)
+        if registrar is not None and line is not None:
+            registrar.progress(line)
 
     def _ended(self, trials: list, trial: Any, status: str) -> None:
         registrar = _ACTIVE.get(self.sweep_name)

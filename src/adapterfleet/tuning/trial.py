@@ -9,6 +9,7 @@ as a Ray Train run inside the trial (`tuning/workers.py`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable
 from pathlib import Path
@@ -34,6 +35,7 @@ from adapterfleet.training import (
     resume_job,
 )
 from adapterfleet.training.callbacks import ProgressLog
+from adapterfleet.training.loop import TrainingDiverged
 from adapterfleet.training.metrics import signed
 from adapterfleet.training.modes import train_single
 from adapterfleet.tuning.inputs import log_task_inputs
@@ -41,6 +43,9 @@ from adapterfleet.tuning.spec import OBJECTIVE_KEY, SweepContext, TrialParams, t
 
 TRAINABLE_NAME = "adapter_trial"
 FINAL_KEY = "final"  # set on the last result of a trial that ended normally
+# In a trial's folder once it diverged: its retries, from the same checkpoint and random state,
+# would diverge alike (each an epoch's work, two of them by default); they fail at once instead.
+DIVERGED_FILE = "diverged.txt"
 
 
 def make_trainable(ctx: SweepContext, resources: dict[str, float]) -> Any:
@@ -164,6 +169,8 @@ def run_trial(config: dict[str, Any], ctx: SweepContext) -> None:
     torch.set_num_threads(max(1, int(ctx.cpu)))
     params = TrialParams.from_config(config)
     workdir = JobWorkdir(ctx.trial_dir(params.trial_id))
+    if (workdir.root / DIVERGED_FILE).is_file():
+        raise TrainingDiverged((workdir.root / DIVERGED_FILE).read_text())
     spec = ctx.config.tasks[params.task]
     tokenizer = load_tokenizer(ctx.config.base_model)
     tokenized = tokenize_task(load_task(spec), tokenizer, ctx.config.max_length, ctx.tokens_dir)
@@ -195,8 +202,18 @@ def run_trial(config: dict[str, Any], ctx: SweepContext) -> None:
             end_stopped_early(logger, tune_report.stopped_after)
         else:
             end_failed(logger, error)
+        if isinstance(error, TrainingDiverged):
+            mark_diverged(workdir, error)
         raise
     report_final(logger, final, signed(train.metric, result.fit.best_metric))
+
+
+def mark_diverged(workdir: JobWorkdir, error: TrainingDiverged) -> None:
+    """`DIVERGED_FILE` with the error's words (an epoch-1 divergence made no folder yet); a
+    mark that cannot be written leaves the retries to diverge again, not another error."""
+    with contextlib.suppress(OSError):
+        workdir.root.mkdir(parents=True, exist_ok=True)
+        (workdir.root / DIVERGED_FILE).write_text(str(error))
 
 
 def end_failed(logger: MlflowRunLogger, error: BaseException) -> None:

@@ -26,6 +26,10 @@ def test_help_lists_the_commands():
     assert result.returncode == 0
     for command in ("train", "fuse", "evaluate", "demo", "tasks"):
         assert command in result.stdout
+    for args in (["-h"], ["train", "-h"], ["sweep", "resume", "-h"]):  # "No such option: -h"
+        short = _run(*args)
+        assert short.returncode == 0, short.stderr
+        assert short.stdout == _run(*args[:-1], "--help").stdout
 
 
 def test_bad_config_is_one_clear_line_and_exit_2(tmp_path):

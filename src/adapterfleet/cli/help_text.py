@@ -14,8 +14,11 @@ from typing import Any
 
 def plain_flags(command: Any, parent: Any = None, name: str | None = None) -> Any:
     """`command` (Typer's click command or group), every flag of it and of its subcommands
-    shown without a type. The contexts are built as Typer builds them when it parses, so
-    `--help` gets the names the app's settings give it."""
+    shown without a type, and `-h` beside `--help` (it was "No such option: -h"; the
+    subcommands' contexts inherit it). The contexts are built as Typer builds them when it
+    parses, so `--help` gets the names the app's settings give it."""
+    if parent is None:
+        command.context_settings.setdefault("help_option_names", ["-h", "--help"])
     context = command.context_class(
         command, info_name=name, parent=parent, **command.context_settings
     )

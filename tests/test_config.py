@@ -212,6 +212,12 @@ def test_a_task_grid_replaces_the_stage_grid_for_its_task_only(tmp_path):
         ("", ["adapters.asha_reduction=.inf", "adapters.scheduler=asha"], "finite number"),
         ("", ["fusion.targets.a=[]"], "fusion.targets.a: fuses no adapter"),
         ("", ["fusion.targets.a=5"], "fusion.targets.a: use 'all' or a list"),
+        (  # it read "unknown task(s) ['b']; known: ['a']" of a task declared under tasks
+            "",
+            ["adapters.tasks=[a]", "fusion.targets.a=[a, b]"],
+            r"fusion.targets.a: b: declared under tasks, but not in adapters.tasks \(a\), so the "
+            "sweep trains no adapter to fuse; add it to adapters.tasks, or leave it out here",
+        ),
         ("", ["name=" + "x" * 65], "name: 65 characters is too long"),
         ("", ["registry_prefix=team/glue"], "registry_prefix: 'team/glue' must be"),
         ("", ["adapters.seeds=[4294967296]"], "adapters.seeds: expected an integer <= 4294967295"),

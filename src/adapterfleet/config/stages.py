@@ -84,6 +84,12 @@ class FusionStage:
                     f"fusion.targets.{target}: fuses no adapter; list the adapter tasks to fuse "
                     "or write all"
                 )
+            if unswept := [n for n in names if n in tasks and n not in adapters.tasks]:
+                raise ConfigError(
+                    f"fusion.targets.{target}: {', '.join(unswept)}: declared under tasks, but not "
+                    f"in adapters.tasks ({', '.join(adapters.tasks)}), so the sweep trains no "
+                    "adapter to fuse; add it to adapters.tasks, or leave it out here"
+                )  # it read "unknown task(s)"
             check_tasks(names, {t: None for t in adapters.tasks}, f"fusion.targets.{target}")
             targets[str(target)] = names
         training_raw = as_mapping(raw.get("training") or {}, "fusion.training")

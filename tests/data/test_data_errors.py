@@ -428,6 +428,18 @@ def test_a_label_no_training_row_has_is_said(tmp_path: Path, write_config, caplo
         load_task(load_tasks_config(write_config({"rte": spec}))["rte"])
     said = [r.getMessage() for r in caplog.records if "no training row" in r.getMessage()]
     assert said == [
-        "task 'rte': no training row has the label(s) 'neutral' (1 dev rows do); the head never "
-        "learns to give them: add training rows for them, or drop them from label_names"
+        "task 'rte': no training row has the label(s) 'neutral' (1 dev row does); the head never "
+        "learns to give them: add training rows for them, or drop them from label_names and "
+        "remove those dev rows"
     ]
+    # dropped from label_names, the dev row was refused with "fix label_names" alone: the two
+    # messages sent a user round in a loop, neither naming the dev row as what to remove
+    spec = {**SPEC, "label_names": ["entailment", "not_entailment"]}
+    config = load_tasks_config(write_config({"rte": spec}))["rte"]
+    with pytest.raises(TaskError) as refused:
+        load_task(config)
+    assert str(refused.value).endswith(
+        "unknown label value 'neutral' (record 3 of "
+        f"{tmp_path / 'dev.tsv'}); label_names are ['entailment', 'not_entailment'] (or indices "
+        "0..1); fix label_names, or remove the dev rows with it (no training row can teach it)"
+    )

@@ -118,6 +118,8 @@ class LabelMap:
                 return int(text)
         names = list(self.spec.label_names)
         fix = f"label_names are {names} (or indices 0..{len(names) - 1}); fix label_names"
+        if split != "train":  # the loop: in label_names without a training row, it is a warning
+            fix += f", or remove the {split} rows with it (no training row can teach it)"
         if isinstance(text, str) and (like := self._names_like(text)):
             # 'NEG', pandas' True against "true": the data is what to fix, not label_names
             fix = (

@@ -122,11 +122,13 @@ def _warn_unseen_labels(spec: TaskSpec, train: list, dev: list) -> None:
     if unseen:
         in_dev = sum(row[-1] in unseen for row in dev)
         logger.warning(
-            "task %r: no training row has the label(s) %s (%d dev rows do); the head never "
-            "learns to give them: add training rows for them, or drop them from label_names",
+            "task %r: no training row has the label(s) %s (%s %s); the head never learns to "
+            "give them: add training rows for them, or drop them from label_names%s",
             spec.name,
             ", ".join(repr(spec.label_names[i]) for i in unseen),
-            in_dev,
+            plural(in_dev, "dev row"),
+            "does" if in_dev == 1 else "do",
+            " and remove those dev rows" if in_dev else "",
         )
 
 

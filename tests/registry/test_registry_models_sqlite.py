@@ -440,6 +440,44 @@ def test_a_fusion_on_other_data_of_its_target_is_not_ranked_against_best(
     )
 
 
+def test_a_fusion_over_adapters_whose_best_moved_on_is_not_ranked_against_best(
+    sqlite_uri: str,
+    sqlite_experiment: str,
+    logged_adapter: LoggedAdapter,
+    new_name: Callable[[str], str],
+) -> None:
+    """Settings changed, then changed back: the adapters' `best` went back to v1, their own
+    settings' version, while the fusion's stayed on the one over v2 (better on dev), which
+    `status` said the next run would replace, and no run did; predict served it."""
+    from adapterfleet.orchestration.fusion_job import FusionOutcome, point_best, registered_text
+
+    prefix = new_name("p")
+    name, adapter = fusion_model_name(prefix, "senti"), adapter_model_name(prefix, "senti")
+    for version in (1, 2):
+        run_id, weights = logged_adapter(sqlite_uri, sqlite_experiment, seed=version)
+        register_version(
+            sqlite_uri, adapter, run_id, "adapter", weights, {TAG_TRIAL_ID: f"a{version}"}
+        )
+
+    def outcome(seed: int, fuses: int, value: float, alias: str | None) -> FusionOutcome:
+        run_id, weights = logged_adapter(sqlite_uri, sqlite_experiment, seed=10 + seed)
+        tags = {TAG_TRIAL_ID: f"f{seed}", "metric": "accuracy", "dev_accuracy": str(value)}
+        tags |= {"base_model": "minilm-l6", "adapter.senti": f"v{fuses}"}
+        info = register_version(sqlite_uri, name, run_id, "fusion", weights, tags, alias=alias)
+        return FusionOutcome("senti", info, {"accuracy": value}, True, 0.0, 0.0)
+
+    outcome(1, 2, 0.5167, "best")  # over v2, the adapters' @best then
+    set_alias(sqlite_uri, adapter, "best", 1)  # the settings changed back: v1 is theirs
+    back = point_best(sqlite_uri, outcome(2, 1, 0.5, None), "accuracy")
+    assert back.best_kept is None and get_version(sqlite_uri, name, alias="best").version == 2
+    assert registered_text(back, "accuracy") == (
+        f"registered {name} v2 (accuracy 0.5000); best moves here from v1, a fusion over adapters "
+        "whose @best has moved on (senti v2 → v1)"
+    )
+    same = point_best(sqlite_uri, outcome(3, 1, 0.4, None), "accuracy")
+    assert same.best_kept is not None and same.best_kept.version == 2  # one adapter: ranked
+
+
 def test_a_fusion_whose_run_mlflow_gc_purged_is_registered_anew_and_takes_best(
     sqlite_uri: str,
     sqlite_experiment: str,

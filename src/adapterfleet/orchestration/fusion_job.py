@@ -57,18 +57,20 @@ from adapterfleet.registry import (
     wait_for_models,
 )
 from adapterfleet.registry import descriptions as notes
-from adapterfleet.registry.purged import purged_text, run_purged
+from adapterfleet.registry.purged import purged_text
+from adapterfleet.registry.ranking import unranked_reason
 from adapterfleet.registry.tags import (
     BEST_ALIAS,
     TAG_BASE_MODEL_DTYPE,
     TAG_BASE_MODEL_LAYOUT,
+    TAG_DATA_SHA256,
     TAG_LINEAGE,
     TAG_LINEAGE_KEY,
 )
 from adapterfleet.training import JobWorkdir, end_quietly, ended_by, log_best
 from adapterfleet.training.metrics import metric_direction, signed
 from adapterfleet.training.modes import RunResult
-from adapterfleet.tuning.spec import TAG_DATA_SHA256, data_sha256, layout_tag
+from adapterfleet.tuning.spec import data_sha256, layout_tag
 
 
 @dataclass(frozen=True)
@@ -169,7 +171,7 @@ def point_best(uri: str, outcome: FusionOutcome, metric: str) -> FusionOutcome:
     name, number = outcome.version.name, outcome.version.version
     current = get_version(uri, name, alias=BEST_ALIAS)
     ours = outcome.dev_metrics.get(metric)
-    apart = _apart(uri, current, outcome) if current is not None else None
+    apart = unranked_reason(uri, current, outcome.version, outcome.target) if current else None
     if current is not None and int(current.version) != int(number) and ours is not None:
         theirs = current.tags.get(f"dev_{metric}") if current.tags.get("metric") == metric else None
         mine = float(notes.tag_number(ours))
@@ -181,23 +183,6 @@ def point_best(uri: str, outcome: FusionOutcome, metric: str) -> FusionOutcome:
     if not moved:
         return outcome
     return replace(outcome, best_was=str(current.version), best_was_apart=apart)
-
-
-def _apart(uri: str, current: ModelVersionInfo, outcome: FusionOutcome) -> str | None:
-    """Why `current` cannot be ranked against the outcome's version by their dev scores: it is
-    a fusion on another base, or on other data files of the target (a score on another dev
-    file; a train file fixed since), or its run was purged (nothing of it can be pulled); None
-    where both were tagged alike (or one not at all)."""
-    if current.version != outcome.version.version and run_purged(uri, current):
-        return "whose run mlflow gc purged"
-    ours, theirs = outcome.version.tags, current.tags
-    base = theirs.get("base_model")
-    if base is not None and base != ours.get("base_model"):
-        return f"a fusion on {base}"
-    data = theirs.get(TAG_DATA_SHA256)
-    if data is not None and ours.get(TAG_DATA_SHA256) not in (None, data):
-        return f"a fusion on other data of {outcome.target}"
-    return None
 
 
 def _fusion_for_seed(

@@ -16,6 +16,7 @@ TAG_STOPPED_EARLY = "adapterfleet.stopped_early"
 TAG_SEED = "seed"
 TAG_PARENT_RUN = "mlflow.parentRunId"
 TAG_SHA256 = "sha256"
+TAG_DATA_SHA256 = "data_sha256"  # the task's local files as the adapter trained on them
 TAG_BASE_MODEL = "base_model"  # on a registered version: the base it was trained on
 # on a registered version: the dtype that base was loaded in (`base_model_dtype`, `auto` too)
 TAG_BASE_MODEL_DTYPE = "base_model_dtype"

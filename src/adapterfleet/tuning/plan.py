@@ -23,13 +23,12 @@ from adapterfleet.config import PipelineConfig
 from adapterfleet.registry import ModelVersionInfo, adapter_model_name, get_version
 from adapterfleet.registry.purged import purged_runs, purged_versions
 from adapterfleet.registry.store import missing_store
-from adapterfleet.registry.tags import BEST_ALIAS, TAG_SWEEP
+from adapterfleet.registry.tags import BEST_ALIAS, TAG_DATA_SHA256, TAG_SWEEP
 from adapterfleet.tuning.interrupted_sweep import InterruptedSweep, other_interrupted
 from adapterfleet.tuning.settings import TAG_SETTINGS, changed_settings, settings_tag
 from adapterfleet.tuning.spec import (
     RAY_DIR,
     TAG_CONFIG_HASH,
-    TAG_DATA_SHA256,
     SweepError,
     data_sha256,
     sweep_hash,

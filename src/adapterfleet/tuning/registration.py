@@ -33,7 +33,7 @@ from adapterfleet.registry import (
     register_version,
 )
 from adapterfleet.registry.descriptions import adapter_model_note, adapter_version_note, tag_number
-from adapterfleet.registry.tags import TAG_BASE_MODEL_DTYPE, TAG_BASE_MODEL_LAYOUT
+from adapterfleet.registry.tags import TAG_BASE_MODEL_DTYPE, TAG_BASE_MODEL_LAYOUT, TAG_DATA_SHA256
 from adapterfleet.training.metrics import metric_direction, signed
 from adapterfleet.training.workdir import JobWorkdir
 from adapterfleet.tuning.progress import (
@@ -51,7 +51,6 @@ from adapterfleet.tuning.settings import TAG_SETTINGS, best_now, say_taken, sett
 from adapterfleet.tuning.spec import (
     TAG_BASE_MODEL,
     TAG_CONFIG_HASH,
-    TAG_DATA_SHA256,
     TAG_METRIC,
     TAG_METRIC_DIRECTION,
     TAG_METRIC_VALUE,

@@ -16,11 +16,10 @@ from adapterfleet.config import PipelineConfig
 from adapterfleet.console import Say
 from adapterfleet.registry import ModelVersionInfo
 from adapterfleet.registry.info import made_by
-from adapterfleet.registry.tags import BEST_ALIAS
+from adapterfleet.registry.tags import BEST_ALIAS, TAG_DATA_SHA256
 from adapterfleet.training.metrics import signed
 from adapterfleet.tuning.spec import (
     TAG_CONFIG_HASH,
-    TAG_DATA_SHA256,
     TAG_METRIC,
     TAG_METRIC_VALUE,
     task_config_hashes,

@@ -31,7 +31,6 @@ RAY_DIR = "ray"  # <storage>/ray/<pipeline name>/: the Tune experiment
 # Tags written on registered adapter versions (besides the registry's own).
 TAG_METRIC = "metric"
 TAG_METRIC_VALUE = "metric_value"
-TAG_DATA_SHA256 = "data_sha256"  # the task's local files as the adapter trained on them
 TAG_METRIC_DIRECTION = "metric_direction"  # max, or min for a lower-is-better metric (mse)
 # In every result a trial reports: its task's best dev metric so far made higher-is-better (mse
 # negated), the one key ASHA and Optuna compare whatever metric each task is selected on.

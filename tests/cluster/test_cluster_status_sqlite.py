@@ -219,6 +219,40 @@ def test_best_is_the_registered_versions_own_once_its_sweep_is_over(tmp_path: Pa
     assert best() == (pytest.approx(0.55), 1)  # a sweep that runs: its best so far
 
 
+def test_status_of_a_config_counts_the_sweep_of_its_settings(tmp_path: Path) -> None:
+    """`status -c` counted the newest sweep of any settings: after a sweep of other settings
+    whose trials diverged, a plain run (nothing to train: v1 @best again) showed this config's
+    task FAIL 1, DONE 0; it counts the newest sweep of the config's own settings."""
+    from adapterfleet.registry.tags import TAG_CONFIG_HASH
+    from adapterfleet.tuning.spec import task_config_hash
+
+    (tmp_path / "t.tsv").write_text("sentence\tlabel\nx y\t0\nz w\t1\n")
+    spec = '{train: t.tsv, dev: t.tsv, text_fields: [sentence], label_names: ["0", "1"]}'
+    (tmp_path / "pipe.yaml").write_text(
+        f"name: statusdemo\nstorage: {tmp_path / 'store'}\ndata_root: .\ntasks:\n  a: {spec}\n"
+        "adapters: {reduction_factors: [16], learning_rates: [0.1], seeds: [0]}\n"
+    )
+    store = Store(load_config(tmp_path / "pipe.yaml"), tmp_path)
+    ours = store.sweep("a", "sweep-1")
+    store.client.set_tag(ours, TAG_CONFIG_HASH, task_config_hash(store.config, "a"))
+    store.trial(ours, "a", "a-1", "FINISHED", best_dev_accuracy=0.75)
+    store.register("adapter", "a", tags={"metric": "accuracy", TAG_TRIAL_ID: "a-1"})
+    other = store.sweep("a", "sweep-2")  # newer, of other settings: its trial failed
+    store.client.set_tag(other, TAG_CONFIG_HASH, "0" * 64)
+    store.trial(other, "a", "a-1", "FAILED")
+    result = subprocess.run(
+        [sys.executable, "-m", "adapterfleet.cli.app", "status", "-c", str(tmp_path / "pipe.yaml")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    row = next(line for line in result.stdout.splitlines() if line.startswith("a "))
+    assert row.split()[:6] == ["a", "1", "0", "0", "0", "0"], result.stdout  # DONE 1, FAIL 0
+    assert pipeline_status(store.config, store.uri).tasks[0].failed == 1  # no hashes: newest
+
+
 def test_status_not_started_and_missing_store(tmp_path: Path) -> None:
     config = write_config(tmp_path, "fusion: {targets: {a: [b, c]}}\n")
     db = tmp_path / "store" / "mlflow.db"

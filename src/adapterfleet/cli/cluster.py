@@ -69,9 +69,11 @@ def status(
     checked_store(ref.tracking_uri, read_only=True, must_exist=ref.config is None)
     if ref.config is not None:
         from adapterfleet.tuning.settings import other_settings  # what the config trains
+        from adapterfleet.tuning.spec import task_config_hashes
 
         settings = partial(other_settings, ref.config)
-        typer.echo(pipeline_status(ref.config, ref.tracking_uri, settings).render())
+        hashes = {t: task_config_hashes(ref.config, t) for t in ref.config.adapter_tasks}
+        typer.echo(pipeline_status(ref.config, ref.tracking_uri, settings, hashes).render())
     else:
         typer.echo(status_by_name(ref.name, ref.tracking_uri).render())
 

@@ -56,6 +56,7 @@ from adapterfleet.tuning.spec import (
     sweep_description,
     sweep_summary,
     task_config_hash,
+    task_config_hashes,
 )
 
 # an address `ensure_ray` was given (a host name, "auto") -> the GCS address of what it joined
@@ -385,5 +386,8 @@ class SweepWatch:
         """Every planned trial of this sweep's tasks has a run: none waits for a slot."""
         if not self.tasks:
             return False
-        rows = [row for row in pipeline_status(config, uri).tasks if row.task in self.tasks]
+        hashes = {task: task_config_hashes(config, task) for task in self.tasks}
+        rows = [
+            row for row in pipeline_status(config, uri, None, hashes).tasks if row.task in hashes
+        ]
         return bool(rows) and all(row.pending == 0 for row in rows)

@@ -21,6 +21,7 @@ from adapterfleet.registry.sqlite_read import Unreadable
 from adapterfleet.registry.store import check_tracking_uri, get_client, missing_store, sqlite_path
 from adapterfleet.registry.tags import (
     TAG_BUDGET,
+    TAG_CONFIG_HASH,
     TAG_KIND,
     TAG_OVERRIDES,
     TAG_PARENT_RUN,
@@ -50,6 +51,7 @@ _KEPT_TAGS = (
     TAG_STOPPED_EARLY,
     TAG_OVERRIDES,  # on a sweep run: the `-o` its sweep was started with
     TAG_BUDGET,
+    TAG_CONFIG_HASH,  # on a sweep run: its settings, so `status -c` counts its config's sweep
 )
 _PAGE = 1000
 

@@ -163,11 +163,16 @@ class PipelineStatus:
 
 
 def pipeline_status(
-    config: PipelineConfig, tracking_uri: str, settings: SettingsCheck | None = None
+    config: PipelineConfig,
+    tracking_uri: str,
+    settings: SettingsCheck | None = None,
+    config_hashes: Mapping[str, tuple[str, ...]] | None = None,
 ) -> PipelineStatus:
     """The status of `config`'s pipeline in the tracking store at `tracking_uri`; `settings`
-    notes registered adapters trained otherwise than `config` says."""
-    return plan_status(StatusPlan.from_config(config), tracking_uri, settings=settings)
+    notes registered adapters trained otherwise than `config` says; `config_hashes` (task ->
+    its settings' hashes) counts the trials of the sweeps of `config`'s settings."""
+    plan = replace(StatusPlan.from_config(config), config_hashes=dict(config_hashes or {}))
+    return plan_status(plan, tracking_uri, settings=settings)
 
 
 def status_by_name(name: str, tracking_uri: str) -> PipelineStatus:
@@ -254,7 +259,7 @@ def _task_status(
     purged: Collection[str] = (),  # the runs of registered versions that mlflow gc purged
 ) -> TaskStatus:
     metric = plan.metric_for(task)
-    trials = task_trials(records, task)
+    trials = task_trials(records, task, plan.config_hashes.get(task, ()))
     stopped = [r for r in trials if r.stopped_early]
     trials = [r for r in trials if not r.stopped_early]
     scored = [(_score(r, metric), r) for r in trials if r.status not in FAILED]

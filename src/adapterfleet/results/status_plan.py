@@ -32,6 +32,9 @@ class StatusPlan:
     # where the plan came from, as a note says it; not part of what the plan is (a plan read
     # back from the experiment's tag equals the config's)
     source: str = field(default="this config", compare=False)
+    # task -> the config hashes of its current settings (`tuning.spec.task_config_hashes`),
+    # where the caller knows them: its sweeps of these settings are the ones counted
+    config_hashes: dict[str, tuple[str, ...]] = field(default_factory=dict, compare=False)
 
     def metric_for(self, task: str) -> str:
         """The metric `task` is selected on: its own (a regression task's pearson), else

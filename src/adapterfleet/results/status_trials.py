@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 
 from adapterfleet.config.task_metrics import higher_is_better
 from adapterfleet.registry import RunRecord
 from adapterfleet.registry.status import RUNNING, best_logged
+from adapterfleet.registry.tags import TAG_CONFIG_HASH
 from adapterfleet.results.status_notes import INTERRUPTED
 from adapterfleet.results.status_plan import StatusPlan
 
@@ -42,10 +43,16 @@ def with_best_so_far(plan: StatusPlan, uri: str, records: list[RunRecord]) -> li
     ]
 
 
-def task_trials(records: Sequence[RunRecord], task: str) -> list[RunRecord]:
-    """The trials of `task`'s newest sweep run (by start time), one per trial id (its newest
-    run); trials tagged with the task but without a parent when the task has no sweep run."""
+def task_trials(
+    records: Sequence[RunRecord], task: str, hashes: Collection[str] = ()
+) -> list[RunRecord]:
+    """The trials of `task`'s newest sweep run (by start time) of the settings `hashes` names
+    (its config hashes; any settings where none of its sweeps has them), one per trial id (its
+    newest run); trials tagged with the task but without a parent when it has no sweep run.
+    The newest of any settings counted another config's trials for this one (all failed)."""
     sweeps = [r for r in records if r.kind == "sweep" and r.task == task]
+    ours = [r for r in sweeps if r.tags.get(TAG_CONFIG_HASH) in hashes]
+    sweeps = ours or sweeps
     if sweeps:
         parent = max(sweeps, key=lambda r: r.start_time).run_id
         trials = [r for r in records if r.kind == "trial" and r.parent_run_id == parent]

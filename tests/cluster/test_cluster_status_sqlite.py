@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -273,6 +274,12 @@ def test_status_not_started_and_missing_store(tmp_path: Path) -> None:
     stopped = store.client.create_run(store.experiment, tags={TAG_KIND: "fusion", TAG_TASK: "a"})
     store.client.set_terminated(stopped.info.run_id, "KILLED")
     assert pipeline_status(config, config.tracking_uri).fusions[0].state == "interrupted"
+    # another name on this store (a mistyped -o name, or another pipeline's server): its
+    # pipelines are named, where "no runs yet (experiment not found)" read as a fresh start
+    other = replace(config, name="statusdemo5")
+    assert pipeline_status(other, config.tracking_uri).render().splitlines()[1] == (
+        "no runs yet (no experiment 'statusdemo5' here; pipelines here: statusdemo)"
+    )
 
 
 def test_status_by_name_matches_the_config_view(

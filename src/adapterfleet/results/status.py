@@ -123,12 +123,16 @@ class PipelineStatus:
     metric: str = "accuracy"
     interrupted: str = ""  # what Ctrl-C, SIGTERM or a driver gone silent stopped, if so
     missing_store: str = ""  # the SQLite or file store that is not there, if so
+    others: tuple[str, ...] = ()  # the store's pipelines, where this one is not among them
 
     def render(self) -> str:
         """A compact plain-text table."""
         lines = [f"pipeline {self.name}  (tracking {safe_uri(self.tracking_uri)})"]
         if self.missing_store:
             lines.append(no_store(self.missing_store))
+        elif not self.experiment_found and self.others:  # a wrong -o name or tracking_uri?
+            there = ", ".join(self.others)
+            lines.append(f"no runs yet (no experiment {self.name!r} here; pipelines here: {there})")
         elif not self.experiment_found:
             lines.append("no runs yet (experiment not found)")
         if self.interrupted:
@@ -236,7 +240,8 @@ def plan_status(
         baselines=baselines,
         metric=plan.metric,
         interrupted=interruption(stopped_at, records) or silence(silent_at, records),
-        missing_store=str(missing_store(uri) or ""),
+        missing_store=(gone := str(missing_store(uri) or "")),
+        others=tuple(experiments_in(uri)) if runs is None and not gone else (),
     )
 
 

@@ -117,3 +117,27 @@ def test_a_running_driver_or_a_missing_storage_is_refused(storage_world, tmp_pat
     elsewhere = load_config(path, [f"storage={tmp_path / 'nowhere'}"])
     with pytest.raises(ConfigError, match="nowhere is not a folder on this machine"):
         clean_storage(elsewhere, say=print)
+
+
+def test_the_copies_a_prune_pulled_are_scratch_not_its_report_nor_while_it_runs(
+    storage_world,
+) -> None:
+    """`clean` left `prune/` whole (36 MB of pulled copies after a user's prunes) and said it
+    would free 0.0 MB, where the README calls the folder safe to delete."""
+    from adapterfleet._locks import sole_lock
+
+    _, config, storage, _ = storage_world
+    source = storage / "prune" / "fruit" / "v1"
+    for part in ("v1", "v2", "report"):
+        (source / part).mkdir(parents=True)
+        (source / part / "fusion.safetensors").write_bytes(b"f" * 700)
+    with sole_lock(storage / "prune" / "fruit" / ".prune.lock", "4242"):  # a prune runs
+        plan = plan_clean(config)
+    assert not any(item.path.is_relative_to(storage / "prune") for item in plan.scratch)
+    assert "prune/fruit: a prune of fruit runs now" in plan.kept
+    said: list[str] = []
+    clean_storage(config, say=said.append)
+    assert not (source / "v1").exists() and not (source / "v2").exists()
+    assert (source / "report" / "fusion.safetensors").is_file()  # its report stays
+    pulled = "removed prune/fruit/v1/v2 (0.0 MB): the copy of fusion fruit v2 a prune pulled"
+    assert f"{pulled} (pulled again)" in said, said

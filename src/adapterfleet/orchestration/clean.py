@@ -3,13 +3,15 @@
 A finished sweep (every one of its sweep runs FINISHED in MLflow: each task registered) leaves
 Tune's experiment (`ray/<pipeline>/`, or `ray/previous/<sweep>/` once set aside) and its trials'
 own folders (`sweeps/<sweep>/`): a later run finds its adapters in the registry and never
-resumes it. A registered fusion leaves its work folder (`fusion/<target>/<key>/`). Kept: a
-sweep interrupted or failed (the same command resumes it), a fusion not registered or trained
-right now (its lock held), a folder MLflow knows nothing of (another pipeline's), and everything
-while a driver runs this pipeline's sweep. `tokens=True` removes the token cache too (the next
-run tokenises again). Each folder is renamed to `<storage>/.cleaning-*` and then deleted, Tune's
-state before its trials' folders: a crash leaves a folder whole or a leftover the next clean
-removes, never a half sweep that looks resumable.
+resumes it. A registered fusion leaves its work folder (`fusion/<target>/<key>/`), and a prune
+the copies of the registered fusions it pulled (`prune/<target>/v<N>/v<M>/`; not its report).
+Kept: a sweep interrupted or failed (the same command resumes it), a fusion not registered or
+trained right now (its lock held), a prune's copies while it runs, a folder MLflow knows
+nothing of (another pipeline's), and everything while a driver runs this pipeline's sweep.
+`tokens=True` removes the token cache too (the next run tokenises again). Each folder is
+renamed to `<storage>/.cleaning-*` and then deleted, Tune's state before its trials' folders: a
+crash leaves a folder whole or a leftover the next clean removes, never a half sweep that
+looks resumable.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pathlib import Path
 from adapterfleet._locks import lock_if_free
 from adapterfleet.config import ConfigError, PipelineConfig
 from adapterfleet.console import Say
-from adapterfleet.orchestration.fusion_plan import FUSION_DIR, FUSION_LOCK
+from adapterfleet.orchestration.fusion_plan import FUSION_DIR, FUSION_LOCK, PRUNE_DIR, PRUNE_LOCK
 from adapterfleet.registry import fusion_model_name
 from adapterfleet.registry.errors import RegistryError
 from adapterfleet.registry.heartbeat import sweep_driver_of
@@ -76,6 +78,7 @@ def plan_clean(config: PipelineConfig, *, tokens: bool = False) -> CleanPlan:
         states = _sweep_states(config)
         scratch += _sweep_folders(storage, config.name, states, kept)
         scratch += _fusion_folders(storage, config)
+    scratch += _prune_copies(storage, kept)
     if tokens and (storage / TOKENS_DIR).is_dir():
         cache = storage / TOKENS_DIR
         why = "the token cache (rebuilt by the next run)"
@@ -167,6 +170,22 @@ def _fusion_folders(storage: Path, config: PipelineConfig) -> list[Scratch]:
             if version is not None:
                 why = f"the work folder of fusion {target.name} v{version}, registered"
                 found.append(Scratch(work, why, folder_size(work)))
+    return found
+
+
+def _prune_copies(storage: Path, kept: list[str]) -> list[Scratch]:
+    """The registered fusion versions a prune pulled (`prune/<target>/v<N>/v<M>/`, pulled again
+    by the next prune), not while a prune of the target runs; its reports stay."""
+    found = []
+    for target in _children(storage / PRUNE_DIR):
+        with lock_if_free(target / PRUNE_LOCK) as free:
+            if (target / PRUNE_LOCK).is_file() and not free:
+                kept.append(f"{PRUNE_DIR}/{target.name}: a prune of {target.name} runs now")
+                continue
+        for copy in (c for source in _children(target) for c in _children(source)):
+            if re.fullmatch(r"v\d+", copy.name):
+                why = f"the copy of fusion {target.name} {copy.name} a prune pulled (pulled again)"
+                found.append(Scratch(copy, why, folder_size(copy)))
     return found
 
 

@@ -89,6 +89,8 @@ class FusionPlan:
 
 FUSION_DIR = "fusion"  # <storage>/fusion/<target>/<lineage key[:12]>/: a fusion's work folder
 FUSION_LOCK = ".training.lock"  # in the work folder: held while a job trains the fusion
+PRUNE_DIR = "prune"  # <storage>/prune/<target>/v<N>/: a prune's pulled copies and report
+PRUNE_LOCK = ".prune.lock"  # in <storage>/prune/<target>/: held while a prune of it runs
 
 
 def fusion_work(config: PipelineConfig, target: str, key: str) -> Path:

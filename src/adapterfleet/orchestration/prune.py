@@ -25,7 +25,13 @@ from typing import Any
 from adapterfleet._locks import LockHeld, sole_lock
 from adapterfleet.config import ConfigError, PipelineConfig
 from adapterfleet.console import Say
-from adapterfleet.orchestration.fusion_plan import FusionPlan, fusion_work, lineage_key
+from adapterfleet.orchestration.fusion_plan import (
+    PRUNE_DIR,
+    PRUNE_LOCK,
+    FusionPlan,
+    fusion_work,
+    lineage_key,
+)
 from adapterfleet.orchestration.predict import (
     check_target,
     find_version,
@@ -148,7 +154,7 @@ def prune_fusion(
     fix = f"prune works on a registered fusion (fusion targets: {targets}); check --alias/--version"
     source = find_version(config, target, uri, alias=alias, version=version, fix=fix)
     check_prune_options(len(fusion_lineage(source)), keep, threshold)
-    folder = Path(config.storage).resolve() / "prune" / target / f"v{source.version}"
+    folder = Path(config.storage).resolve() / PRUNE_DIR / target / f"v{source.version}"
     job = _PruneJob(config, target, uri, experiment_id, folder, say)
     with _prune_lock(job):
         return _prune(job, source, keep, threshold)
@@ -219,7 +225,7 @@ class _PruneJob:
 def _prune_lock(job: _PruneJob) -> Iterator[None]:
     """One prune of a target at a time per storage: two replaced each other's pulled copies
     under `prune/<target>/`, and the one that lost said the registry's files were gone."""
-    lock = job.folder.parent / ".prune.lock"
+    lock = job.folder.parent / PRUNE_LOCK
     try:
         with sole_lock(lock, f"{os.getpid()}"):
             yield

@@ -133,6 +133,20 @@ def test_a_label_outside_the_range_is_refused(tmp_path: Path, write_config) -> N
         load_task(spec)
 
 
+def test_a_dev_split_of_one_value_is_refused(tmp_path: Path, write_config) -> None:
+    """Every dev score 2.0: `train` went on, Pearson and Spearman 0.0000 each epoch (the best
+    epoch the first, its MSE the worse), without a word; `tasks` showed `mean 2 (MSE 0)`."""
+    spec = _task(tmp_path, write_config)
+    (tmp_path / "dev.tsv").write_text("s1\ts2\tscore\nA.\tB.\t2\nC.\tD.\t2.0\n")
+    with pytest.raises(TaskError) as info:
+        load_task(spec)
+    assert str(info.value) == (
+        "task 'sts', dev 'score': all 2 dev rows have the label value 2; no correlation can be "
+        "measured on one value, and answering it always scores an MSE of 0; give dev rows of "
+        "several values (max_dev_examples or dev_fraction may have left one)"
+    )
+
+
 @needs_glue
 def test_stsb_from_the_shared_glue_folder() -> None:
     spec = load_tasks_config(GLUE_CONFIG)["stsb"]

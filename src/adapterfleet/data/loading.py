@@ -18,6 +18,7 @@ from adapterfleet.data.labels import LabelForm, LabelMap, check_same_form
 from adapterfleet.data.quality import (
     RowRef,
     cell_text,
+    check_dev_values,
     check_labels,
     check_once,
     check_skipped,
@@ -95,6 +96,7 @@ def load_task(spec: TaskSpec) -> TaskData:
     _nonempty(spec, "train", train, skipped)
     _nonempty(spec, "dev", dev, skipped)
     check_labels(spec, train)
+    check_dev_values(spec, dev)
     _warn_unseen_labels(spec, train, dev)
     return TaskData(spec, _dataset(spec, train), _dataset(spec, dev), skipped)
 

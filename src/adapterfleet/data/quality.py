@@ -162,6 +162,22 @@ def _first(numbers: Sequence[int], count: int) -> str:
     return ", ".join(str(n) for n in numbers[:5]) + (", ..." if count > 5 else "")
 
 
+def check_dev_values(spec: TaskSpec, rows: Sequence[tuple[Any, ...]]) -> None:
+    """A regression task's dev rows hold two values or more: on one, Pearson and Spearman are
+    undefined (they read 0.0000 every epoch, so the best epoch was the first) and always
+    answering it scores an MSE of 0."""
+    values = {row[-1] for row in rows}
+    if not spec.is_regression or len(values) != 1 or len(rows) < 2:
+        return
+    raise TaskError(
+        spec.name,
+        f"dev {spec.label_field!r}",
+        f"all {len(rows)} dev rows have the label value {next(iter(values)):g}; no correlation "
+        "can be measured on one value, and answering it always scores an MSE of 0",
+        "give dev rows of several values (max_dev_examples or dev_fraction may have left one)",
+    )
+
+
 def check_labels(spec: TaskSpec, rows: Sequence[tuple[Any, ...]]) -> None:
     """The training rows hold at least two labels (classification) or values (regression)."""
     labels = {row[-1] for row in rows}

@@ -228,3 +228,23 @@ def test_a_second_prune_of_the_target_is_refused_and_ctrl_c_says_what_is_kept(wo
         "interrupted: the pruned fusions registered so far stay registered, and the finished "
         "epochs of the one training are kept; the same command goes on from there"
     ), rest
+
+
+def test_a_prune_reports_the_sizes_an_earlier_prune_of_the_source_registered(world):
+    """`prune --keep 2` then `--keep 1`: the second report (on disk and in MLflow) listed v1 and
+    pruned-1 only, though pruned-2 was still registered from the same source."""
+    from adapterfleet.orchestration.prune import _adapter_versions, _fusions, _PruneJob
+
+    config, uri = world.config, world.uri
+    experiment = ensure_experiment(uri, config.name)
+    prune_fusion(config, "fruit", uri, experiment, keep=[1], say=print)  # registered before
+    name = fusion_model_name(config.registry_prefix, "fruit")
+    source, pruned = get_version(uri, name, alias="best"), get_version(uri, name, alias="pruned-1")
+    order = list(source.fused)
+    job = _PruneJob(config, "fruit", uri, experiment, Path(config.storage) / "p", print)
+    versions = _adapter_versions(config, uri, source)
+    fusions = _fusions(job, source, order, order, [], versions)  # this prune: no size of its own
+    assert [(info.version, alias, trained) for info, alias, trained in fusions] == [
+        (source.version, "best", False),
+        (pruned.version, "pruned-1", False),
+    ]

@@ -262,7 +262,9 @@ def _fusions(
     sizes: Sequence[int],
     versions: dict[str, ModelVersionInfo],
 ) -> list[_Fusion]:
-    """The source, then for each size k the fusion over the top k of `ranked` (in `order`)."""
+    """The source, then for each size k the fusion over the top k of `ranked` (in `order`), with
+    those an earlier prune of the source registered at other sizes (each prune's report wrote
+    over the one before: a `--keep 1` after a `--keep 2` left pruned-2 out)."""
     fusions = [(source, ",".join(source.aliases) or "source", False)]
     for k in sizes:
         top = set(ranked[:k])
@@ -271,7 +273,12 @@ def _fusions(
             job.config, job.target, job.uri, job.experiment_id, kept, versions, source, job.say
         )
         fusions.append((info, f"pruned-{k}", trained))
-    return fusions
+    name = fusion_model_name(job.config.registry_prefix, job.target)
+    for k in set(range(1, len(order))) - set(sizes):
+        earlier = get_version(job.uri, name, alias=f"pruned-{k}")
+        if earlier is not None and earlier.tags.get(TAG_PRUNED_FROM) == f"v{source.version}":
+            fusions.append((earlier, f"pruned-{k}", False))
+    return [fusions[0], *sorted(fusions[1:], key=lambda f: -len(f[0].fused))]
 
 
 def _measure(

@@ -30,6 +30,13 @@ def test_adapters_lists_versions_as_status_writes_them(world) -> None:
     assert fusion["seed"] == "0"  # versions of two seeds told apart (adapters: no tag here)
     value = fusion["value"]
     assert len(value.split(".")[1]) == 4 and 0.0 <= float(value) <= 1.0
+    # another name on the same store (a mistyped -o name, or another team's server): it said
+    # "(nothing to show)", naming neither the store nor what it holds
+    other = runner.invoke(app, ["adapters", "-c", str(world.config_path), "-o", "name=tinysweep5"])
+    assert other.exit_code == 0, other.output
+    assert other.output.strip() == (
+        f"nothing registered for tinysweep5 in {world.uri} yet (pipelines there: tinysweep)"
+    )
 
 
 def test_pull_writes_the_verified_fusion(world, tmp_path: Path) -> None:

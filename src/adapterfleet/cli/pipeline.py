@@ -176,7 +176,16 @@ def adapters(
 
     cfg = load(chosen_config(config_arg, config), set_, budget)
     checked_store(cfg.tracking_uri, read_only=True)
-    metrics_table(registered_rows(cfg, every=every))
+    rows = registered_rows(cfg, every=every)
+    if not rows:  # "(nothing to show)" said nothing of where it looked
+        from adapterfleet.registry.errors import safe_uri
+        from adapterfleet.registry.status import experiment_names
+
+        others = [n for n in experiment_names(cfg.tracking_uri) if n != cfg.name]
+        there = f" (pipelines there: {', '.join(others)})" if others else ""
+        typer.echo(f"nothing registered for {cfg.name} in {safe_uri(cfg.tracking_uri)} yet{there}")
+        return
+    metrics_table(rows)
 
 
 def ui(

@@ -202,7 +202,7 @@ def test_a_relative_storage_or_sqlite_store_is_refused_before_any_upload(
         ),
     }
     for number, (lines, words) in enumerate(cases.items()):
-        (tmp_path / f"c{number}.yaml").write_text(f"name: x\n{lines}")
+        (tmp_path / f"c{number}.yaml").write_text(f"name: x\ndemo_tasks: true\n{lines}")
         with pytest.raises(ConfigError) as caught:
             submit_pipeline(f"c{number}.yaml", address, working_dir=tmp_path)
         assert str(caught.value).startswith(words), caught.value
@@ -232,3 +232,31 @@ def test_storage_inside_the_working_dir_is_excluded_however_it_is_written(
         assert storage_excludes(str(outside), project) == [], outside
     monkeypatch.chdir(project / "sub")  # `submit --working-dir ..` from a subfolder
     assert storage_excludes("runs", project) == ["/runs/", "/sub/runs/"]
+
+
+def test_submit_reads_the_config_with_its_budget_and_refuses_it_as_run_would(
+    tmp_path: Path, no_token: Path
+) -> None:
+    """`submit` read the YAML without the budget: a budget's relative storage was sent (the job
+    wrote its store in Ray's temporary folder), a budget's absolute one refused as relative, a
+    budget not declared or a reduction factor of 0 sent to fail on the cluster after
+    `submitted`."""
+    address = "http://127.0.0.1:1"  # nothing answers: a refusal comes first
+    (tmp_path / "c.yaml").write_text(
+        f"name: x\ndemo_tasks: true\nstorage: {tmp_path}/r\n"
+        f"budgets:\n  rel: {{storage: relruns}}\n  abs: {{storage: {tmp_path}/b}}\n"
+    )
+    cases = {
+        "budget=rel": "storage: 'relruns' is relative: the job would write it inside",
+        "budget=nosuch": "budget: 'nosuch' is not declared in budgets; declared: rel, abs",
+        "adapters.reduction_factors=[0]": "adapters.reduction_factors: expected an integer",
+    }
+    for override, words in cases.items():
+        with pytest.raises(ConfigError) as caught:
+            submit_pipeline(tmp_path / "c.yaml", address, [override], working_dir=tmp_path)
+        assert str(caught.value).startswith(words), caught.value
+    (tmp_path / "rel.yaml").write_text(
+        f"name: x\ndemo_tasks: true\nbudgets:\n  abs: {{storage: {tmp_path}/b}}\n"
+    )  # relative but for the budget: on to the cluster
+    with pytest.raises(JobError, match="127.0.0.1:1"):
+        submit_pipeline(tmp_path / "rel.yaml", address, ["budget=abs"], working_dir=tmp_path)

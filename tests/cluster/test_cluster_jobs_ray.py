@@ -267,8 +267,11 @@ def test_storage_inside_the_working_dir_is_not_uploaded(
     (project / "runs").mkdir(parents=True)
     (project / "runs" / "adapter.safetensors").write_bytes(os.urandom(1024))
     storage = project / "runs" if written == "absolute" else f"{project}/../userA/runs"
-    config = project / "team.yaml"  # refused on the cluster at once: the job ends quickly
-    config.write_text(f"name: team\nstorage: {storage}\nadapters: {{reduction_factors: [0]}}\n")
+    config = project / "team.yaml"  # refused on the cluster at once (7 does not divide the
+    # base's width: submit reads the config, not the base): the job ends quickly
+    config.write_text(
+        f"name: team\ndemo_tasks: true\nstorage: {storage}\nadapters: {{reduction_factors: [7]}}\n"
+    )
     monkeypatch.chdir(project)
     job_id = submit_pipeline(config, with_token.address, working_dir=project)
     wait_for_job(with_token.address, job_id, timeout_s=90, poll_s=0.5)

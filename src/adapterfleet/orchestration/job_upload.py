@@ -17,8 +17,10 @@ from typing import Any
 from adapterfleet.config import (
     DEFAULT_STORAGE,
     ConfigError,
+    apply_budget,
     apply_overrides,
     config_file,
+    load_config,
     read_document,
 )
 from adapterfleet.errors import user_path
@@ -45,9 +47,12 @@ def uploaded_config(given: Path, folder: Path) -> tuple[Path, str]:
 
 
 def config_document(config_path: Path, overrides: Sequence[str]) -> dict[str, Any]:
-    """The YAML with overrides applied; the full validation runs on the cluster (its data
-    paths need not exist here)."""
-    document = apply_overrides(read_document(config_path), overrides)  # run's own refusals
+    """The YAML with the overrides and the budget they name applied, as `run` reads it, once
+    `load_config` takes it: a bad key or value (a budget not declared, a reduction factor of 0)
+    is refused here, not by a job that fails on the cluster after `submitted`. What needs the
+    data, the base model or the cluster is checked there (its data need not be here)."""
+    load_config(config_path, overrides)
+    document = apply_budget(apply_overrides(read_document(config_path), overrides), overrides)
     document.setdefault("name", re.sub(r"[^A-Za-z0-9_-]", "-", config_path.stem))
     return document
 

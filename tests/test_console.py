@@ -362,6 +362,10 @@ def test_a_failed_fusion_is_said_and_the_footer_counts_it_failed() -> None:
 
     failed = fusion_failed_line("x", RuntimeError("dev split is empty"))
     assert failed == "fusion x: failed: dev split is empty"
+    from ray.exceptions import TaskCancelledError  # `adapterfleet stop` during the fusion
+
+    assert fusion_failed_line("x", TaskCancelledError()) is None  # it read "failed: ..."
+    assert fusion_failed_line("x", RuntimeError("gone"), stopped=True) is None
     shown = _footer_after(
         [
             _epoch("a", ["TERMINATED", "TERMINATED"], ["training", "training"]),

@@ -79,6 +79,7 @@ def test_ctrl_c_during_the_fusion_cancels_it_in_a_process_that_stays_in_ray(
     uri = config.tracking_uri
     fusions = runs_of(uri, "fusion")
     assert [run.info.status for run in fusions] == ["KILLED"], log
+    assert "fusion fruit: failed" not in log  # `failed: TaskCancelledError` for a stop
     assert get_version(uri, fusion_model_name(config.registry_prefix, "fruit")) is None
     experiment = get_client(uri).get_experiment_by_name(config.name)
     assert TAG_INTERRUPTED in experiment.tags

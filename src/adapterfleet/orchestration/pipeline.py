@@ -159,8 +159,8 @@ class FusionGate(threading.Thread):
             if self.ref is not None and self.outcome is None:
                 cancel_while_joined(self.ref)
             self.error = error
-            if not isinstance(error, (InterruptedError, KeyboardInterrupt)):
-                self.say(fusion_failed_line(self.target, error))  # the footer's too
+            if line := fusion_failed_line(self.target, error, stopped=self.stop.is_set()):
+                self.say(line)  # the footer's too
 
     def _submit(self, warm: bool, timeout_s: float, reserve: bool = True) -> Any:
         remote = _fusion_remote(self.config, reserve)
@@ -192,8 +192,12 @@ class FusionGate(threading.Thread):
             self.say(f"fusion {self.target}: every trial has started; warming up its job")
 
 
-def fusion_failed_line(target: str, error: BaseException) -> str:
-    """Said when a fusion fails, as a baseline's failure is; the summary names it again."""
+def fusion_failed_line(target: str, error: BaseException, stopped: bool = False) -> str | None:
+    """Said when a fusion fails, as a baseline's failure is; the summary names it again. None
+    for a fusion stopped (Ctrl-C, `adapterfleet stop`: it read `failed: TaskCancelledError`)."""
+    cancelled = type(error).__name__ == "TaskCancelledError"  # Ray's, for a cancelled task
+    if stopped or cancelled or isinstance(error, (InterruptedError, KeyboardInterrupt)):
+        return None
     return f"fusion {target}: failed: {cause_text(error)}"
 
 

@@ -262,9 +262,8 @@ def _fusions(
     sizes: Sequence[int],
     versions: dict[str, ModelVersionInfo],
 ) -> list[_Fusion]:
-    """The source, then for each size k the fusion over the top k of `ranked` (in `order`), with
-    those an earlier prune of the source registered at other sizes (each prune's report wrote
-    over the one before: a `--keep 1` after a `--keep 2` left pruned-2 out)."""
+    """The source, then for each size k the fusion over the top k of `ranked` (in `order`), and
+    those an earlier prune of the source registered (a report left them out)."""
     fusions = [(source, ",".join(source.aliases) or "source", False)]
     for k in sizes:
         top = set(ranked[:k])

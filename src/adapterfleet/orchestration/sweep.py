@@ -374,11 +374,9 @@ def resume_sweep(
 
 @dataclass
 class SweepWatch:
-    """What the fusion gates and the baselines' launcher know of this run's sweep: the tasks it
-    trains, once their sweep runs are open (None before). The store alone cannot tell it from
-    a finished sweep of earlier settings, whose trials have all started: a re-run with other
-    settings submitted its fusion's job (a CPU reserved) before its trials, which then ran one
-    at a time."""
+    """The tasks this run's sweep trains, once their runs are open (None before), for the
+    fusion gates and the baselines' launcher: the store alone took a finished sweep of earlier
+    settings for it (a fusion's job took a CPU before the trials, which ran one at a time)."""
 
     tasks: tuple[str, ...] | None = None
 

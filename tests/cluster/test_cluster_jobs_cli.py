@@ -17,7 +17,11 @@ from adapterfleet.orchestration.jobs import JobError, submit_pipeline
 pytestmark = pytest.mark.integration
 COMMAND = Path(sys.executable).with_name("adapterfleet")
 # what `adapterfleet run` on the cluster says of the config below, before it starts anything
-REFUSED = "adapters.reduction_factors: expected an integer >= 1, got 0"
+# (`submit` reads the config, not the base model: 7 is refused there, by the base's width)
+REFUSED = (
+    "adapters.reduction_factors: reduction_factor 7 does not divide the hidden size 384; choose "
+    "a divisor of 384 such as 2, 16 or 64"
+)
 NOT_INSTALLED = "adapterfleet is not installed on the cluster's nodes"
 RAY_INFO = re.compile(r"^\S+ \S+\s+INFO ", re.MULTILINE)  # "2026-11-30 18:03:01,770	INFO ..."
 
@@ -39,7 +43,7 @@ def refused_job(ray_head: Any, tmp_path_factory: pytest.TempPathFactory) -> tupl
     project = tmp_path_factory.mktemp("project")
     (project / "bad.yaml").write_text(
         f"name: bad\ndemo_tasks: true\nstorage: {project}/runs\n"
-        "adapters: {reduction_factors: [0]}\n"
+        "adapters: {reduction_factors: [7]}\n"
     )
     with open(project / "big.bin", "wb") as big:  # sparse: Ray warns by size, zips it small
         big.truncate(10 * 1024 * 1024)
@@ -150,3 +154,40 @@ def test_jobs_lists_submitted_jobs_not_drivers_that_joined(ray_head: Any, tmp_pa
     assert "ray.init(" not in listed.stdout, listed.stdout
     said = re.search(r"\((\d+) drivers? that joined the cluster themselves", listed.stderr)
     assert said and int(said[1]) >= 1, listed.stderr
+
+
+def test_ctrl_c_on_logs_follow_is_one_line_and_exit_130(ray_head: Any, tmp_path: Path) -> None:
+    """Ctrl-C is how a user leaves `logs --follow`: it printed ~50 lines (`RuntimeError:
+    aclose(): asynchronous generator is already running`, `async generator ignored
+    GeneratorExit`), exit 1."""
+    import signal
+
+    from adapterfleet.orchestration.jobs import stop_job, submit_job
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_ADDRESS", "RAY_AUTH"))}
+    env["RAY_AUTH_TOKEN"] = ray_head.token
+    os.environ["RAY_AUTH_TOKEN"] = ray_head.token
+    try:
+        code = "import time; print('follow-me', flush=True); time.sleep(300)"
+        job_id = submit_job(ray_head.address, f"{sys.executable} -c {code!r}")
+        command = [str(COMMAND), "logs", job_id, "--follow", "--address", ray_head.address]
+        follow = subprocess.Popen(
+            command,
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert follow.stdout is not None
+        for line in follow.stdout:  # the job's line has come: the follow waits on the next
+            if "follow-me" in line:
+                break
+        follow.send_signal(signal.SIGINT)
+        _, stderr = follow.communicate(timeout=60)
+        stop_job(ray_head.address, job_id)
+    finally:
+        os.environ.pop("RAY_AUTH_TOKEN", None)
+    assert follow.returncode == 130, stderr
+    assert "Traceback" not in stderr and "RuntimeError" not in stderr, stderr
+    assert stderr.strip().splitlines()[-1] == "interrupted", stderr

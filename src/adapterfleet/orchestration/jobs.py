@@ -364,8 +364,13 @@ def _follow(client: JobSubmissionClient, job_id: str, given: str | None) -> Iter
                 except RuntimeError as exc:
                     address = client.get_address()
                     raise failed(f"logs of job {job_id}", address, exc, given) from None
-    finally:
-        loop.run_until_complete(stream.aclose())
+    finally:  # Ctrl-C left `__anext__` running: cancelled first, `aclose` raised in a traceback
+        if pending := asyncio.all_tasks(loop):
+            for task in pending:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        with contextlib.suppress(RuntimeError):
+            loop.run_until_complete(stream.aclose())
         loop.close()
 
 

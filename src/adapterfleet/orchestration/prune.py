@@ -161,10 +161,7 @@ def prune_fusion(
 
 
 def _prune(
-    job: _PruneJob,
-    source: ModelVersionInfo,
-    keep: Sequence[int] | None,
-    threshold: float | None,
+    job: _PruneJob, source: ModelVersionInfo, keep: Sequence[int] | None, threshold: float | None
 ) -> PruneReport:
     from adapterfleet.orchestration.local import prepare_task  # loads torch
     from adapterfleet.training.modes import metric_names, task_batches

@@ -343,6 +343,10 @@ def test_a_wrong_value_from_the_budget_in_use_names_the_budget(tmp_path):
     with pytest.raises(ConfigError) as caught:  # the command line set it last
         load_config(path, [*fixed_task, "adapters.training.max_epochs=-1"])
     assert "budgets" not in str(caught.value) and "got -1" in str(caught.value)
+    with pytest.raises(ConfigError) as caught:  # a key of the command line's own
+        load_config(path, [*fixed_task, "adapters.training.max_epochs=1", "adapters.bogus=1"])
+    assert str(caught.value).startswith("adapters: unknown key(s) ['bogus']")
+    assert "budgets" not in str(caught.value)  # it said "(from budgets.quick, ...)"
     with pytest.raises(ConfigError) as caught:  # a value the budget did not set
         load_config(path, ["budget=fine", "adapters.learning_rates=[-1]"])
     assert "budgets" not in str(caught.value)

@@ -59,6 +59,8 @@ def _budget_note(message: str, document: Mapping[str, Any], overrides: Sequence[
         return ""
     key = f"tasks.{task[1]}.{task[2]}" if task else found.group()
     key = key.rstrip(".")
+    if unknown := re.match(r"[\w.]+: unknown key\(s\) \['([^']+)'", message):
+        key = f"{key}.{unknown[1]}"  # the key itself: `-o adapters.bogus=1` was the budget's
     if any(key == o or key.startswith(o + ".") for o in override_keys(overrides)):
         return ""  # the command line set it last
     node: Any = changes

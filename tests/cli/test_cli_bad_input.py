@@ -370,7 +370,9 @@ def test_status_of_a_config_names_the_store_it_did_not_find(
     monkeypatch.chdir(ran)  # a store without the pipeline's experiment: not started yet
     result = runner.invoke(app, command)
     assert result.exit_code == 0, result.output
-    assert result.output.splitlines()[1] == "no runs yet (experiment not found)"
+    assert result.output.splitlines()[1] == (  # its pipelines named: a wrong name shows
+        "no runs yet (no experiment 'p' here; pipelines here: another)"
+    )
 
 
 @pytest.fixture

@@ -176,6 +176,8 @@ def writable_folder(path: Path, option: str) -> Path:
     a file in its way was a traceback (FileExistsError, NotADirectoryError) after the work."""
     from adapterfleet.registry.store import folder_problem
 
+    if Path(path).expanduser().is_file():
+        raise ConfigError(f"{option}: {path} is a file; give a folder to write into")
     problem = folder_problem(Path(path).expanduser().absolute())
     if problem:
         raise ConfigError(

@@ -191,11 +191,8 @@ def test_status_counts_with_400_trials(populated: tuple[PipelineConfig, Store]) 
     assert row_fusion_b.split()[2:] == ["v1", "@best", "0.7867", "accuracy"]
 
 
-def test_best_is_the_registered_versions_own_once_its_sweep_is_over(tmp_path: Path) -> None:
-    """A tester edited a data file (a second sweep registered v2 at 0.6750 on it), put the file
-    back (`best` moved back to v1, 0.6333): status showed 0.6750 beside `v1 @best`, the newest
-    sweep's figure, from a model trained on other data. Once the sweep is over, BEST is the
-    `best` version's own; while one runs, its best so far."""
+def _one_task_store(tmp_path: Path) -> Store:
+    """A pipeline of one task `a` with one trial, its store empty."""
     (tmp_path / "t.tsv").write_text("sentence\tlabel\nx y\t0\nz w\t1\n")
     spec = '{train: t.tsv, dev: t.tsv, text_fields: [sentence], label_names: ["0", "1"]}'
     (tmp_path / "pipe.yaml").write_text(
@@ -203,6 +200,15 @@ def test_best_is_the_registered_versions_own_once_its_sweep_is_over(tmp_path: Pa
         "adapters: {reduction_factors: [16], learning_rates: [0.1], seeds: [0]}\n"
     )
     store = Store(load_config(tmp_path / "pipe.yaml"), tmp_path)
+    return store
+
+
+def test_best_is_the_registered_versions_own_once_its_sweep_is_over(tmp_path: Path) -> None:
+    """A tester edited a data file (a second sweep registered v2 at 0.6750 on it), put the file
+    back (`best` moved back to v1, 0.6333): status showed 0.6750 beside `v1 @best`, the newest
+    sweep's figure, from a model trained on other data. Once the sweep is over, BEST is the
+    `best` version's own; while one runs, its best so far."""
+    store = _one_task_store(tmp_path)
     tags = {"metric": "accuracy", TAG_TRIAL_ID: "a-1"}
     store.trial(store.sweep("a", "sweep-1"), "a", "a-1", "FINISHED", best_dev_accuracy=0.63333)
     first = store.register("adapter", "a", tags={**tags, "metric_value": "0.6333"})
@@ -227,13 +233,7 @@ def test_status_of_a_config_counts_the_sweep_of_its_settings(tmp_path: Path) -> 
     from adapterfleet.registry.tags import TAG_CONFIG_HASH
     from adapterfleet.tuning.spec import task_config_hash
 
-    (tmp_path / "t.tsv").write_text("sentence\tlabel\nx y\t0\nz w\t1\n")
-    spec = '{train: t.tsv, dev: t.tsv, text_fields: [sentence], label_names: ["0", "1"]}'
-    (tmp_path / "pipe.yaml").write_text(
-        f"name: statusdemo\nstorage: {tmp_path / 'store'}\ndata_root: .\ntasks:\n  a: {spec}\n"
-        "adapters: {reduction_factors: [16], learning_rates: [0.1], seeds: [0]}\n"
-    )
-    store = Store(load_config(tmp_path / "pipe.yaml"), tmp_path)
+    store = _one_task_store(tmp_path)
     ours = store.sweep("a", "sweep-1")
     store.client.set_tag(ours, TAG_CONFIG_HASH, task_config_hash(store.config, "a"))
     store.trial(ours, "a", "a-1", "FINISHED", best_dev_accuracy=0.75)

@@ -13,6 +13,7 @@ import pytest
 
 from adapterfleet.orchestration.jobs import (
     JobError,
+    connect,
     job_logs,
     job_status,
     list_jobs,
@@ -21,6 +22,7 @@ from adapterfleet.orchestration.jobs import (
     submit_pipeline,
     wait_for_job,
 )
+from adapterfleet.registry.heartbeat import ADDRESS_KEY
 
 pytestmark = pytest.mark.integration
 MARKER = "adapterfleet-job-marker-7f3a"
@@ -39,9 +41,10 @@ def test_submit_logs_and_no_token_leak(with_token: Any, tmp_path: Path) -> None:
     (tmp_path / "runs" / "mlflow.db").write_bytes(b"local only")
     code = (
         "import os, pathlib; "
-        "from adapterfleet.registry.heartbeat import submitted_job_id; "
+        "from adapterfleet.registry.heartbeat import submitted_job_address, submitted_job_id; "
         f"print('{MARKER}', os.environ['AF_PROBE'], pathlib.Path('data.txt').read_text().strip(), "
-        "'runs:', pathlib.Path('runs').exists(), 'job:', submitted_job_id())"
+        "'runs:', pathlib.Path('runs').exists(), 'job:', submitted_job_id(), "
+        "'at:', submitted_job_address())"
     )
     job_id = submit_job(
         with_token.address,
@@ -50,13 +53,14 @@ def test_submit_logs_and_no_token_leak(with_token: Any, tmp_path: Path) -> None:
         env={"AF_PROBE": "probe-value-42"},
         excludes=["/runs/"],
         submission_id=f"adapterfleet-test-{int(time.time())}",
+        metadata={ADDRESS_KEY: with_token.address},  # as submit records it
     )
     assert job_id.startswith("adapterfleet-test-")
     assert wait_for_job(with_token.address, job_id, timeout_s=90, poll_s=0.5) == "SUCCEEDED"
     logs = job_logs(with_token.address, job_id)
     assert isinstance(logs, str)
     said = f"{MARKER} probe-value-42 shipped with the working dir runs: False job: {job_id}"
-    assert said in logs  # the job's id, which a second driver's refusal names
+    assert f"{said} at: {with_token.address}" in logs  # a second driver's refusal names both
     assert with_token.token not in logs
     followed = "".join(job_logs(with_token.address, job_id, follow=True))
     assert MARKER in followed
@@ -89,6 +93,8 @@ def test_submit_pipeline_entrypoint(with_token: Any, tmp_path: Path) -> None:
     )
     assert job_id.startswith("adapterfleet-tiny-")
     stop_job(with_token.address, job_id)
+    metadata = connect(with_token.address).get_job_info(job_id).metadata
+    assert metadata[ADDRESS_KEY] == with_token.address  # its driver names it in `stop`'s hint
     info = next(j for j in list_jobs(with_token.address) if j.job_id == job_id)
     expected = "adapterfleet run configs/tiny.yaml --set adapters.training.max_epochs=1"
     assert info.entrypoint == expected
@@ -248,7 +254,6 @@ def test_the_gcs_address_points_to_the_dashboards(with_token: Any) -> None:
 
 def _shipped_folder(head: Any, job_id: str) -> Path:
     """The working dir the head unpacked for the job (its runtime_env's package)."""
-    from adapterfleet.orchestration.jobs import connect
 
     uri = connect(head.address).get_job_info(job_id).runtime_env["working_dir"]
     name = uri.removeprefix("gcs://").removesuffix(".zip")
@@ -289,7 +294,6 @@ def test_a_second_submit_of_a_running_pipeline_is_refused_here(
     from ray.job_submission import JobSubmissionClient
 
     from adapterfleet.orchestration.job_info import PIPELINE_KEY, STORE_KEY, running_twin
-    from adapterfleet.orchestration.jobs import connect
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)  # the store: storage alone
     config = tmp_path / "twin.yaml"

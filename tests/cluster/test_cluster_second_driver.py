@@ -26,7 +26,12 @@ from mlflow import MlflowClient
 from adapterfleet.config import load_config
 from adapterfleet.registry import default_tracking_uri, ensure_experiment
 from adapterfleet.registry.errors import RegistryError
-from adapterfleet.registry.heartbeat import HEARTBEAT_ENV, heartbeat, refuse_second_driver
+from adapterfleet.registry.heartbeat import (
+    ADDRESS_KEY,
+    HEARTBEAT_ENV,
+    heartbeat,
+    refuse_second_driver,
+)
 from adapterfleet.registry.tags import TAG_HEARTBEAT, TAG_SWEEP_DRIVER
 
 BEATING = """
@@ -117,6 +122,11 @@ def test_a_driver_that_ended_or_went_silent_is_not_in_the_way(
         refuse_second_driver(uri, experiment_id)  # named, so the user can stop it by its id
     with pytest.raises(RegistryError, match=r"\(adapterfleet stop adapterfleet-demo-20261201-0a"):
         refuse_second_driver(uri, experiment_id)
+    at = f"{submitted} at=http://head-1:8265"  # the job server `submit` sent it to
+    client.set_experiment_tag(experiment_id, TAG_SWEEP_DRIVER, at)
+    stop = r"\(adapterfleet stop adapterfleet-demo-20261201-0a1b2c --address http://head-1:8265\)"
+    with pytest.raises(RegistryError, match=stop):  # it lacked the address, which stop needs
+        refuse_second_driver(uri, experiment_id)
     client.set_experiment_tag(experiment_id, TAG_SWEEP_DRIVER, f"{submitted} ended")
     refuse_second_driver(uri, experiment_id)  # the job ended and said so
     old = f"{int(time.time() * 1000) - 181_000} 60 another-host 12"
@@ -141,6 +151,10 @@ def test_a_driver_that_ended_or_went_silent_is_not_in_the_way(
     with heartbeat(uri, experiment_id, sweep=True):
         assert stamp().endswith(f"{socket.gethostname()} {os.getpid()} job=adapterfleet-twice-1")
     assert stamp().endswith(" job=adapterfleet-twice-1 ended")
+    job["metadata"][ADDRESS_KEY] = "http://head-1:8265"  # what `submit` adds
+    monkeypatch.setenv("RAY_JOB_CONFIG_JSON_ENV_VAR", json.dumps(job))
+    with heartbeat(uri, experiment_id, sweep=True):
+        assert stamp().endswith(" job=adapterfleet-twice-1 at=http://head-1:8265")
 
 
 def test_a_fusion_waiting_beside_the_sweep_does_not_stop_it(tmp_path: Path) -> None:

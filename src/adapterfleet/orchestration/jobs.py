@@ -46,6 +46,7 @@ from adapterfleet.orchestration.job_upload import (
     uploaded_config,
 )
 from adapterfleet.orchestration.relay import job_client_output
+from adapterfleet.registry.heartbeat import ADDRESS_KEY
 
 if TYPE_CHECKING:
     from ray.job_submission import JobSubmissionClient
@@ -263,7 +264,8 @@ def submit_pipeline(
         env=env,
         submission_id=make_submission_id(name),
         excludes=excludes,
-        metadata={PIPELINE_KEY: name, "adapterfleet.config": config_rel, STORE_KEY: store},
+        metadata={PIPELINE_KEY: name, "adapterfleet.config": config_rel, STORE_KEY: store}
+        | {ADDRESS_KEY: address or os.environ.get("RAY_ADDRESS", "")},  # for `stop`'s hint
     )
     say(f"submitted {job_id}" + (WAITING if wait else ""))
     if wait:

@@ -40,6 +40,7 @@ DEFAULT_INTERVAL_S = 60.0
 STALE_BEATS = 3  # a driver is taken for gone after this many intervals without a beat
 PROBE_S = 15.0  # at most this long between two questions to a tracking server
 PROBE_TIMEOUT_S = 5.0
+ADDRESS_KEY = "adapterfleet.address"  # in a submitted job's metadata: where `submit` sent it
 
 
 class _Beat:
@@ -59,8 +60,9 @@ class _Beat:
         """One stamp (`end`: "ended", the last); a failure is not raised (the stamp is a
         courtesy to `status`: no run stops for it), and a store that hiccups is tried again at
         the next beat."""
-        job = submitted_job_id()
+        job, at = submitted_job_id(), submitted_job_address()
         driver = f"{socket.gethostname()} {os.getpid()}" + (f" job={job}" if job else "")
+        driver += f" at={at}" if job and at and " " not in at else ""
         stamp = f"{int(time.time() * 1000)} {self.interval_s:g} {driver} {end}".strip()
         tags = (TAG_HEARTBEAT, TAG_SWEEP_DRIVER) if self.sweep else (TAG_HEARTBEAT,)
         with suppress(Exception):
@@ -118,9 +120,20 @@ _LOCK = threading.Lock()
 def submitted_job_id() -> str:
     """The Ray job this process is the entrypoint of, when `submit` started it (Ray hands the
     entrypoint its job's metadata in `RAY_JOB_CONFIG_JSON_ENV_VAR`), else ""."""
+    return _job_metadata("job_submission_id")
+
+
+def submitted_job_address() -> str:
+    """The job server's address `submit` sent this process's job to (`ADDRESS_KEY` of its
+    metadata; login masked), for the `adapterfleet stop` a second driver is pointed to; "" when
+    not known."""
+    return safe_uri(_job_metadata(ADDRESS_KEY))
+
+
+def _job_metadata(key: str) -> str:
     with suppress(ValueError, TypeError, AttributeError):
         config = json.loads(os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR") or "{}")
-        return str((config.get("metadata") or {}).get("job_submission_id") or "")
+        return str((config.get("metadata") or {}).get(key) or "")
     return ""
 
 
@@ -214,13 +227,15 @@ def sweep_driver(uri: str, experiment_id: str) -> SweepDriver | None:
         return None  # no stamp, one older than driver names, or one that says its driver ended
     last, interval, host, pid = int(parts[0]) / 1000, float(parts[1]), parts[2], int(parts[3])
     job = next((part[4:] for part in parts[4:] if part.startswith("job=")), "")
+    at = next((part[3:] for part in parts[4:] if part.startswith("at=")), "")
     age = time.time() - last
     if age > STALE_BEATS * interval or (host == socket.gethostname() and not _alive(pid)):
         return None
     if host == socket.gethostname() and pid == os.getpid():
         return None
     name = f"Ray job {job}, process {pid} on {host}" if job else f"process {pid} on {host}"
-    stop = f"adapterfleet stop {job}" if job else "Ctrl-C in its terminal"
+    stop = f"adapterfleet stop {job}" + (f" --address {at}" if at else "")
+    stop = stop if job else "Ctrl-C in its terminal"
     return SweepDriver(name, age, STALE_BEATS * interval - age, stop)
 
 

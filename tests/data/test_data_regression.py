@@ -48,6 +48,13 @@ def test_regression_spec_range_metrics_and_round_trip() -> None:
     assert plain.value_range is None and "range" not in plain.to_mapping()
 
 
+def test_a_null_range_is_no_range() -> None:
+    """`range: null`, which `-o tasks.sts.range=null` writes to take a range away, was refused
+    with "leave it out", which `-o` cannot do."""
+    spec = TaskSpec.from_mapping("sts", {**SPEC, "range": None}, Path("/data"))
+    assert spec.is_regression and spec.value_range is None
+
+
 @pytest.mark.parametrize("bad", [[5, 0], [1, 1], [1], "0-5", [0, "x"], [True, 2], [0, ".nan"]])
 def test_a_range_that_is_not_two_increasing_numbers_is_refused(bad: object) -> None:
     message = _error({**SPEC, "range": bad})

@@ -225,7 +225,7 @@ class _Parser:
         return value
 
     def value_range(self, raw: Mapping[str, Any], kind: str) -> tuple[float, float] | None:
-        if RANGE_KEY not in raw:
+        if raw.get(RANGE_KEY) is None:  # `range: null` (`-o tasks.x.range=null`): none
             return None
         if kind != "regression":
             raise self.fail(RANGE_KEY, "only for type regression", "remove it or set type")

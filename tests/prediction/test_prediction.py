@@ -237,7 +237,7 @@ def test_headerless_tsv_with_named_columns(world, tmp_path):
         ("blank text", TaskError, ["input row 2", "an empty value for 'text'"]),
         ("columns over a header", TaskError, ["--columns", "pass --no-header with --columns"]),
         ("a list as text", TaskError, ["input column 'text': holds a list (['a', 'b'])"]),
-        ("bad suffix", ConfigError, ["--out", "'.txt'", ".jsonl, .ndjson, .csv"]),
+        ("bad suffix", ConfigError, ["--out", "'.txt'", ".jsonl, .ndjson, .csv, .tsv, .parquet"]),
     ],
 )
 def test_errors_are_one_line_naming_the_field_and_the_fix(world, tmp_path, case, error, words):
@@ -474,10 +474,26 @@ def test_cli_predict_in_a_subprocess(world, tmp_path):
     assert [r["id"] for r in rows] == [f"ex{i}" for i in range(6)]
     assert {r["prediction"] for r in rows} <= {"no", "yes"}
 
-    failed = _predict_cli(world, "--input", tsv, "--out", tmp_path / "out.parquet")
+    failed = _predict_cli(world, "--input", tsv, "--out", tmp_path / "out.xlsx")
     assert failed.returncode == 2
-    assert failed.stderr.strip().startswith("error: --out: unknown suffix '.parquet'")
-    assert "Traceback" not in failed.stderr
+    assert failed.stderr.strip().startswith("error: --out: unknown suffix '.xlsx'")
+    assert ".tsv, .parquet" in failed.stderr and "Traceback" not in failed.stderr
+
+
+def test_predictions_are_written_as_tsv_and_parquet_as_they_are_read(world, tmp_path):
+    """`--out` took .jsonl and .csv only, though `--input` reads TSV and Parquet: each now
+    writes the same rows as the CSV, read back as a task's split would be."""
+    import pyarrow.parquet as pq
+
+    tsv = _write_tsv(tmp_path / "in.tsv", _texts(5, seed=3))
+    for suffix in ("csv", "tsv", "parquet"):
+        predict_file(world.config, "fruit", tsv, tmp_path / f"p.{suffix}", say=lambda _: None)
+    expected = _read(tmp_path / "p.csv")
+    with (tmp_path / "p.tsv").open(encoding="utf-8", newline="") as handle:
+        assert list(csv.DictReader(handle, delimiter="\t")) == expected
+    table = pq.read_table(tmp_path / "p.parquet").to_pylist()
+    assert [{k: str(v) for k, v in row.items()} for row in table] == expected
+    assert isinstance(table[0]["prob_yes"], float) and table[0]["id"] == "ex0"
 
 
 def test_cli_predict_encoding_reads_a_latin1_input_as_its_utf8_twin(world, tmp_path):

@@ -209,7 +209,7 @@ def predict(
         Path, typer.Option("--input", help="Rows: tsv, csv, jsonl, json, parquet; - for stdin.")
     ],
     out: Annotated[
-        Path, typer.Option(help="Predictions to write: .jsonl or .csv; - for JSON lines on stdout.")
+        Path, typer.Option(help="Predictions: .jsonl, .csv, .tsv, .parquet; - for JSON lines out.")
     ],
     adapter: Annotated[
         bool, typer.Option("--adapter", help="Use the task's registered adapter, not its fusion.")

@@ -1,6 +1,6 @@
 """`adapterfleet predict`: a registered fusion (or single adapter) with its head over an input file.
 
-Steps: check the output (`predict_output.py`: its suffix, not a folder, not the input), read
+Steps: check the output (`data/prediction_output.py`: its suffix, not a folder, not the input), read
 the input (any format `data/` reads; the text fields of the task's declaration, labels not
 needed), find the registered version, pull it (sha256-verified) into a temporary folder, load it
 with the adapter / fusion / head loaders, compute class probabilities batch by batch
@@ -22,7 +22,8 @@ the rows done every half minute (`console.RowCount`); on one, a bar shows them.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,15 +32,16 @@ from adapterfleet.adapters.base_model import names_other_base
 from adapterfleet.adapters.files import OtherBaseError
 from adapterfleet.config import BaseModelSpec, ConfigError, PipelineConfig
 from adapterfleet.console import RowCount, Say, plural
+from adapterfleet.data.errors import TaskError
 from adapterfleet.data.prediction_input import PredictionInput, encode_input, read_input
-from adapterfleet.data.tasks import TaskSpec
-from adapterfleet.orchestration.limits import check_layout, other_base_error, version_on_other_base
-from adapterfleet.orchestration.predict_output import (
+from adapterfleet.data.prediction_output import (
     check_output,
     output_name,
     prediction_rows,
     write_predictions,
 )
+from adapterfleet.data.tasks import TaskSpec
+from adapterfleet.orchestration.limits import check_layout, other_base_error, version_on_other_base
 from adapterfleet.registry import (
     ModelVersionInfo,
     RegistryError,
@@ -285,7 +287,8 @@ def predict_file(
     if cut:
         say(f"{title}: {cut:,} of {len(data):,} rows {cut_note(config.max_length)}")
     rows = prediction_rows(data, probabilities, label_names_of(spec), spec.is_regression)
-    count = write_predictions(out, fmt, rows)
+    with output_refusal():
+        count = write_predictions(out, fmt, rows)
     say(f"predict {target}: wrote {plural(count, 'row')} to {output_name(out)}")
     return PredictionSummary(out, count, info)
 
@@ -302,7 +305,8 @@ def _checked_request(
 ) -> str:
     """The output's format once the request is sound: the paths, the numbers, the target, and
     a store that is there (from Python, one that was not was created empty)."""
-    fmt = check_output(out, input_path)
+    with output_refusal():
+        fmt = check_output(out, input_path)
     for option, value in (("--batch-size", batch_size), ("--workers", workers)):
         if value is not None and value < 1:
             raise ConfigError(f"{option}: expected an integer >= 1, got {value}")
@@ -370,3 +374,13 @@ class PredictWorker:
             regression=self.spec.is_regression,
             forward=self.forward,
         )
+
+
+@contextmanager
+def output_refusal() -> Iterator[None]:
+    """`--out`'s refusals (the data layer's `TaskError`) as `ConfigError`, as the request's
+    others are raised."""
+    try:
+        yield
+    except TaskError as error:
+        raise ConfigError(str(error)) from None

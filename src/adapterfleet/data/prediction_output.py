@@ -1,5 +1,5 @@
-"""What `adapterfleet predict` writes: one row per input row, as JSON lines or CSV, checked
-before any work and written whole or not at all."""
+"""What `adapterfleet predict` writes: one row per input row, as JSON lines, CSV, TSV or
+Parquet (the formats it reads), checked before any work and written whole or not at all."""
 
 from __future__ import annotations
 
@@ -12,14 +12,20 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from adapterfleet.config import ConfigError
+from adapterfleet.data.errors import TaskError
 
 if TYPE_CHECKING:
     import torch
 
     from adapterfleet.data.prediction_input import PredictionInput
 
-OUTPUT_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv"}
+OUTPUT_FORMATS = {
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".parquet": "parquet",
+}
 
 
 STDOUT = "-"  # `--out -`: JSON lines to standard output
@@ -31,15 +37,15 @@ def output_name(out: Path) -> str:
 
 
 def output_format(out: Path) -> str:
-    """`jsonl` or `csv`, from the suffix of `out`; JSON lines for standard output (`-`)."""
+    """`jsonl`, `csv`, `tsv` or `parquet`, from the suffix of `out`; JSON lines for standard
+    output (`-`)."""
     if str(out) == STDOUT:
         return "jsonl"
     fmt = OUTPUT_FORMATS.get(Path(out).suffix.lower())
     if fmt is None:
-        raise ConfigError(
-            f"--out: unknown suffix {Path(out).suffix or '(none)'!r} of {out}; "
-            f"use one of {', '.join(OUTPUT_FORMATS)}"
-        )
+        suffix = Path(out).suffix or "(none)"
+        problem = f"unknown suffix {suffix!r} of {out}"
+        raise TaskError(None, "--out", problem, f"use one of {', '.join(OUTPUT_FORMATS)}")
     return fmt
 
 
@@ -51,12 +57,10 @@ def check_output(out: Path, input_path: Path) -> str:
         return fmt
     out, input_path = Path(out), Path(input_path)
     if out.is_dir():
-        raise ConfigError(f"--out: {out} is a folder; give a file name ending in {fmt!r}")
+        raise TaskError(None, "--out", f"{out} is a folder", f"give a file name ending in {fmt!r}")
     if out.exists() and input_path.exists() and out.samefile(input_path):
-        raise ConfigError(
-            f"--out: {out} is the --input file, and writing the predictions would replace the "
-            "rows they are made from; give another file"
-        )
+        problem = "is the --input file, and writing the predictions would replace the rows"
+        raise TaskError(None, "--out", f"{out} {problem} they are made from", "give another file")
     _check_writable(out)
     return fmt
 
@@ -74,9 +78,9 @@ def _check_writable(out: Path) -> None:
         with tempfile.TemporaryFile(dir=folder):
             pass
     except OSError as error:
-        raise ConfigError(
-            f"--out: {out} cannot be written ({error.strerror or error}); give a file in a "
-            "folder you can write to"
+        problem = f"{out} cannot be written ({error.strerror or error})"
+        raise TaskError(
+            None, "--out", problem, "give a file in a folder you can write to"
         ) from None
 
 
@@ -115,35 +119,53 @@ def prediction_rows(
 
 
 def write_predictions(path: Path, fmt: str, rows: Iterable[dict[str, Any]]) -> int:
-    """Write `rows` as JSON lines or CSV (header from the first row); returns the row count.
-    Written beside `path` and moved onto it at the end: a reader never sees half a file, and
-    a failure leaves what was at `path` before. `-`: JSON lines to standard output, as they
-    come."""
+    """Write `rows` as `fmt` (`output_format`; CSV and TSV take their header from the first
+    row); returns the row count. Written beside `path` and moved onto it at the end: a reader
+    never sees half a file, and a failure leaves what was at `path` before. `-`: JSON lines
+    to standard output, as they come."""
     if str(path) == STDOUT:
         return _to_stdout(rows)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = _partial(path)
-    count = 0
     try:
-        with partial.open("w", encoding="utf-8", newline="") as handle:
-            writer: csv.DictWriter | None = None
-            for row in rows:
-                if fmt == "jsonl":
-                    handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-                else:
-                    if writer is None:
-                        writer = csv.DictWriter(handle, fieldnames=list(row))
-                        writer.writeheader()
-                    writer.writerow(row)
-                count += 1
+        if fmt == "parquet":
+            count = _write_parquet(partial, rows)
+        else:
+            with partial.open("w", encoding="utf-8", newline="") as handle:
+                count = _write_text(handle, fmt, rows)
         os.replace(partial, path)
     except OSError as error:  # a disk that filled up while the rows were written
-        raise ConfigError(
-            f"--out: writing {path} failed ({error.strerror or error}); what was there is kept"
-        ) from None
+        problem = f"writing {path} failed ({error.strerror or error})"
+        raise TaskError(None, "--out", problem, "what was there is kept") from None
     finally:
         partial.unlink(missing_ok=True)
     return count
+
+
+def _write_text(handle: Any, fmt: str, rows: Iterable[dict[str, Any]]) -> int:
+    count = 0
+    writer: csv.DictWriter | None = None
+    for row in rows:
+        if fmt == "jsonl":
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+        else:
+            if writer is None:
+                delimiter = "\t" if fmt == "tsv" else ","
+                writer = csv.DictWriter(handle, fieldnames=list(row), delimiter=delimiter)
+                writer.writeheader()
+            writer.writerow(row)
+        count += 1
+    return count
+
+
+def _write_parquet(partial: Path, rows: Iterable[dict[str, Any]]) -> int:
+    """One table of the rows (the columns of the first; an id column of text)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pylist(list(rows))
+    pq.write_table(table, partial)
+    return table.num_rows
 
 
 def _to_stdout(rows: Iterable[dict[str, Any]]) -> int:

@@ -7,12 +7,20 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any  # conftest's RayHead
 
 import pytest
 
-from adapterfleet.orchestration.jobs import JobError, submit_pipeline
+from adapterfleet.orchestration.job_info import ended_line
+from adapterfleet.orchestration.jobs import (
+    JobError,
+    job_info,
+    submit_job,
+    submit_pipeline,
+    wait_for_job,
+)
 
 pytestmark = pytest.mark.integration
 COMMAND = Path(sys.executable).with_name("adapterfleet")
@@ -137,6 +145,37 @@ def test_a_cluster_without_adapterfleet_is_said_to_lack_it(
     listed = _cli(ray_head, "jobs", "--address", address, cwd=tmp_path)
     assert re.search(rf"\| {job_id} +\| FAILED", listed.stdout), listed.stdout
     assert listed.stderr.startswith(f"1 job failed ({job_id}): {NOT_INSTALLED}"), listed.stderr
+
+
+def test_a_killed_pipeline_job_says_how_to_go_on(ray_head: Any, tmp_path: Path) -> None:
+    """A pipeline's driver killed on the cluster (SIGKILL, a node lost): `logs` and
+    `submit --wait` said `ended FAILED; see its logs`, and its logs ended mid-line, with
+    nothing saying that submitting it again goes on where it was."""
+    bin_ = tmp_path / "bin"  # an `adapterfleet` that starts, then is killed
+    bin_.mkdir()
+    (bin_ / "adapterfleet").write_text('#!/bin/sh\necho "pipeline k: validating"\nkill -9 $$\n')
+    (bin_ / "adapterfleet").chmod(0o755)
+    entrypoint = "adapterfleet run k.yaml --set adapters.training.max_epochs=1"
+    env = {"PATH": f"{bin_}:/usr/bin:/bin", "RAY_AUTH_TOKEN": ray_head.token}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("RAY_AUTH_TOKEN", ray_head.token)
+        job_id = submit_job(ray_head.address, entrypoint, env=env)
+        assert wait_for_job(ray_head.address, job_id, timeout_s=90, poll_s=0.5) == "FAILED"
+        info = job_info(ray_head.address, job_id)
+    again = (
+        f"adapterfleet submit k.yaml --set adapters.training.max_epochs=1 "
+        f"--address {ray_head.address}"
+    )
+    said = ended_line(info, ray_head.address)
+    assert said.startswith(f"job {job_id} ended FAILED with no error of its own"), said
+    assert f"goes on from what it registered and its trials' checkpoints: {again}" in said
+    logs = _cli(ray_head, "logs", job_id, "--address", ray_head.address, cwd=tmp_path)
+    assert "pipeline k: validating" in logs.stdout
+    assert logs.stderr.startswith(f"job {job_id} ended FAILED with no error"), logs.stderr
+    assert logs.stderr.rstrip().endswith(again), logs.stderr
+    assert ended_line(replace(info, entrypoint="sh -c 'exit 9'"), None).endswith(
+        f"see its logs: adapterfleet logs {job_id}"
+    )  # not a pipeline's job: nothing to submit again
 
 
 def test_jobs_lists_submitted_jobs_not_drivers_that_joined(ray_head: Any, tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ not installed where the job runs, which `submit --wait`, `logs` and `jobs` say w
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -83,9 +84,34 @@ def not_installed(info: JobInfo) -> bool:
     return info.status == "FAILED" and _NOT_FOUND.search(info.message) is not None
 
 
-def failure_note(info: JobInfo) -> str | None:
-    """The line `logs` adds for a job that found no adapterfleet on the cluster."""
-    return f"job {info.job_id} failed: {NOT_INSTALLED}" if not_installed(info) else None
+def failure_note(info: JobInfo, given: str | None = None) -> str | None:
+    """The line `logs` adds for a job that found no adapterfleet on the cluster, or for a
+    pipeline's job that failed without an error of its own (its driver killed, its node lost):
+    the command that continues it; `given` is the `--address` flag, named in that command."""
+    if not_installed(info):
+        return f"job {info.job_id} failed: {NOT_INSTALLED}"
+    return killed_note(info, given)
+
+
+def killed_note(info: JobInfo, given: str | None) -> str | None:
+    """`job ... ended FAILED with no error of its own ...; ... adapterfleet submit ...` for a
+    pipeline's job (`adapterfleet run <config> --set ...`) that said no `error:` line."""
+    if info.status != "FAILED" or last_error(info.message) is not None:
+        return None
+    if "Traceback (most recent call last)" in info.message:  # it failed, not killed
+        return None
+    try:
+        parts = shlex.split(info.entrypoint)
+    except ValueError:
+        return None
+    if parts[:2] != ["adapterfleet", "run"] or len(parts) < 3:
+        return None
+    again = command("submit", given, *parts[2:])
+    return (
+        f"job {info.job_id} ended FAILED with no error of its own (its driver killed, or its "
+        "node lost); submitting it again from the folder it was sent from goes on from what "
+        f"it registered and its trials' checkpoints: {again}"
+    )
 
 
 def jobs_note(jobs: Sequence[JobInfo]) -> str | None:
@@ -107,6 +133,8 @@ def ended_line(info: JobInfo, given: str | None) -> str:
     said = last_error(info.message) if info.status == "FAILED" else None
     if said:
         return f"job {info.job_id} ended {info.status} (its logs: {logs}); it said: {said}"
+    if killed := killed_note(info, given):
+        return f"{killed} (its logs: {logs})"
     return f"job {info.job_id} ended {info.status}; see its logs: {logs}"
 
 

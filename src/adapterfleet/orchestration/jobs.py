@@ -312,8 +312,8 @@ def job_info(address: str | None, job_id: str) -> JobInfo:
 
 def job_note(address: str | None, job_id: str) -> str | None:
     """A line on why the job failed when its log alone does not say it (adapterfleet missing
-    on the cluster), for `logs`; None otherwise."""
-    return failure_note(job_info(address, job_id))
+    on the cluster; a pipeline's driver killed: how to go on), for `logs`; None otherwise."""
+    return failure_note(job_info(address, job_id), address)
 
 
 def job_status(address: str | None, job_id: str) -> str:

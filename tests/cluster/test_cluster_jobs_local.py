@@ -16,6 +16,7 @@ from cluster_support import registry_conftest
 
 from adapterfleet.config import ConfigError
 from adapterfleet.orchestration.job_env import logins_out
+from adapterfleet.orchestration.job_errors import unreachable
 from adapterfleet.orchestration.job_upload import storage_excludes
 from adapterfleet.orchestration.jobs import (
     PASS_ENV,
@@ -49,7 +50,13 @@ def test_refused_address_fails_fast_with_one_line(no_token: Path) -> None:
     assert time.monotonic() - started < 5
     message = str(info.value)
     assert "\n" not in message and address in message and "connection refused" in message
-    assert "ray dashboard cluster.yaml" in message
+    port = address.rsplit(":", 1)[1]  # not the default's: it was told to pass 8265's
+    assert (
+        f"that its dashboard listens on port {port} (ray start --head --dashboard-port" in message
+    )
+    assert "127.0.0.1:8265" not in message
+    default = unreachable("http://127.0.0.1:8265", "connection refused")  # the usual port's
+    assert "ray dashboard cluster.yaml" in str(default)
 
 
 def test_a_refused_host_port_without_http_may_be_the_gcs_address(no_token: Path) -> None:

@@ -40,6 +40,13 @@ def _dashboard(address: str) -> str:
     return f"http://{urlsplit(address).hostname or '<head>'}:{DASHBOARD_PORT}"
 
 
+def _port(address: str) -> int | None:
+    try:
+        return urlsplit(address if "://" in address else f"http://{address}").port
+    except ValueError:  # a port that is no number
+        return None
+
+
 def _written_as_gcs(raw: str) -> bool:
     """`host:port` without a scheme, at another port than the dashboard's: how a GCS address
     is written (`ray start --address`, ray.init's RAY_ADDRESS)."""
@@ -54,6 +61,13 @@ def _written_as_gcs(raw: str) -> bool:
 def unreachable(address: str, reason: object, raw: str = "") -> JobError:
     """Nothing answers at `address`; `raw` is the address as given."""
     fix = START_FIX
+    port = _port(address)
+    if port not in (None, DASHBOARD_PORT) and not _written_as_gcs(raw):  # not the default's
+        fix = (
+            f"check that the cluster runs and that its dashboard listens on port {port} (ray "
+            f"start --head --dashboard-port {port}; {DASHBOARD_PORT} by default), or fix the "
+            "address"
+        )
     if _written_as_gcs(raw):
         fix = (
             f"if {raw} is the cluster's GCS address (the one ray start --address takes), "

@@ -31,10 +31,18 @@ def test_a_run_into_an_earlier_runs_folder_replaces_it_whole(config, tmp_path) -
     """A head run over a full run's folder used to keep the full run's model/, and evaluate
     then put the new head on that stale encoder."""
     out = tmp_path / "run"
-    _train(config, "full", out)
+    full = _train(config, "full", out)
     assert (out / "model").is_dir()
-    head = _train(config, "head", out)
+    said: list[str] = []
+    head = _train(config, "head", out, say=said.append)
     assert head.out_dir == out
+    rate = adapter_training(config, "fruit", **FAST).learning_rate
+    accuracy = full.dev_metrics["accuracy"]
+    earlier = f"--out {out} holds an earlier run (full fruit, learning_rate {rate:g}, "
+    assert said[0] == (
+        f"{earlier}accuracy {accuracy:.4f}): this run replaces it once it is saved; stop now "
+        "(Ctrl-C) to keep it, and give another --out"
+    ), said  # it was replaced without a word
     assert sorted(p.name for p in out.iterdir()) == ["head", "run.json"]
     assert json.loads((out / "run.json").read_text())["mode"] == "head"
     assert evaluate_run(config, "fruit", out) == pytest.approx(head.dev_metrics)

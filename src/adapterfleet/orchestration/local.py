@@ -115,7 +115,7 @@ def train_task(
     the newest one (said through `say`) when the settings are the same."""
     check_single_run(config, task, mode=mode, reduction_factor=reduction_factor)
     rf = reduction_factor or _reduction_factor(config, task, mode)
-    with kept_epochs(out_dir, say) as kept, fresh_run_dir(out_dir) as folder:
+    with kept_epochs(out_dir, say) as kept, fresh_run_dir(out_dir, say) as folder:
         train_config = train_config or config.adapters.training_for(task)
         names = config.adapter_tasks if mode == "mt-a" else [task]
         tasks = {name: prepare_task(config, name) for name in names}
@@ -170,7 +170,7 @@ def fuse_task(
     if isinstance(base_model, str):  # another folder (an MT-A model/): loaded as the config says
         base_model = dataclasses.replace(config.base or BaseModelSpec(base_model), name=base_model)
     base = base_model or config.base
-    with kept_epochs(out_dir, say) as kept, fresh_run_dir(out_dir) as folder:
+    with kept_epochs(out_dir, say) as kept, fresh_run_dir(out_dir, say) as folder:
         tokenized = prepare_task(config, target)
         training = train_config or config.fusion.training_for(target)
         settings = run_settings(

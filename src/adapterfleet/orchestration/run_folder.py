@@ -4,6 +4,7 @@ folder is always one whole run: an earlier run there is replaced once the new on
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import sys
@@ -15,15 +16,17 @@ from adapterfleet._files import follow_umask
 from adapterfleet._locks import LockHeld, sole_lock
 from adapterfleet.adapters import ADAPTER_CONFIG, read_adapter_config
 from adapterfleet.config import ConfigError
+from adapterfleet.console import Say, silent
 from adapterfleet.training.modes import RUN_FILE
 
 
 @contextlib.contextmanager
-def fresh_run_dir(out_dir: Path) -> Iterator[Path]:
+def fresh_run_dir(out_dir: Path, say: Say = silent) -> Iterator[Path]:
     """Where a single run writes: `out_dir` when it is new or empty; when it holds an earlier
     run (a run.json), a folder beside it that replaces it whole once the new run is saved, so a
-    failure keeps the earlier run and no part of it (a `model/`, a `fusion/`) outlives it. A
-    file, the current folder and a folder of other files are refused before any training."""
+    failure keeps the earlier run and no part of it (a `model/`, a `fusion/`) outlives it; said
+    through `say` before any training (it was replaced without a word). A file, the current
+    folder and a folder of other files are refused before any training."""
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out: {out} is a file; give a folder for the run")
@@ -40,6 +43,10 @@ def fresh_run_dir(out_dir: Path) -> Iterator[Path]:
             f"--out: {out} holds files that are not a run ({shown}); give a new or empty folder "
             "(a folder an earlier run wrote is replaced once the new run is saved)"
         )
+    say(
+        f"--out {out} holds an earlier run ({_described(out)}): this run replaces it once it is "
+        "saved; stop now (Ctrl-C) to keep it, and give another --out"
+    )
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.new-", dir=out.parent))
     follow_umask(staging)  # it becomes the run folder: not mkdtemp's 0700
     try:
@@ -65,6 +72,20 @@ def run_folder_lock(out_dir: Path, lock_path: Path) -> Iterator[None]:
                 f"writing this run folder (pid {pid}); wait for it to end, or give another --out"
             ) from None
         yield
+
+
+def _described(out: Path) -> str:
+    """`st-a rte, learning_rate 0.0001, accuracy 0.6250`, from the run's run.json."""
+    try:
+        run = json.loads((out / RUN_FILE).read_text(encoding="utf-8"))
+        words = [f"{run['mode']} {run['task']}"]
+        rate = (run.get("train_config") or {}).get("learning_rate")
+        words += [f"learning_rate {rate:g}"] if isinstance(rate, int | float) else []
+        metrics = run.get("dev_metrics") or {}
+        words += [f"{k} {v:.4f}" for k, v in list(metrics.items())[:1] if isinstance(v, float)]
+        return ", ".join(words)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return RUN_FILE
 
 
 def _swap(new: Path, out: Path) -> None:

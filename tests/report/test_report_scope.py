@@ -234,6 +234,35 @@ def test_a_cell_no_better_than_the_majority_class_is_noted(two_settings, tmp_pat
     assert f"warning: {chance[0]}" in result.stderr
 
 
+def test_a_report_of_every_run_does_not_replace_the_configs_in_mlflow(
+    two_settings: tuple[Pipeline, Path], tmp_path: Path
+) -> None:
+    """`report NAME` (every run; no data, so no chance notes) logged into the report run a
+    config's report had logged to: the config's table1.md, with its notes, was replaced. Each
+    now has its run, named by what it counts; a second report of a scope logs into its own."""
+    from mlflow import MlflowClient
+
+    p, path = two_settings
+    runner = CliRunner()
+    options = [arg for item in RERUN for arg in ("-o", item)]
+    scoped = runner.invoke(app, ["report", "-c", str(path), *options, "--out", str(tmp_path / "a")])
+    assert scoped.exit_code == 0, scoped.output
+    for _ in range(2):
+        alone = runner.invoke(
+            app, ["report", p.name, "--tracking-uri", p.uri, "--out", str(tmp_path / "b")]
+        )
+        assert alone.exit_code == 0, alone.output
+    client = MlflowClient(p.uri)
+    runs = client.search_runs([p.experiment_id], "tags.`adapterfleet.kind` = 'report'")
+    named = {run.info.run_name: run for run in runs}
+    assert sorted(named) == [f"report ({', '.join(RERUN)})", "report (all runs)"], sorted(named)
+    for name, folder in ((f"report ({', '.join(RERUN)})", "a"), ("report (all runs)", "b")):
+        run_id = named[name].info.run_id
+        logged = Path(client.download_artifacts(run_id, "table1.md", str(tmp_path / name)))
+        assert logged.read_text() == (tmp_path / folder / "table1.md").read_text()
+    assert (tmp_path / "a" / "table1.md").read_text() != (tmp_path / "b" / "table1.md").read_text()
+
+
 def test_a_report_whose_settings_match_no_run_says_so_and_keeps_the_logged_one(
     two_settings: tuple[Pipeline, Path], tmp_path: Path
 ) -> None:

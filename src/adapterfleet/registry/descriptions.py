@@ -154,10 +154,17 @@ def prune_note(target: str, source: str) -> str:
     )
 
 
-def report_note() -> str:
+def report_note(scope: str = "all") -> str:
+    """`scope`: "all", "config" (its settings as written) or its budget and `--set`."""
+    settings = "as written" if scope == "config" else scope
+    counted = (
+        "every finished run of this experiment"
+        if scope == "all"
+        else f"this experiment's finished runs of the config's settings ({settings})"
+    )
     return (
-        "The Table 1 and Figure 4 report of this experiment's finished runs, beside the paper's "
-        f"numbers; every later report of the experiment logs into this run again.{made_by()}"
+        f"The Table 1 and Figure 4 report of {counted}, beside the paper's numbers; every later "
+        f"report of the same runs logs into this run again.{made_by()}"
     )
 
 

@@ -20,6 +20,7 @@ from adapterfleet.registry.tags import (
     TAG_KIND,
     TAG_PARENT_RUN,
     TAG_PRUNED_FROM,
+    TAG_REPORT_SCOPE,
     TAG_SEED,
     TAG_SWEEP,
     TAG_SYSTEM,
@@ -385,11 +386,11 @@ def finished_run_metrics(
     return dict(finished[0].data.metrics) if finished else None
 
 
-def open_report_run(
-    uri: str, experiment_id: str, *, retry_timeout_s: float = DEFAULT_RETRY_TIMEOUT_S
-) -> MlflowRunLogger:
+def open_report_run(uri: str, experiment_id: str, scope: str = "all") -> MlflowRunLogger:
     """The run `adapterfleet report` logs its table and figure to (kind `report`), reused by
-    every later report of the same experiment."""
-    match = {TAG_KIND: "report"}
-    tags = {TAG_NOTE: report_note()}
-    return _open_run(uri, experiment_id, match, "report", tags, retry_timeout_s)
+    every later report of the experiment and `scope` (`TAG_REPORT_SCOPE`): one of every run
+    replaced that of a config's settings, with its chance notes."""
+    match = {TAG_KIND: "report", TAG_REPORT_SCOPE: scope}
+    name = {"all": "report (all runs)", "config": "report"}.get(scope, f"report ({scope})")
+    tags = {TAG_NOTE: report_note(scope)}
+    return _open_run(uri, experiment_id, match, name, tags, DEFAULT_RETRY_TIMEOUT_S)

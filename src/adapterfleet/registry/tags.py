@@ -4,6 +4,9 @@ BEST_ALIAS = "best"  # the registry alias of the version a task or fusion target
 TAG_KIND = "adapterfleet.kind"  # "sweep" | "trial" | "fusion" | "baseline" | "mt-a" | "prune" |
 # "report" on runs
 TAG_SWEEP = "adapterfleet.sweep"
+# On a report run: "all" (`report NAME`: every run of the experiment), else the budget and
+# `--set` of the config's settings it counted (`report -c`, a pipeline's own report)
+TAG_REPORT_SCOPE = "adapterfleet.report_scope"
 # On a sweep run and a registered adapter version: sha256 of the task's settings
 # (`tuning.spec.task_config_hash`); a trial was made with its parent sweep run's.
 TAG_CONFIG_HASH = "config_hash"

@@ -29,6 +29,7 @@ from adapterfleet.registry import (
     safe_uri,
 )
 from adapterfleet.registry.artifacts import remove_artifacts
+from adapterfleet.registry.tags import TAG_BUDGET, TAG_OVERRIDES
 from adapterfleet.results.paper_table1 import PAPER_URL, has_paper_row, paper_cell
 from adapterfleet.results.report_data import (
     COLUMNS,
@@ -143,7 +144,8 @@ def build_report(
     files = tuple(f for f in files if f.is_file())
     # an empty table would replace the report logged before (a `report -c` without the run's -o)
     logged = log_to_mlflow and bool(collected.cells)
-    run_id = log_report(tracking_uri, experiment.experiment_id, files) if logged else None
+    where = (tracking_uri, experiment.experiment_id)
+    run_id = log_report(*where, files, report_scope_key(scope)) if logged else None
     return ReportResult(
         name, out, table, markdown, files, collected.cells, tuple(notes), run_id,
         tuple(unlearned), collected.other_settings,
@@ -344,15 +346,30 @@ def _summary_data(summary: Summary | None) -> dict[str, Any] | None:
     return {"mean": summary.mean, "std": summary.std, "n": summary.n}
 
 
-def log_report(uri: str, experiment_id: str, files: Sequence[Path]) -> str:
-    """Log `files` at the artifact root of the experiment's report run, and take out the
-    report's files an earlier report logged there that this one has not (Figure 4 not drawn
-    this time); the run's id."""
+def report_scope_key(scope: ReportScope | None) -> str:
+    """Which report run a report logs to: "all" without a config; with one, the budget and
+    `--set` it was read with (`budget tiny, adapters.training.max_epochs=2`), "config" for
+    none: a report of other settings replaced this one's."""
+    if scope is None:
+        return "all"
+    budget = scope.tags.get(TAG_BUDGET)
+    try:
+        overrides = json.loads(scope.tags.get(TAG_OVERRIDES) or "[]")
+    except ValueError:  # cut at the tag's length: its text as it is
+        overrides = [scope.tags[TAG_OVERRIDES]]
+    parts = [f"budget {budget}"] * bool(budget) + [str(o) for o in overrides]
+    return ", ".join(parts)[:250] or "config"
+
+
+def log_report(uri: str, experiment_id: str, files: Sequence[Path], scope: str = "all") -> str:
+    """Log `files` at the artifact root of the experiment's report run of `scope`
+    (`report_scope_key`), and take out the report's files an earlier report logged there that
+    this one has not (Figure 4 not drawn this time); the run's id."""
     gone = {TABLE_FILE, FIGURE_FILE, FIGURE_DATA_FILE, DATA_FILE} - {f.name for f in files}
     with tempfile.TemporaryDirectory(prefix="adapterfleet-report-") as tmp:
         for path in files:
             shutil.copy2(path, Path(tmp) / path.name)
-        with open_report_run(uri, experiment_id) as run:
+        with open_report_run(uri, experiment_id, scope) as run:
             run.log_artifacts(tmp)
             remove_artifacts(uri, run.run_id, gone)
             return run.run_id

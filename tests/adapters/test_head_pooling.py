@@ -48,3 +48,29 @@ def test_a_saved_head_records_the_pooling_it_used(tmp_path):
     fresh = AdapterModel(tiny_encoder("gpt2"))
     load_head(fresh, tmp_path / "t")
     assert fresh.heads["t"].config.pooling == "last"
+
+
+def test_a_declared_decoder_layout_pools_the_last_token_unless_it_says_otherwise():
+    """A GPT-NeoX (no built-in layout) declared without `pooling` got the first token: every
+    input one prediction, a head at the majority class, and `pooling: cls` was not refused."""
+    from transformers import GPTNeoXConfig, GPTNeoXModel
+
+    from adapterfleet.adapters.architectures import SlotMap, attach_slot_map
+
+    layout = {
+        "layers": "layers", "attention_output": "attention", "attention_norm": "input_layernorm",
+        "ffn_output": "mlp", "ffn_norm": "post_attention_layernorm", "norm": "pre",
+    }  # fmt: skip
+    torch.manual_seed(0)
+    config = GPTNeoXConfig(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+        vocab_size=100, max_position_embeddings=64, use_parallel_residual=False,
+    )  # fmt: skip
+    neox = GPTNeoXModel(config).eval()
+    attach_slot_map(neox, SlotMap.from_mapping(layout, "gpt_neox"))
+    model = AdapterModel(neox)
+    assert model.add_head("t", HeadConfig(num_labels=3)).config.pooling == "last"
+    with pytest.raises(ValueError, match=r"pooling: cls .* decoder \(gpt_neox\)"):
+        model.add_head("u", HeadConfig(pooling="cls"))
+    assert SlotMap.from_mapping({**layout, "pooling": "mean"}, "gpt_neox").pooling == "mean"
+    assert SlotMap.from_mapping(layout, "mpnet").pooling == "cls"  # an encoder's first token

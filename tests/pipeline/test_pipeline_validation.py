@@ -165,6 +165,31 @@ def _unknown_family(doc: dict[str, Any]) -> None:
     doc["base_model"] = str(folder)
 
 
+def _neox_pooling_its_first_token(doc: dict[str, Any], where: str) -> None:
+    """A saved GPT-NeoX (no built-in layout: declared) whose head pools its first token, by
+    the layout's `pooling` or a task's: it trained at the majority class without a word."""
+    from transformers import GPTNeoXConfig, GPTNeoXModel
+
+    folder = Path(doc["storage"]).parent / "neox"
+    config = GPTNeoXConfig(
+        hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64,
+        vocab_size=30522, max_position_embeddings=64, use_parallel_residual=False,
+    )  # fmt: skip
+    GPTNeoXModel(config).save_pretrained(folder)
+    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt"):
+        if (Path(doc["base_model"]) / name).is_file():
+            shutil.copy(Path(doc["base_model"]) / name, folder / name)
+    doc["base_model"] = str(folder)
+    doc["base_model_layout"] = {
+        "layers": "layers", "attention_output": "attention", "attention_norm": "input_layernorm",
+        "ffn_output": "mlp", "ffn_norm": "post_attention_layernorm", "norm": "pre",
+    }  # fmt: skip
+    if where == "layout":
+        doc["base_model_layout"]["pooling"] = "cls"
+    else:
+        doc["tasks"]["water"]["pooling"] = "cls"
+
+
 def _declared_layout_with_a_wrong_path(doc: dict[str, Any]) -> None:
     doc["base_model_layout"] = {
         "layers": "encoder.layer",
@@ -290,6 +315,16 @@ CASES = {
         _regression_range_decreasing,
         (),
         r"task 'water', range: expected two increasing numbers \[low, high\], got \[5, 0\]",
+    ),
+    "a declared decoder layout pooling the first token": (
+        lambda doc: _neox_pooling_its_first_token(doc, "layout"),
+        (),
+        r"base_model_layout.pooling: cls pools the first token, which in a decoder \(gpt_neox\)",
+    ),
+    "a task pooling the first token of a declared decoder": (
+        lambda doc: _neox_pooling_its_first_token(doc, "task"),
+        (),
+        r"task 'water', pooling: cls pools the first token, which in a decoder \(gpt_neox\)",
     ),
     "a metric that does not fit the task type": (
         lambda doc: doc["adapters"]["training"].update(metric="pearson"),

@@ -45,11 +45,15 @@ class SlotMap:
     positions_from_mask: bool = False
 
     @classmethod
-    def from_mapping(cls, raw: Mapping[str, Any]) -> SlotMap:
+    def from_mapping(cls, raw: Mapping[str, Any], model_type: object = None) -> SlotMap:
+        """A declared layout of a model of `model_type`: the heads of a decoder
+        (`causal_type`) pool its last token unless the layout says otherwise."""
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in raw.items() if k in known}
         if "norm" in raw:
             values["pre_norm"] = raw["norm"] == "pre"
+        if "pooling" not in raw and causal_type(model_type):
+            values["pooling"] = "last"
         return cls(**values)
 
     def paths(self) -> dict[str, str]:
@@ -206,8 +210,27 @@ def default_pooling(model: nn.Module) -> str:
 
 def is_decoder(model: nn.Module) -> bool:
     """Whether `model` is a decoder: its family's (or declared layout's) heads pool the last
-    real token, as a causal model's earlier tokens see none after them."""
-    return slot_map_for(model).pooling == "last"
+    real token, as a causal model's earlier tokens see none after them, or transformers
+    knows its type as a causal model only (`causal_type`)."""
+    model_type = getattr(getattr(base_encoder(model), "config", None), "model_type", None)
+    return slot_map_for(model).pooling == "last" or causal_type(model_type)
+
+
+def causal_type(model_type: object) -> bool:
+    """Whether `model_type` is a decoder: a built-in one, or one transformers has a causal
+    language model of and no masked one (GPT-NeoX, Falcon, OPT; BERT-like encoders have
+    both). A layout declared for it without `pooling` got the first token: a head that
+    never learned, without a word."""
+    if model_type in DECODER_TYPES:
+        return True
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES as CAUSAL,
+    )
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_MASKED_LM_MAPPING_NAMES as MASKED,
+    )
+
+    return model_type in CAUSAL and model_type not in MASKED
 
 
 def first_token_on_decoder(where: str, model_type: object) -> str:

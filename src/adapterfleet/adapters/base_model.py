@@ -126,7 +126,8 @@ def load_encoder(base: str | BaseModelSpec, **kwargs: Any) -> Any:
         if shown:
             hf_logging.enable_progress_bar()
     if spec.layout:
-        attach_slot_map(model, SlotMap.from_mapping(spec.layout_mapping))
+        model_type = getattr(model.config, "model_type", None)
+        attach_slot_map(model, SlotMap.from_mapping(spec.layout_mapping, model_type))
     if spec.gradient_checkpointing:
         enable_checkpointing(model)
     return model

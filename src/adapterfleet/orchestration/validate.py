@@ -176,11 +176,13 @@ def check_model_limits(config: PipelineConfig, model_config: Any) -> None:
 def check_pooling(config: PipelineConfig, model_config: Any, tasks: Iterable[str]) -> None:
     """No task pools the first token of a decoder (`first_token_on_decoder` says why; the
     library's `add_head` refuses it too), so no head trains to the majority class unseen."""
-    from adapterfleet.adapters.architectures import DECODER_TYPES, first_token_on_decoder
+    from adapterfleet.adapters.architectures import causal_type, first_token_on_decoder
 
     declared = dict(config.base.layout) if config.base and config.base.layout else {}
     model_type = getattr(model_config, "model_type", None)
-    decoder = declared.get("pooling") == "last" if declared else model_type in DECODER_TYPES
+    decoder = causal_type(model_type) or declared.get("pooling") == "last"
+    if decoder and declared.get("pooling") == "cls":
+        raise ConfigError(first_token_on_decoder("base_model_layout.", model_type))
     for task in tasks:
         if decoder and config.tasks[task].pooling == "cls":
             raise ConfigError(first_token_on_decoder(f"task {task!r}, ", model_type))
@@ -201,7 +203,9 @@ def check_base_layout(config: PipelineConfig, model_config: Any) -> None:
     declared = config.base.layout if config.base else ()
     if not declared and model_type not in SLOT_MAPS:
         raise ConfigError(f"base_model: {unsupported_message(model_type)}")
-    slots = SlotMap.from_mapping(dict(declared)) if declared else SLOT_MAPS[str(model_type)]
+    slots = (
+        SlotMap.from_mapping(dict(declared), model_type) if declared else SLOT_MAPS[str(model_type)]
+    )
     try:
         model = skeleton(model_config)
     except (ValueError, TypeError, OSError) as error:

@@ -58,22 +58,30 @@ class RunData:
 def find_experiment(uri: str, name: str) -> ExperimentData:
     """The active experiment `name` of the store at `uri`; `RegistryError` when the store
     cannot be reached or holds no such experiment."""
-    shown = safe_uri(uri)
-    missing = (
-        f"no experiment {name!r} in {shown}; check the name (`adapterfleet status` lists the "
-        "pipelines there, as does the MLflow UI) or pass --tracking-uri"
-    )
     db = sqlite_path(uri)
     if db is not None and (not db.is_file() or _sqlite_lacks(db, name)):
-        raise RegistryError(missing)
+        raise RegistryError(_missing(uri, name))
     if db is None and not uri.startswith("file:"):
         check_tracking_uri(uri)
     experiment = _guarded(
         uri, f"looking up experiment {name!r}", lambda: get_client(uri).get_experiment_by_name(name)
     )
     if experiment is None or experiment.lifecycle_stage == "deleted":
-        raise RegistryError(missing)
+        raise RegistryError(_missing(uri, name))
     return ExperimentData(str(experiment.experiment_id), name, dict(experiment.tags or {}))
+
+
+def _missing(uri: str, name: str) -> str:
+    """No experiment `name`: the pipelines the store holds, and that a budget may name its
+    own (`report -c` without the `--budget` a run used looked for the config's bare name)."""
+    from adapterfleet.registry.status import experiment_names
+
+    there = ", ".join(experiment_names(uri)) or "none"
+    return (
+        f"no experiment {name!r} in {safe_uri(uri)} (pipelines there: {there}); check the "
+        "name, or with -c CONFIG give the --budget and -o the runs were made with (a budget "
+        "may name its pipeline), or pass --tracking-uri"
+    )
 
 
 def finished_runs(uri: str, experiment_id: str, kinds: Sequence[str]) -> list[RunData]:

@@ -276,3 +276,10 @@ def end_all(marker: str, grace_s: float) -> None:
                 os.kill(pid, signal.SIGKILL)
         time.sleep(0.2)
     raise AssertionError(f"processes {processes_with(marker)} of the sweep do not exit")
+
+
+def tune_state(folder: Path) -> None:
+    """What Tune leaves of an interrupted sweep that can be restored: its tuner.pkl and an
+    experiment state (empty files: the plan looks at their presence only)."""
+    (folder / "tuner.pkl").write_bytes(b"")
+    (folder / "experiment_state-2026-12-03_13-00-00.json").write_text("{}")

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from tuning_support import config_document, write_config
+from tuning_support import config_document, tune_state, write_config
 from typer.testing import CliRunner
 
 from adapterfleet.cli.app import app
@@ -65,7 +65,7 @@ def _interrupt(uri: str, experiment: str, config) -> str:
         open_sweep_run(uri, experiment, name, task, tags=tags).end("KILLED")
     path = experiment_path(config)
     path.mkdir(parents=True)
-    (path / "tuner.pkl").write_bytes(b"")
+    tune_state(path)
     note = {
         "sweep_name": name,
         "sweep_hash": sweep_hash(hashes),

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from tuning_support import config_document
+from tuning_support import config_document, tune_state
 
 from adapterfleet.config import PipelineConfig, Resources, parse_config
 from adapterfleet.tuning.registration import TrialOutcome, choose_best
@@ -161,7 +161,7 @@ def test_plan_resumes_only_a_sweep_of_the_same_settings(config, tmp_path: Path) 
     # an interrupted sweep of these settings (Tune's tuner.pkl and our note beside it)
     path = experiment_path(config)
     path.mkdir(parents=True)
-    (path / "tuner.pkl").write_bytes(b"")
+    tune_state(path)
     note = {
         "sweep_name": "tinysweep-old",
         "sweep_hash": fresh.sweep_hash,
@@ -202,7 +202,7 @@ def test_a_sweep_set_aside_unfinished_is_brought_back_for_its_settings(
     for name, hashed in sweeps.items():  # Bob's set aside, Alice's in place
         place = path if name.endswith("alice") else path.parent / "previous" / name
         place.mkdir(parents=True)
-        (place / "tuner.pkl").write_bytes(b"")
+        tune_state(place)
         note = {"sweep_name": name, "sweep_hash": hashed, "tasks": ["fruit", "water"]}
         (place / META_FILE).write_text(json.dumps(note))
     for resume in (True, None):
@@ -217,6 +217,54 @@ def test_a_sweep_set_aside_unfinished_is_brought_back_for_its_settings(
     assert json.loads((path / META_FILE).read_text())["sweep_name"] == "tinysweep-bob"
     assert (alice / "tuner.pkl").is_file() and not bob.exists()
     assert not plan_sweep(config, uri, experiment, resume=False).restore  # never when told anew
+
+
+def test_another_pipelines_sweep_set_aside_is_not_brought_back(config, tmp_path: Path) -> None:
+    """previous/ is shared by every pipeline of a storage: a new pipeline of the same settings
+    brought back another's set-aside sweep and resumed it, its versions registered under the
+    new name with their runs in the other's experiment. Its own is still brought back."""
+    from adapterfleet.registry import default_tracking_uri, ensure_experiment
+    from adapterfleet.tuning.plan import META_FILE, experiment_path, plan_sweep
+
+    uri = default_tracking_uri(tmp_path / "mlruns")
+    experiment = ensure_experiment(uri, config.name)
+    digest = plan_sweep(config, uri, experiment).sweep_hash
+    aside = experiment_path(config).parent / "previous"
+    for name, pipeline in (("other-x", "other"), ("tinysweep2-y", None)):
+        (aside / name).mkdir(parents=True)
+        tune_state(aside / name)
+        note = {"sweep_name": name, "sweep_hash": digest, "tasks": ["fruit", "water"]}
+        note |= {"pipeline": pipeline} if pipeline else {}  # a note before that key: its name
+        (aside / name / META_FILE).write_text(json.dumps(note))
+    plan = plan_sweep(config, uri, experiment)
+    assert not plan.restore and plan.set_aside_at is None, plan.sweep_name
+    (aside / "tinysweep-z").mkdir()
+    tune_state(aside / "tinysweep-z")
+    note = {"sweep_name": "tinysweep-z", "sweep_hash": digest, "tasks": ["fruit", "water"]}
+    (aside / "tinysweep-z" / META_FILE).write_text(json.dumps({**note, "pipeline": "tinysweep"}))
+    own = plan_sweep(config, uri, experiment)
+    assert own.restore and own.set_aside_at == aside / "tinysweep-z"
+
+
+def test_a_sweep_stopped_before_tune_saved_its_state_starts_anew(config, tmp_path: Path) -> None:
+    """Ctrl-C in the first tenth of a second of a sweep left Tune's tuner.pkl without an
+    experiment state: every run after tried to restore it and failed in Tune (`KeyError:
+    'task'`, some 200 lines) until the folder was deleted by hand."""
+    from adapterfleet.registry import default_tracking_uri, ensure_experiment
+    from adapterfleet.tuning.plan import META_FILE, experiment_path, place_experiment, plan_sweep
+
+    uri = default_tracking_uri(tmp_path / "mlruns")
+    experiment = ensure_experiment(uri, config.name)
+    digest = plan_sweep(config, uri, experiment).sweep_hash
+    path = experiment_path(config)
+    path.mkdir(parents=True)
+    (path / "tuner.pkl").write_bytes(b"")  # no experiment_state-*.json
+    note = {"sweep_name": "tinysweep-early", "sweep_hash": digest, "tasks": ["fruit", "water"]}
+    (path / META_FILE).write_text(json.dumps(note))
+    plan = plan_sweep(config, uri, experiment)
+    assert not plan.restore and plan.sweep_name != "tinysweep-early"
+    assert place_experiment(plan) is not None and not path.exists()  # set aside, not resumed
+    assert not plan_sweep(config, uri, experiment).restore  # nor brought back from previous/
 
 
 def test_resuming_a_sweep_whose_saved_state_was_deleted_says_so(config, tmp_path: Path) -> None:
@@ -247,7 +295,7 @@ def test_resuming_a_sweep_whose_saved_state_was_deleted_says_so(config, tmp_path
         == f"cannot resume the sweep {bob}: its saved state ({path}) is gone, {fix}"
     )
     path.mkdir(parents=True)  # Alice's sweep of other settings in place, Bob's set aside, deleted
-    (path / "tuner.pkl").write_bytes(b"")
+    tune_state(path)
     note = {"sweep_name": "tinysweep-alice", "sweep_hash": "1" * 64, "tasks": ["fruit", "water"]}
     (path / META_FILE).write_text(json.dumps(note))
     with pytest.raises(SweepError) as refused:

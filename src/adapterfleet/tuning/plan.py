@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -35,9 +34,10 @@ from adapterfleet.tuning.spec import (
     task_config_hash,
     task_config_hashes,
 )
-
-META_FILE = "adapterfleet_sweep.json"
-PREVIOUS_DIR = "previous"
+from adapterfleet.tuning.sweep_folders import META_FILE as META_FILE  # re-exported
+from adapterfleet.tuning.sweep_folders import PREVIOUS_DIR as PREVIOUS_DIR
+from adapterfleet.tuning.sweep_folders import modified, of_pipeline, read_meta, restorable
+from adapterfleet.tuning.sweep_folders import place_experiment as place_experiment
 
 
 @dataclass(frozen=True)
@@ -125,15 +125,9 @@ def is_current(info: ModelVersionInfo, keys: Keys) -> bool:
     return None in (trained_on, data) or trained_on == data
 
 
-def read_meta(path: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads((path / META_FILE).read_text())
-    except (OSError, ValueError):
-        return None
-
-
 def write_meta(plan: SweepPlan) -> None:
     meta = {"sweep_name": plan.sweep_name, "sweep_hash": plan.sweep_hash, "tasks": plan.pending}
+    meta["pipeline"] = plan.config.name
     meta["data_sha256"] = {task: plan.data_hashes.get(task) for task in plan.pending}
     meta["settings"] = {task: settings_tag(plan.config, task) for task in plan.pending}
     tmp = plan.experiment_path / (META_FILE + ".tmp")
@@ -212,7 +206,7 @@ class _Survey:
         found = _Registered() if missing else _Registered.of(config, tracking_uri)
         pending = tuple(t for t in config.adapter_tasks if t not in found.registered)
         path = experiment_path(config)
-        meta = read_meta(path) if pending and _restorable(path) else None
+        meta = read_meta(path) if pending and restorable(path) else None
         digest = sweep_hash(hashes)
         kept = (found.registered, pending, meta, data, found.changed, found.resettled)
         survey = cls(path, digest, hashes, *kept, path, found.purged, tracking_uri)
@@ -222,10 +216,11 @@ class _Survey:
         """This survey reading, instead of the folder in place, the newest sweep under
         previous/ that matches; unchanged when none does."""
         folder = self.path.parent / PREVIOUS_DIR
-        places = sorted(folder.iterdir(), key=_modified, reverse=True) if folder.is_dir() else []
+        places = sorted(folder.iterdir(), key=modified, reverse=True) if folder.is_dir() else []
         for place in places:
             found = replace(self, meta=read_meta(place), source=place)
-            if found.meta is not None and found.matches and _restorable(place):
+            theirs = found.meta is not None and of_pipeline(found.meta, self.path.name)
+            if theirs and found.matches and restorable(place):
                 return found
         return self
 
@@ -354,44 +349,3 @@ def _lost_sweep(survey: _Survey) -> tuple[str, Path] | None:
 def sweep_prefix(pipeline: str, digest: str) -> str:
     """How a sweep's name begins, `<pipeline>-<settings hash>-`; the time it began follows."""
     return f"{pipeline}-{digest[:8]}-"
-
-
-def _restorable(path: Path) -> bool:
-    from ray.tune import Tuner
-
-    return Tuner.can_restore(str(path))
-
-
-def _modified(path: Path) -> float:
-    try:
-        return path.stat().st_mtime
-    except OSError:
-        return 0.0
-
-
-def place_experiment(plan: SweepPlan) -> str | None:
-    """Put the experiment folder the plan runs in place: an earlier sweep's folder that will
-    not be resumed is moved to previous/, and a sweep to resume that was set aside there is
-    brought back. A line saying what moved, or None."""
-    path = plan.experiment_path
-    if plan.restore and plan.set_aside_at is None:
-        return None
-    said = []
-    if path.exists():
-        old = read_meta(path) or {}
-        moved = _set_aside(path, str(old.get("sweep_name") or path.name))
-        said.append(f"set aside the earlier sweep {moved.name} in {moved}")
-    if plan.set_aside_at is not None:
-        shutil.move(str(plan.set_aside_at), str(path))
-        said.append(f"brought back {plan.sweep_name} from {plan.set_aside_at} to resume it")
-    return "; ".join(said) or None
-
-
-def _set_aside(path: Path, name: str) -> Path:
-    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-    target = path.parent / PREVIOUS_DIR / name
-    if target.exists():
-        target = target.with_name(f"{target.name}-{stamp}")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.move(str(path), str(target))
-    return target

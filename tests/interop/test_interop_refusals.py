@@ -307,3 +307,19 @@ def test_a_training_dropout_is_dropped_with_a_warning_and_the_weights_kept(expor
     assert (tmp_path / "with" / weights).read_bytes() == (
         tmp_path / "without" / weights
     ).read_bytes()
+
+
+def test_a_hub_id_that_cannot_be_loaded_offline_says_so(tmp_path):
+    """`export --base-model my-org/tiny-llama` on a machine without the hub said `pass the
+    base model (--base-model)`, which had been passed."""
+    from adapterfleet._hub import hub_unreachable
+    from adapterfleet.interop.adapterhub import _load_base
+
+    with pytest.raises(InteropError) as refused:
+        _load_base("no-such-org/no-such-model-af")
+    message = str(refused.value)
+    assert message.startswith("cannot load the base model 'no-such-org/no-such-model-af' (")
+    fix = "; give --base-model a local folder of it, or a hub id in the cache (HF_HOME)"
+    assert message.endswith(fix), message  # it said "pass the base model (--base-model)"
+    if hub_unreachable() is not None:
+        assert "does not resolve (no network?), and it is not in the Hugging Face cache" in message

@@ -10,6 +10,7 @@ writes their tensors under the reference's names. Nothing is written until every
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from adapterfleet._hub import hub_unreachable
 from adapterfleet.adapters import (
     AdapterConfig,
     AdapterModel,
@@ -367,10 +369,11 @@ def _load_base(name: str) -> nn.Module:
         found = str(error).removeprefix("base_model: ")
         raise InteropError(f"base model {found} (--base-model)") from None
     except (OSError, ValueError) as error:
-        raise InteropError(
-            f"cannot load the base model {name!r} ({first_line(error)}); "
-            "pass the base model (--base-model)"
-        ) from None
+        cause = first_line(error)
+        if not os.path.exists(name) and (why := hub_unreachable()):  # a hub id, offline
+            cause = f"{why}, and it is not in the Hugging Face cache"
+        fix = "give --base-model a local folder of it, or a hub id in the cache (HF_HOME)"
+        raise InteropError(f"cannot load the base model {name!r} ({cause}); {fix}") from None
 
 
 @contextmanager

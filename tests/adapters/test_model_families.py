@@ -203,3 +203,31 @@ def test_one_pre_norm_model_holds_one_placement():
     add_adapter(model, "p", AdapterConfig("pfeiffer", 4))
     with pytest.raises(ValueError, match="one placement"):
         add_adapter(model, "h", AdapterConfig("houlsby", 4))
+
+
+def test_a_declared_layout_may_count_positions_over_the_real_tokens():
+    """A declared GPT-2-like decoder (absolute positions) gave another prediction to a row
+    left-padded in a batch than alone; the key that fixes it was refused as unknown."""
+    from adapterfleet.config import ConfigError
+    from adapterfleet.config.base_model import parse_layout
+
+    gpt2 = {
+        "layers": "h", "attention_output": "attn", "attention_norm": "ln_1", "ffn_output": "mlp",
+        "ffn_norm": "ln_2", "norm": "pre", "dropout_attr": "attn_pdrop",
+    }  # fmt: skip
+    layout = parse_layout({**gpt2, "positions_from_mask": True})
+    declared = SlotMap.from_mapping(dict(layout), "gpt2")
+    assert declared == SLOT_MAPS["gpt2"]  # the built-in GPT-2's, position counting included
+    assert not SlotMap.from_mapping(dict(parse_layout(gpt2)), "gpt2").positions_from_mask
+    with pytest.raises(ConfigError, match=r"positions_from_mask: 'yes' must be true or false"):
+        parse_layout({**gpt2, "positions_from_mask": "yes"})
+    model = AdapterModel(tiny_encoder("gpt2"))
+    attach_slot_map(model, declared)
+    model.add_head("t", HeadConfig(num_labels=2))
+    ids = torch.tensor([[5, 6, 7, 8]])
+    padded = {"input_ids": torch.tensor([[0, 0, 5, 6, 7, 8], [1, 2, 3, 4, 5, 6]])}
+    padded["attention_mask"] = torch.tensor([[0, 0, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1]])
+    with torch.no_grad():
+        alone = model.eval()({"input_ids": ids, "attention_mask": torch.ones_like(ids)})
+        batched = model({**padded})
+    torch.testing.assert_close(batched[0], alone[0], atol=1e-5, rtol=1e-5)

@@ -12,6 +12,7 @@ base_model_layout:                     # only for a model type without a built-i
   ffn_norm: mlp_norm                   # post-norm: the norm taking h + r; pre-norm: the one before
   norm: pre                            # pre | post
   pooling: last                        # cls | mean | last: the heads' default
+  positions_from_mask: true            # absolute positions counted over the real tokens
 ```
 """
 
@@ -24,7 +25,7 @@ from adapterfleet.adapters.config import DTYPES, POOLINGS, BaseModelSpec
 from adapterfleet.config.fields import ConfigError, as_mapping, choice, refuse_unknown
 
 LAYOUT_PATHS = ("layers", "attention_output", "attention_norm", "ffn_output", "ffn_norm")
-LAYOUT_KEYS = (*LAYOUT_PATHS, "norm", "pooling", "dropout_attr")
+LAYOUT_KEYS = (*LAYOUT_PATHS, "norm", "pooling", "dropout_attr", "positions_from_mask")
 
 
 def parse_layout(raw: Any, where: str = "base_model_layout") -> tuple[tuple[str, Any], ...]:
@@ -46,6 +47,9 @@ def parse_layout(raw: Any, where: str = "base_model_layout") -> tuple[tuple[str,
     choice(layout["norm"], ("pre", "post"), f"{where}.norm")
     if "pooling" in layout:
         choice(layout["pooling"], POOLINGS, f"{where}.pooling")
+    if not isinstance(layout.get("positions_from_mask", False), bool):
+        value = layout["positions_from_mask"]
+        raise ConfigError(f"{where}.positions_from_mask: {value!r} must be true or false")
     return tuple(sorted(layout.items()))
 
 

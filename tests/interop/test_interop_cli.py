@@ -177,6 +177,37 @@ def test_regression_and_multiple_choice_runs_export(bases, tmp_path):
         config = json.loads((out / "head_config.json").read_text())["config"]
         assert (config["head_type"], config[count]) == (head_type, head.num_labels)
         assert f"| head    | {task}" in result.stdout
+        assert "config.pad_token_id" not in result.stdout  # an encoder's head: its first token
+
+
+def test_a_decoders_head_export_says_how_the_reference_finds_its_last_token(bases, tmp_path):
+    """The reference's decoder head finds the last real token from the model's
+    config.pad_token_id, which Llama and GPT-2 configs lack: its outputs on a padded batch
+    differed from ours, and export said nothing."""
+    from adapterfleet.adapters import (
+        AdapterConfig,
+        AdapterModel,
+        HeadConfig,
+        add_adapter,
+        load_encoder,
+        save_adapter,
+        save_head,
+    )
+
+    model = AdapterModel(load_encoder(str(bases["llama"])))
+    add_adapter(model, "t", AdapterConfig("pfeiffer", 8))
+    model.add_head("t", HeadConfig(num_labels=2))
+    save_adapter(model, "t", tmp_path / "run" / "adapter")
+    save_head(model, "t", tmp_path / "run" / "head")
+    (tmp_path / "run" / "run.json").write_text("{}")
+    result = _run("export", tmp_path / "run", "--format", "adapterhub", "--out", tmp_path / "ref")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.rstrip().endswith(
+        "the head reads the last real token, which the reference finds from the model's "
+        "config.pad_token_id: set it to the pad token adapterfleet pads with (the tokenizer's, "
+        "else its end-of-sequence token) and pad on the right, or its outputs on a padded "
+        "batch differ"
+    ), result.stdout
 
 
 def test_an_out_or_to_folder_under_a_file_is_one_line_and_exit_2(ours, exported, tmp_path):

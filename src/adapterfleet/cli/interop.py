@@ -81,6 +81,29 @@ def export(
     _report(converted)
     if missing := [name for name in converted.fused if name != converted.adapter]:
         _say_fused_adapters_stay(src, missing)
+    if converted.head is not None:
+        _say_decoder_padding(converted.directory)
+
+
+def _say_decoder_padding(directory: Path) -> None:
+    """A decoder's head reads its last real token, which the reference finds from the model's
+    `config.pad_token_id`: Llama and GPT-2 configs have none, and its outputs on a padded
+    batch differed from ours without a word."""
+    import json
+
+    from adapterfleet.adapters.architectures import causal_type
+
+    try:
+        saved = json.loads((directory / "head_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    if causal_type(saved.get("model_type")):
+        typer.echo(
+            "the head reads the last real token, which the reference finds from the model's "
+            "config.pad_token_id: set it to the pad token adapterfleet pads with (the "
+            "tokenizer's, else its end-of-sequence token) and pad on the right, or its "
+            "outputs on a padded batch differ"
+        )
 
 
 def _check_whole_run(src: Path) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -277,6 +278,44 @@ def test_an_address_of_another_cluster_is_refused_where_ray_already_runs(
     assert not (pipeline.parent / "runs").exists()
     for address in (None, "local", "auto", ray.get_runtime_context().gcs_address):
         check_same_cluster(address)
+
+
+def test_num_cpus_that_cannot_apply_in_a_process_already_in_ray_is_said(ray_local: None) -> None:
+    """A notebook's `run_pipeline(config, num_cpus=1)` after Ray started with 2 CPUs went on
+    with 2 trials side by side, without a word that its num_cpus was dropped."""
+    import ray
+
+    from adapterfleet.orchestration.sweep import ensure_ray
+
+    cpus = ray.cluster_resources()["CPU"]
+    with pytest.warns(UserWarning, match=rf"num_cpus=1 is not applied: .* of {cpus:g} CPUs"):
+        ensure_ray(None, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ensure_ray(None, int(cpus))  # what it has: nothing to say
+        ensure_ray(None, None)
+
+
+def test_python_callers_passing_a_path_or_a_str_for_a_list_get_one_line(
+    pipeline: Path, tmp_path: Path
+) -> None:
+    """From Python: a path to `run_pipeline` was `AttributeError: 'str' object has no attribute
+    'storage'`, a dict to `load_config` a pathlib TypeError, and a str of overrides was read a
+    character at a time (`override 'a' must look like key.path=value`)."""
+    from adapterfleet.config import ConfigError, load_config
+    from adapterfleet.orchestration.pipeline import run_pipeline
+
+    with pytest.raises(
+        ConfigError, match=r"config: expected a PipelineConfig, got the str .*load_config\(path\)"
+    ):
+        run_pipeline(str(pipeline))  # type: ignore[arg-type]
+    with pytest.raises(
+        ConfigError, match=r"config: expected the path of a YAML file .*, got a dict"
+    ):
+        load_config({"name": "x"})  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"overrides: expected a list .* give \['name=x'\]"):
+        load_config(pipeline, "name=x")
+    assert not (pipeline.parent / "runs").exists()
 
 
 @pytest.mark.parametrize(

@@ -70,6 +70,17 @@ def test_an_integer_of_over_4300_digits_is_a_malformed_input_row(
     assert "(malformed at line 2); fix or remove them" in message
 
 
+def test_columns_given_as_one_str_are_refused_naming_the_list(spec, tmp_path) -> None:
+    """`predict_file(..., header=False, columns="id,s1,s2")` from Python read a column per
+    character, and said the rows of a good file were malformed."""
+    path = tmp_path / "in.csv"
+    path.write_text("1,A cat.,An animal.\n")
+    with pytest.raises(TaskError, match=r"columns: expected a list of column names, got the str"):
+        read_input(spec, path, header=False, columns="id, s1,s2")  # type: ignore[arg-type]
+    with pytest.raises(TaskError, match=r"give \['id', 's1', 's2'\]"):
+        read_input(spec, path, header=False, columns="id, s1,s2")  # type: ignore[arg-type]
+
+
 def test_a_missing_text_column_gets_the_fix_of_where_the_names_came_from(spec, tmp_path) -> None:
     """It always said "or name its columns with --columns", which over a header line is refused
     (--columns needs --no-header) and with --no-header predicted the header as a row."""

@@ -38,6 +38,7 @@ from adapterfleet.config.document import (
     load_config,
     override_keys,
     read_document,
+    require_config,
 )
 from adapterfleet.config.fields import ConfigError, flat_changes, training_with
 from adapterfleet.config.schema import (
@@ -85,6 +86,7 @@ __all__ = [
     "override_keys",
     "parse_config",
     "read_document",
+    "require_config",
     "resolve_tracking_uri",
     "training_with",
 ]

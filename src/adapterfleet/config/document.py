@@ -7,6 +7,7 @@ applied again after it, so the command line wins) and hands the document to `par
 from __future__ import annotations
 
 import copy
+import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -33,9 +34,31 @@ def config_file(path: str | Path) -> Path:
     return path
 
 
+def require_config(value: object) -> PipelineConfig:
+    """`value`, a `PipelineConfig`, or a one-line refusal naming `load_config` (a path given
+    to `run_pipeline` was an AttributeError of `'str' object has no attribute 'storage'`)."""
+    if not isinstance(value, PipelineConfig):
+        raise ConfigError(
+            f"config: expected a PipelineConfig, got the {type(value).__name__} {value!r:.80}; "
+            "read a file with load_config(path)"
+        )
+    return value
+
+
 def load_config(path: str | Path, overrides: Sequence[str] = ()) -> PipelineConfig:
     """Read, override and validate a pipeline YAML file (or a packaged config's name, see
     `config_file`); every error is one line."""
+    if not isinstance(path, str | os.PathLike):  # a dict: a TypeError of pathlib's
+        got = type(path).__name__
+        raise ConfigError(
+            f"config: expected the path of a YAML file (str or Path), got a {got}; a document "
+            "already read is parse_config(document, folder)"
+        )
+    if isinstance(overrides, str):  # read one character at a time: "override 'a' must ..."
+        raise ConfigError(
+            f"overrides: expected a list of key.path=value strings, got the str {overrides!r}; "
+            f"give [{overrides!r}]"
+        )
     path = config_file(path)
     document = apply_overrides(read_document(path), overrides)
     document = apply_budget(document, overrides)

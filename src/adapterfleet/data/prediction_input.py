@@ -208,6 +208,10 @@ def _input_source(
     quotes: bool | None,
     encoding: str | None,
 ) -> SplitSource:
+    if isinstance(columns, str):  # from Python: read as one column per character
+        names = [c.strip() for c in columns.split(",")]
+        problem = f"expected a list of column names, got the str {columns!r}"
+        raise TaskError(spec.name, "columns", problem, f"give {names!r}")
     for option, value in (("--columns", columns), ("--quotes", quotes)):
         if value not in (None, []) and fmt not in ("tsv", "csv"):
             raise TaskError(spec.name, option, f"only for tsv/csv files, not {fmt}")

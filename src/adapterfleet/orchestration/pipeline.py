@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from adapterfleet.config import PipelineConfig
+from adapterfleet.config import PipelineConfig, require_config
 from adapterfleet.console import Level, Say, plural
 from adapterfleet.data import TaskData
 from adapterfleet.disk import DiskFullError, says_full, stops_when_full
@@ -224,6 +224,7 @@ def run_pipeline(
     (the fusions' and baselines' relayed from their Ray workers); `level`: how much Ray, Tune
     and MLflow print besides (`relay.console`)."""
     options = {"resume": resume, "ray_address": ray_address, "num_cpus": num_cpus}
+    config = require_config(config)
     with console(level, say) as relay, stops_when_full(config.storage):
         return _run_pipeline(config, fusion_timeout_s, overrides, relay, **options)
 

@@ -14,11 +14,12 @@ import os
 import signal
 import sys
 import threading
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 
-from adapterfleet.config import ConfigError, PipelineConfig
+from adapterfleet.config import ConfigError, PipelineConfig, require_config
 from adapterfleet.console import Level, Say
 from adapterfleet.data import TaskData
 from adapterfleet.disk import is_disk_full, low_space, stops_when_full
@@ -76,6 +77,13 @@ def ensure_ray(address: str | None, num_cpus: int | None, log_level: int | None 
 
     if ray.is_initialized():
         check_same_cluster(address)
+        cpus = ray.cluster_resources().get("CPU") if num_cpus is not None else None
+        if cpus is not None and cpus != num_cpus:  # a notebook's call again, to go gentler
+            warnings.warn(
+                f"num_cpus={num_cpus} is not applied: this process is already in Ray, of "
+                f"{cpus:g} CPUs; call ray.shutdown() first for a local Ray of {num_cpus}",
+                stacklevel=3,
+            )
         if log_level is not None:
             logging.getLogger("ray").setLevel(log_level)
         return
@@ -192,11 +200,11 @@ def run_adapter_stage(
     failed for good (its `.registered` holds the tasks that did get registered).
     `level`: how much it prints besides `progress` (`relay.console`); `note`: appended to the
     trial counts of each epoch line; `loaded`: the tasks validation loaded, not read again;
-    `overrides`: the command line's `-o` (None: not known), recorded on a new sweep's runs so
-    that a command of other settings can name them to continue it (`interrupted_sweep`);
-    `watch`: told the tasks the sweep trains once their runs are open."""
+    `overrides`: the command line's `-o` (None: not known), recorded on a new sweep's runs (a
+    command of other settings names them to continue it); `watch`: told the tasks it trains."""
     from adapterfleet.tuning.sweep import DEFAULT_MAX_FAILURES, run_sweep  # imports ray
 
+    config = require_config(config)  # a path given here was an AttributeError
     with console(level, progress) as relay, ExitStack() as alive, stops_when_full(config.storage):
         uri = config.tracking_uri
         check_store(uri, say=progress)

@@ -49,7 +49,8 @@ def test_fusion_seeds_and_baselines_are_trained_logged_and_not_redone(
     config = load_config(write_config(tmp_path, _document(tmp_path, tiny_model)))
     assert config.baselines.training_for("head").max_epochs == 1  # the budget's change
     assert config.baselines.training_for("full").learning_rate == 0.001
-    summary = run_pipeline(config, say=print)
+    said: list[str] = []
+    summary = run_pipeline(config, say=said.append)
     uri = config.tracking_uri
     client = mlflow_client(uri)
     assert not summary.errors, summary.errors
@@ -60,6 +61,17 @@ def test_fusion_seeds_and_baselines_are_trained_logged_and_not_redone(
     best = client.get_model_version_by_alias(f"{PIPELINE}.fusion.fruit", "best")
     scores = {v.version: float(v.tags["dev_accuracy"]) for v in versions}
     assert scores[best.version] == max(scores.values())
+    # a line per seed's registration, then which is best: it read `registered ... v1` a third
+    # time, as if one more had been registered
+    fusion_lines = [line for line in said if line.startswith("fusion fruit: ")]
+    assert sum(": seed " in line and " registered " in line for line in fusion_lines) == 2
+    last = [line for line in fusion_lines if "the best of 2 seeds is" in line]
+    expected = (  # a note may follow: no better than chance, best kept elsewhere
+        f"fusion fruit: the best of 2 seeds is {PIPELINE}.fusion.fruit v{best.version} "
+        f"(seed {best.tags['seed']}, accuracy {scores[best.version]:.4f})"
+    )
+    assert len(last) == 1 and last[0].startswith(expected), fusion_lines
+    assert not [line for line in fusion_lines if line.startswith("fusion fruit: registered")]
     fusion_runs = runs_of(uri, "fusion")
     assert sorted(r.data.tags["seed"] for r in fusion_runs) == ["0", "1"]
     assert {r.data.tags["adapterfleet.system"] for r in fusion_runs} == {"fusion-st-a"}

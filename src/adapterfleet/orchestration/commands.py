@@ -11,6 +11,7 @@ from adapterfleet.console import Say
 from adapterfleet.data import TaskData, TaskSpec, load_task
 from adapterfleet.data.baseline import dev_mean, majority
 from adapterfleet.orchestration.fusion_job import FusionOutcome, registered_text, run_fusion_job
+from adapterfleet.orchestration.fusion_plan import seed_configs
 from adapterfleet.orchestration.limits import check_single_run
 from adapterfleet.orchestration.prune import PruneReport, prune_fusion
 from adapterfleet.orchestration.validate import validate_settings
@@ -55,7 +56,8 @@ def fuse_registered(
     experiment_id = ensure_experiment(uri, config.name, say=say)
     with heartbeat(uri, experiment_id, say):
         outcome = run_fusion_job(config, target, uri, experiment_id, timeout_s=timeout_s, say=say)
-    say(f"fusion {target}: {registered_text(outcome, config.fusion.training.metric)}")
+    seeds = len(seed_configs(config))
+    say(f"fusion {target}: {registered_text(outcome, config.fusion.training.metric, seeds)}")
     return outcome
 
 

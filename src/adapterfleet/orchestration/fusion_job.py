@@ -146,20 +146,13 @@ def run_fusion_job(
         if len(seeds) > 1:
             seed = seeded.fusion.training.seed
             say(f"fusion {target}: seed {seed} {registered_text(outcome, metric)}")
-    best = point_best(uri, _best_seed(outcomes, metric, say), metric)
+    best = point_best(uri, _best_seed(outcomes, metric), metric)
     return replace(best, chance=dev_chance(prepare_task(config, target)))
 
 
-def _best_seed(outcomes: list[FusionOutcome], metric: str, say: Say) -> FusionOutcome:
-    """The outcome of the best seed on the dev `metric` (said when there are several)."""
-    best = max(outcomes, key=lambda o: signed(metric, o.dev_metrics.get(metric, float("nan"))))
-    if len(outcomes) > 1:
-        say(
-            f"fusion {best.target}: best of {len(outcomes)} seeds is v{best.version.version} "
-            f"(seed {best.version.tags.get(TAG_SEED)}, {metric} "
-            f"{best.dev_metrics.get(metric, 0):.4f})"
-        )
-    return best
+def _best_seed(outcomes: list[FusionOutcome], metric: str) -> FusionOutcome:
+    """The outcome of the best seed on the dev `metric` (its caller's line says which)."""
+    return max(outcomes, key=lambda o: signed(metric, o.dev_metrics.get(metric, float("nan"))))
 
 
 def point_best(uri: str, outcome: FusionOutcome, metric: str) -> FusionOutcome:
@@ -298,14 +291,18 @@ def _unlike_best(uri: str, config: PipelineConfig, plan: FusionPlan) -> str:
     return f"; v{best.version} (@best) fused these with other settings"
 
 
-def registered_text(outcome: FusionOutcome, metric: str) -> str:
+def registered_text(outcome: FusionOutcome, metric: str, seeds: int = 1) -> str:
     """`registered demo.fusion.x v1 (accuracy 0.7867)`, or `kept ... (..., registered before)`
-    for one found registered; said by whoever gets the outcome (the job's own lines may reach
-    a pipeline's console later than its result)."""
+    for one found registered; of `seeds` > 1, `the best of 3 seeds is ...` (the seeds' own
+    lines said each registration, and a third `registered` read as one more); said by whoever
+    gets the outcome (the job's own lines may reach a pipeline's console later than its result)."""
     value = outcome.dev_metrics.get(metric)
     shown = f"{metric} {value:.4f}" if value is not None else metric
     done = "registered" if outcome.trained else "kept"  # found registered: nothing was done
     before = "" if outcome.trained else ", registered before"
+    if seeds > 1:
+        done, before = f"the best of {seeds} seeds is", ""
+        shown = f"seed {outcome.version.tags.get(TAG_SEED)}, {shown}"
     text = f"{done} {outcome.version.name} v{outcome.version.version} ({shown}{before})"
     text += outcome.stopped
     kept = outcome.best_kept

@@ -151,8 +151,8 @@ class FusionGate(threading.Thread):
                 self.ref = self._submit(warm=False, timeout_s=60.0)
             self.outcome = ray.get(self.ref)
             self.relay.settle(self.job)  # the job's own lines first
-            metric = self.config.fusion.training.metric
-            self.say(f"fusion {self.target}: {registered_text(self.outcome, metric)}")
+            metric, seeds = self.config.fusion.training.metric, len(seed_configs(self.config))
+            self.say(f"fusion {self.target}: {registered_text(self.outcome, metric, seeds)}")
             self.state = "done"
         except BaseException as error:  # noqa: BLE001 - reported by the driver
             self.state = "failed"

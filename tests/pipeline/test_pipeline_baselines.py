@@ -141,8 +141,11 @@ def test_fusion_seeds_and_baselines_are_trained_logged_and_not_redone(
     assert experiment.tags["adapterfleet.overrides"] == "[]"
 
     # a re-run finds everything finished: no training, no new runs or versions
-    again = run_pipeline(config, say=print)
+    said.clear()
+    again = run_pipeline(config, say=said.append)
     assert not again.errors and not again.fusions["fruit"].trained
+    head = [line for line in said if line.startswith("baseline head fruit seed 0: ")]
+    assert len(head) == 1 and head[0].endswith(" (finished before)"), head  # it said it twice
     assert all(not o.trained for o in again.baselines.outcomes)
     assert len(runs_of(uri, "baseline")) == 6 and len(runs_of(uri, "fusion")) == 2
     assert len(client.search_model_versions(f"name = '{PIPELINE}.fusion.fruit'")) == 2

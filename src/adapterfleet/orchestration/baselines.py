@@ -90,8 +90,7 @@ def run_baseline_job(
     work = JobWorkdir(Path(config.storage).resolve() / "baselines" / job.job_id)
     kind = MT_A_KIND if job.system == "mt-a" else "baseline"
     done = finished_run_metrics(uri, experiment_id, kind, job.job_id)
-    if done is not None and (work.run_dir / RUN_FILE).is_file():
-        say(f"baseline {job.label}: finished before, not trained again")
+    if done is not None and (work.run_dir / RUN_FILE).is_file():  # its line says so, once
         return BaselineOutcome(job, _saved_metrics(work.run_dir, job), False, str(work.run_dir))
     training = replace(config.baselines.training_for(job.system, job.task), seed=job.seed)
     logger = _open_run(config, job, training, uri, experiment_id, kind)

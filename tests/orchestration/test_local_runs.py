@@ -177,3 +177,22 @@ def test_train_st_a_trains_the_pipelines_architecture_and_houlsby_the_grids_rate
     assert json.loads((run.out_dir / "run.json").read_text())["mode"] == "st-a-houlsby"
     adapter = json.loads((run.out_dir / "adapter" / "adapter_config.json").read_text())
     assert adapter["config"]["architecture"] == "houlsby", adapter
+
+
+def test_a_run_no_better_than_learning_nothing_is_warned_as_run_warns(config) -> None:
+    """`train` printed an accuracy under the majority class without a word; `run` says it."""
+    from adapterfleet.data.baseline import dev_chance
+    from adapterfleet.orchestration.local import prepare_task, say_unlearned
+
+    fruit = prepare_task(config, "fruit")
+    chance = dev_chance(fruit)
+    assert chance is not None
+    said: list[str] = []
+    say_unlearned({"accuracy": 0.0}, fruit, "accuracy", said.append)
+    assert said == [
+        f"warning: fruit dev accuracy 0.0000{chance.note('accuracy', 0.0)}: it did not learn "
+        "the task"
+    ]
+    said.clear()
+    say_unlearned({"accuracy": 1.0, "f1": 0.0}, fruit, "accuracy", said.append)
+    assert said == []  # learned: nothing to say

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from adapterfleet.config import (
 )
 from adapterfleet.console import Say
 from adapterfleet.data import TokenizedTask, load_task, tokenize_task
+from adapterfleet.data.baseline import dev_chance
 from adapterfleet.data.tasks import TaskSpec
 from adapterfleet.fusion import FusionConfig, load_fusion, set_active_fusion
 from adapterfleet.orchestration.limits import (
@@ -149,7 +150,16 @@ def train_task(
                 callbacks=epoch_hooks,
                 resume_from=start,
             )
+    say_unlearned(run.dev_metrics, tasks[task], train_config.metric, say)
     return dataclasses.replace(run, out_dir=Path(out_dir))
+
+
+def say_unlearned(metrics: Mapping[str, Any], task: TokenizedTask, metric: str, say: Say) -> None:
+    """A warning when the run's dev `metric` is no better than learning nothing scores, as
+    `run` says it (`train` printed an accuracy under the majority class without a word)."""
+    value, chance = metrics.get(metric), dev_chance(task)
+    if isinstance(value, float) and chance is not None and (note := chance.note(metric, value)):
+        say(f"warning: {task.name} dev {metric} {value:.4f}{note}: it did not learn the task")
 
 
 def fuse_task(
@@ -188,6 +198,7 @@ def fuse_task(
             callbacks=[kept.callback, *callbacks],
             resume_from=kept.resume(settings),
         )
+    say_unlearned(run.dev_metrics, tokenized, training.metric, say)
     return dataclasses.replace(run, out_dir=Path(out_dir))
 
 

@@ -94,8 +94,8 @@ def _normal(name: str) -> str:
 def paper_key(task: str) -> str:
     """A config task name as the paper's row key: case, '-', '_', '.' and spaces ignored, the
     usual names of each data set accepted ("SST-2" and "sst"; "MNLI-m" and "mnli_matched";
-    "commonsense_qa" and "CSQA";
-    "social_i_qa" and "siqa"; "Cosmos QA"; "winogrande" and "WGrande")."""
+    "commonsense_qa" and "CSQA"; "social_i_qa" and "siqa"; "Cosmos QA"; "winogrande" and
+    "WGrande")."""
     key = _normal(task)
     return _ALIASES.get(key, key)
 

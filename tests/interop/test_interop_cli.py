@@ -13,7 +13,16 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
-from adapterfleet.adapters import ADAPTER_WEIGHTS
+from adapterfleet.adapters import (
+    ADAPTER_WEIGHTS,
+    AdapterConfig,
+    AdapterModel,
+    HeadConfig,
+    add_adapter,
+    load_encoder,
+    save_adapter,
+    save_head,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -150,16 +159,6 @@ def test_a_run_folder_that_lost_its_adapter_is_refused_not_exported_as_its_head(
 def test_regression_and_multiple_choice_runs_export(bases, tmp_path):
     """`export RUN` of a regression or multiple-choice task's run said `head_type 'regression'
     cannot be exported; adapterfleet exports classification heads`."""
-    from adapterfleet.adapters import (
-        AdapterConfig,
-        AdapterModel,
-        HeadConfig,
-        add_adapter,
-        load_encoder,
-        save_adapter,
-        save_head,
-    )
-
     heads = {  # task -> our head, what the reference's head config says of it
         "sim": (HeadConfig("regression", 1, value_range=[0, 5]), "classification", "num_labels"),
         "qa": (HeadConfig("multiple_choice", 4), "multiple_choice", "num_choices"),
@@ -184,16 +183,6 @@ def test_a_decoders_head_export_says_how_the_reference_finds_its_last_token(base
     """The reference's decoder head finds the last real token from the model's
     config.pad_token_id, which Llama and GPT-2 configs lack: its outputs on a padded batch
     differed from ours, and export said nothing."""
-    from adapterfleet.adapters import (
-        AdapterConfig,
-        AdapterModel,
-        HeadConfig,
-        add_adapter,
-        load_encoder,
-        save_adapter,
-        save_head,
-    )
-
     model = AdapterModel(load_encoder(str(bases["llama"])))
     add_adapter(model, "t", AdapterConfig("pfeiffer", 8))
     model.add_head("t", HeadConfig(num_labels=2))

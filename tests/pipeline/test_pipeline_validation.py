@@ -149,6 +149,15 @@ def _llama_without_tokenizer(doc: dict[str, Any]) -> None:
     doc["base_model"] = str(folder)
 
 
+def _use_base(doc: dict[str, Any], model: Any, folder: Path) -> None:
+    """`model` saved in `folder` with the config's tokenizer beside it, as the base model."""
+    model.save_pretrained(folder)
+    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt"):
+        if (Path(doc["base_model"]) / name).is_file():
+            shutil.copy(Path(doc["base_model"]) / name, folder / name)
+    doc["base_model"] = str(folder)
+
+
 def _unknown_family(doc: dict[str, Any]) -> None:
     """A saved OPT: a family with no built-in layout, and none declared."""
     from transformers import OPTConfig, OPTModel
@@ -158,11 +167,7 @@ def _unknown_family(doc: dict[str, Any]) -> None:
         hidden_size=32, num_hidden_layers=1, ffn_dim=64, num_attention_heads=4,
         vocab_size=30522, word_embed_proj_dim=32, max_position_embeddings=64,
     )  # fmt: skip
-    OPTModel(config).save_pretrained(folder)
-    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt"):
-        if (Path(doc["base_model"]) / name).is_file():
-            shutil.copy(Path(doc["base_model"]) / name, folder / name)
-    doc["base_model"] = str(folder)
+    _use_base(doc, OPTModel(config), folder)
 
 
 def _neox_pooling_its_first_token(doc: dict[str, Any], where: str) -> None:
@@ -175,11 +180,7 @@ def _neox_pooling_its_first_token(doc: dict[str, Any], where: str) -> None:
         hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64,
         vocab_size=30522, max_position_embeddings=64, use_parallel_residual=False,
     )  # fmt: skip
-    GPTNeoXModel(config).save_pretrained(folder)
-    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt"):
-        if (Path(doc["base_model"]) / name).is_file():
-            shutil.copy(Path(doc["base_model"]) / name, folder / name)
-    doc["base_model"] = str(folder)
+    _use_base(doc, GPTNeoXModel(config), folder)
     doc["base_model_layout"] = {
         "layers": "layers", "attention_output": "attention", "attention_norm": "input_layernorm",
         "ffn_output": "mlp", "ffn_norm": "post_attention_layernorm", "norm": "pre",

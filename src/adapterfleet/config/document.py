@@ -10,6 +10,7 @@ import copy
 import os
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +66,7 @@ def load_config(path: str | Path, overrides: Sequence[str] = ()) -> PipelineConf
     document.setdefault("name", re.sub(r"[^A-Za-z0-9_-]", "-", path.stem))
     refuse_nul(document)
     try:
-        return parse_config(document, path.parent)
+        return replace(parse_config(document, path.parent), overrides=tuple(overrides))
     except ConfigError as error:
         raise ConfigError(str(error) + _budget_note(str(error), document, overrides)) from None
 

@@ -126,6 +126,9 @@ class PipelineConfig:
     source: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     # The storage whose embedded store an empty tracking_uri resolved to (None: one was given).
     embedded_in: Path | None = field(default=None, repr=False, compare=False)
+    # The `--set` changes `load_config` applied, which `run_pipeline` records when it is given
+    # none (from Python the experiment said `[]` for a config loaded with overrides)
+    overrides: tuple[str, ...] = field(default=(), repr=False, compare=False)
 
     def __post_init__(self) -> None:
         storage = absolute_storage(self.storage)

@@ -225,6 +225,7 @@ def run_pipeline(
     and MLflow print besides (`relay.console`)."""
     options = {"resume": resume, "ray_address": ray_address, "num_cpus": num_cpus}
     config = require_config(config)
+    overrides = overrides or config.overrides  # those it was loaded with, from Python
     with console(level, say) as relay, stops_when_full(config.storage):
         return _run_pipeline(config, fusion_timeout_s, overrides, relay, **options)
 

@@ -17,7 +17,11 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_the_python_api_block_runs_as_pasted(tmp_path: Path) -> None:
     readme = (ROOT / "README.md").read_text()
     section = readme.split("\n## Python API\n", 1)[1]
-    (block,) = re.findall(r"```python\n(.*?)```", section.split("\n## ", 1)[0], re.S)
+    block, pipeline = re.findall(r"```python\n(.*?)```", section.split("\n## ", 1)[0], re.S)
+    imports = "\n".join(line for line in pipeline.splitlines() if line.startswith("from "))
+    assert "run_pipeline" in imports and "load_config" in imports, pipeline  # they resolve:
+    found = subprocess.run([sys.executable, "-c", imports], capture_output=True, text=True)
+    assert found.returncode == 0, found.stderr[-2000:]  # (the run itself: the demo test's)
     (tmp_path / "snippet.py").write_text(block)
     ran = subprocess.run(
         [sys.executable, "snippet.py"], cwd=tmp_path, capture_output=True, text=True, timeout=600

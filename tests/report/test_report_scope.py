@@ -247,6 +247,11 @@ def test_a_report_of_every_run_does_not_replace_the_configs_in_mlflow(
     options = [arg for item in RERUN for arg in ("-o", item)]
     scoped = runner.invoke(app, ["report", "-c", str(path), *options, "--out", str(tmp_path / "a")])
     assert scoped.exit_code == 0, scoped.output
+    # the same settings in another order, naming where the runs are: the same report run
+    where = ["-o", f"tracking_uri={p.uri}"]
+    again = [*where, *[arg for item in reversed(RERUN) for arg in ("-o", item)]]
+    twice = runner.invoke(app, ["report", "-c", str(path), *again, "--out", str(tmp_path / "a")])
+    assert twice.exit_code == 0, twice.output
     for _ in range(2):
         alone = runner.invoke(
             app, ["report", p.name, "--tracking-uri", p.uri, "--out", str(tmp_path / "b")]
@@ -255,8 +260,9 @@ def test_a_report_of_every_run_does_not_replace_the_configs_in_mlflow(
     client = MlflowClient(p.uri)
     runs = client.search_runs([p.experiment_id], "tags.`adapterfleet.kind` = 'report'")
     named = {run.info.run_name: run for run in runs}
-    assert sorted(named) == [f"report ({', '.join(RERUN)})", "report (all runs)"], sorted(named)
-    for name, folder in ((f"report ({', '.join(RERUN)})", "a"), ("report (all runs)", "b")):
+    settings = f"report ({', '.join(sorted(RERUN))})"
+    assert sorted(named) == [settings, "report (all runs)"], sorted(named)
+    for name, folder in ((settings, "a"), ("report (all runs)", "b")):
         run_id = named[name].info.run_id
         logged = Path(client.download_artifacts(run_id, "table1.md", str(tmp_path / name)))
         assert logged.read_text() == (tmp_path / folder / "table1.md").read_text()

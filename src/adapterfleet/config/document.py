@@ -46,7 +46,7 @@ def require_config(value: object) -> PipelineConfig:
     return value
 
 
-def load_config(path: str | Path, overrides: Sequence[str] = ()) -> PipelineConfig:
+def load_config(path: str | Path, overrides: Sequence[str] | None = ()) -> PipelineConfig:
     """Read, override and validate a pipeline YAML file (or a packaged config's name, see
     `config_file`); every error is one line."""
     if not isinstance(path, str | os.PathLike):  # a dict: a TypeError of pathlib's
@@ -55,6 +55,7 @@ def load_config(path: str | Path, overrides: Sequence[str] = ()) -> PipelineConf
             f"config: expected the path of a YAML file (str or Path), got a {got}; a document "
             "already read is parse_config(document, folder)"
         )
+    overrides = () if overrides is None else overrides  # as left out
     if isinstance(overrides, str):  # read one character at a time: "override 'a' must ..."
         raise ConfigError(
             f"overrides: expected a list of key.path=value strings, got the str {overrides!r}; "

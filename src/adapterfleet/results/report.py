@@ -346,10 +346,14 @@ def _summary_data(summary: Summary | None) -> dict[str, Any] | None:
     return {"mean": summary.mean, "std": summary.std, "n": summary.n}
 
 
+_WHERE = ("storage=", "tracking_uri=", "name=")  # where the runs are, not which count
+
+
 def report_scope_key(scope: ReportScope | None) -> str:
     """Which report run a report logs to: "all" without a config; with one, the budget and
-    `--set` it was read with (`budget tiny, adapters.training.max_epochs=2`), "config" for
-    none: a report of other settings replaced this one's."""
+    `--set` it was read with (`budget tiny, adapters.training.max_epochs=2`; sorted, and those
+    naming where the runs are left out), "config" for none: a report of other settings
+    replaced this one's."""
     if scope is None:
         return "all"
     budget = scope.tags.get(TAG_BUDGET)
@@ -357,7 +361,8 @@ def report_scope_key(scope: ReportScope | None) -> str:
         overrides = json.loads(scope.tags.get(TAG_OVERRIDES) or "[]")
     except ValueError:  # cut at the tag's length: its text as it is
         overrides = [scope.tags[TAG_OVERRIDES]]
-    parts = [f"budget {budget}"] * bool(budget) + [str(o) for o in overrides]
+    counted = sorted(str(o) for o in overrides if not str(o).startswith(_WHERE))  # any order
+    parts = [f"budget {budget}"] * bool(budget) + counted
     return ", ".join(parts)[:250] or "config"
 
 

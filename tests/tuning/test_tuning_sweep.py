@@ -146,6 +146,18 @@ def test_a_progress_line_per_epoch_and_per_finished_trial(swept: Swept) -> None:
     assert len(started) == 1 and started[0].endswith(": starting, 2 tasks, 4 trials"), started
 
 
+def test_each_trial_keeps_tunes_csv_and_json_logs_and_no_tensorboard_writer(swept: Swept) -> None:
+    """Tune's TensorBoard logger handed each result to a writer thread through a queue; a
+    Ctrl-C landing just after the driver took that queue's lock kept it held, and the exit,
+    flushing the writer, hung for a minute and printed every thread's stack (a CI run of
+    25f1822). Tune's CSV and JSON logs stay; the TensorBoard one is not started."""
+    storage = Path(swept.config.storage)
+    trials = sorted(path.parent for path in storage.glob("ray/tinysweep/*/result.json"))
+    assert len(trials) == 4, trials
+    assert all((trial / "progress.csv").is_file() for trial in trials), trials
+    assert not list(storage.glob("ray/**/events.out.tfevents*"))
+
+
 def _trial_state(swept: Swept) -> dict[str, Any]:
     """What a re-run must not change: trial runs, their metric histories, Tune's results."""
     runs = sorted(_trial_runs(swept), key=lambda r: r.info.run_id)

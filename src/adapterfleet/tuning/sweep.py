@@ -173,7 +173,7 @@ def build_tuner(
             storage_path=str(plan.config.storage / RAY_DIR),
             failure_config=ray.tune.FailureConfig(max_failures=max_failures),
             checkpoint_config=ray.tune.CheckpointConfig(num_to_keep=2),
-            callbacks=[RegistrationCallback(plan.sweep_name)],
+            callbacks=[RegistrationCallback(plan.sweep_name), *tune_loggers()],
             verbose=verbose,
         ),
     )
@@ -190,6 +190,19 @@ QUIET_TUNE = {
 }
 
 
+# Tune's CSV and JSON logs of each trial (`progress.csv`, `result.json`), given in `build_tuner`,
+# and not its TensorBoard one. That one hands each result to a writer thread through a
+# multiprocessing queue; a Ctrl-C landing just after `put` took the queue's lock kept it held,
+# and the CLI's exit, flushing that writer, waited on it for a minute. MLflow has the metrics.
+OWN_LOGGERS = {"TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1"}
+
+
+def tune_loggers() -> list[ray.tune.Callback]:
+    from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
+
+    return [CSVLoggerCallback(), JsonLoggerCallback()]
+
+
 # Ctrl-C raises KeyboardInterrupt in the driver, as a kill would end it (the sweep's MLflow runs
 # end KILLED, a later run resumes), rather than Tune's own handler, which ends `fit()` early as
 # if the sweep were done and hands back results of trials that never started.
@@ -199,11 +212,11 @@ OWN_SIGINT = {"TUNE_DISABLE_SIGINT_HANDLER": "1"}
 @contextmanager
 def tune_output(verbose: int) -> Iterator[None]:
     """Tune's own console output while the block runs: none at `verbose` 0 (`QUIET_TUNE`); our
-    lines come from `RegistrationCallback` either way. Ctrl-C is ours (`OWN_SIGINT`). A full
-    disk that MLflow or Tune logs from now on is noted instead (`disk.NOTES`): it stops the
-    sweep."""
+    lines come from `RegistrationCallback` either way. Ctrl-C is ours (`OWN_SIGINT`), and so is
+    the choice of Tune's loggers (`OWN_LOGGERS`). A full disk that MLflow or Tune logs from now
+    on is noted instead (`disk.NOTES`): it stops the sweep."""
     watch_library_logs().take()
-    settings = {**({} if verbose else QUIET_TUNE), **OWN_SIGINT}
+    settings = {**({} if verbose else QUIET_TUNE), **OWN_SIGINT, **OWN_LOGGERS}
     before = {name: os.environ.get(name) for name in settings}
     os.environ.update(settings)
     # a resumed sweep's trials that had reported nothing yet: "Failed to fetch metrics ..."

@@ -409,6 +409,50 @@ def test_trials_pending_with_none_running_say_what_they_wait_for(config, ray_loc
     )
 
 
+def test_a_restored_trial_of_a_task_registered_since_is_not_run(config, tmp_path: Path) -> None:
+    """A restored sweep brings back every unfinished trial, also one of a task that another
+    config of the pipeline registered meanwhile. Such a trial had no sweep run here, so it
+    reopened another sweep's run of its trial id (the registered version's source), logged
+    into it and left it RUNNING. It now ends at once, unrun, and the driver says why."""
+    from mlflow import MlflowClient
+
+    from adapterfleet.registry import (
+        TAG_TASK,
+        default_tracking_uri,
+        ensure_experiment,
+        open_sweep_run,
+        open_trial_run,
+    )
+    from adapterfleet.tuning.registration import Registrar
+    from adapterfleet.tuning.spec import SweepContext
+    from adapterfleet.tuning.trial import make_trainable
+
+    uri = default_tracking_uri(tmp_path / "mlruns")
+    experiment = ensure_experiment(uri, config.name)
+    params = TrialParams("water", 4, 0.01, 0)
+    other = open_sweep_run(uri, experiment, "tinysweep-aaaa1111-20260101T000000", "water")
+    source = open_trial_run(
+        uri, experiment, other.run_id, params.trial_id, tags={TAG_TASK: "water"}
+    )
+    source.end("FINISHED")
+    client = MlflowClient(uri)
+    before = client.get_run(source.run_id)
+    restored = "tinysweep-bbbb2222-20260102T000000"
+    fruit = open_sweep_run(uri, experiment, restored, "fruit").run_id  # water is not pending
+    ctx = SweepContext(config, uri, experiment, restored, {"fruit": fruit})
+    assert make_trainable(ctx, {"cpu": 1})(params.to_config()) is None
+    after = client.get_run(source.run_id)
+    assert (after.info.status, after.data.tags) == (before.info.status, before.data.tags)
+    trials = client.search_runs([experiment], "tags.`adapterfleet.kind` = 'trial'")
+    assert [run.info.run_id for run in trials] == [source.run_id]
+    lines: list[str] = []
+    registrar = Registrar(uri, config, restored, tmp_path / "trials", {}, lines.append)
+    registrar.trial_ended(TrialOutcome(params, "finished", {}), [])
+    assert lines == [
+        "trial water-rf4-lr0.01-s0: not run, task water has its adapter registered already"
+    ]
+
+
 def test_the_trial_runs_of_two_sweeps_are_named_apart(config, tmp_path: Path) -> None:
     """Every sweep of a task named its trial runs by the trial id alone: in the runs table two
     sweeps' `fruit-rf4-lr0.01-s0` could not be told apart. A short key of the sweep tells them

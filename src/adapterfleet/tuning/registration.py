@@ -195,7 +195,11 @@ class Registrar:
     def trial_ended(self, outcome: TrialOutcome, outcomes: list[TrialOutcome]) -> None:
         """Print a progress line for one trial, then register what became complete."""
         plan = self.tasks.get(outcome.params.task)
-        total = plan.size if plan else 0
+        if plan is None:  # a restored sweep's trial of a task registered since (`trains_now`)
+            task = outcome.params.task
+            what = f"not run, task {task} has its adapter registered already"
+            return self.progress(f"trial {outcome.params.trial_id}: {what}")
+        total = plan.size
         done = sum(o.ended for o in outcomes if o.params.task == outcome.params.task)
         metric = self.metric(outcome.params.task)
         value = outcome.result.get(f"best_dev_{metric}", float("nan"))

@@ -54,6 +54,8 @@ def make_trainable(ctx: SweepContext, resources: dict[str, float]) -> Any:
     nothing itself: its workers are Ray Train's actors)."""
 
     def adapter_trial(config: dict[str, Any]) -> None:
+        if not trains_now(ctx, config):
+            return
         if ctx.config.resources.distributed:
             from adapterfleet.tuning.workers import run_trial_on_workers
 
@@ -63,6 +65,15 @@ def make_trainable(ctx: SweepContext, resources: dict[str, float]) -> Any:
 
     adapter_trial.__name__ = adapter_trial.__qualname__ = TRAINABLE_NAME
     return ray.tune.with_resources(adapter_trial, resources)
+
+
+def trains_now(ctx: SweepContext, config: dict[str, Any]) -> bool:
+    """Whether this run trains the trial's task. A restored sweep brings back every unfinished
+    trial, also those of a task registered since it was interrupted (by another config of the
+    pipeline): such a trial ends at once, unrun. It has no sweep run here to reopen its MLflow
+    run under, and once reopened another sweep's run of its trial id (a registered version's
+    source) and logged its epochs into it."""
+    return TrialParams.from_config(config).task in ctx.parent_runs
 
 
 class EpochReporter:

@@ -8,6 +8,8 @@ import dataclasses
 import json
 import os
 import shutil
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -312,8 +314,14 @@ def test_a_fusion_over_an_adapter_retrained_since_is_refused(config, st_a, tmp_p
     fusion = fuse_task(config, "fruit", adapters, tmp_path / "fusion", train_config=training)
     assert evaluate_run(config, "fruit", fusion.out_dir) == pytest.approx(fusion.dev_metrics)
     (tmp_path / "water").rename(tmp_path / "moved")  # said only "adapter_config.json is missing"
-    with pytest.raises(UserError, match=r"lineage.adapter_dirs\) is gone; move it back"):
+    beside = fusion.out_dir / "adapters" / "water"
+    gone = rf"lineage.adapter_dirs\) is gone; move it back, copy it to {beside}, or fuse again"
+    with pytest.raises(UserError, match=gone):
         evaluate_run(config, "fruit", fusion.out_dir)
+    # a run folder moved with its adapters copied in: found there, checked by their hashes
+    shutil.copytree(tmp_path / "moved" / "adapter", beside)
+    assert evaluate_run(config, "fruit", fusion.out_dir) == pytest.approx(fusion.dev_metrics)
+    shutil.rmtree(fusion.out_dir / "adapters")
     (tmp_path / "moved").rename(tmp_path / "water")
     again = dataclasses.replace(water, seed=water.seed + 1)
     train_task(config, "water", "st-a", tmp_path / "water", train_config=again)  # in place
@@ -323,6 +331,13 @@ def test_a_fusion_over_an_adapter_retrained_since_is_refused(config, st_a, tmp_p
     weights = tmp_path / "water" / "adapter" / "adapter.safetensors"
     assert str(weights) in message and str(fusion.out_dir / "run.json") in message
     assert "\n" not in message
+    # export named that folder as the adapter the fusion mixes, for AdapterHub to load with it
+    out = tmp_path / "exported"
+    command = [sys.executable, "-m", "adapterfleet.cli.app", "export", str(fusion.out_dir)]
+    command += ["--format", "adapterhub", "--out", str(out)]
+    exported = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert exported.returncode == 2, exported.stdout + exported.stderr
+    assert exported.stderr.strip() == f"error: {message}" and not out.exists()
 
 
 @pytest.mark.parametrize("task", ["fruit", "water"])

@@ -74,13 +74,13 @@ def export(
 
     if format_ not in FORMATS:
         raise ConfigError(f"--format {format_!r} is unknown; use one of {', '.join(FORMATS)}")
-    _check_whole_run(src)
+    fused = _check_whole_run(src)
     converted = export_adapterhub(
         src, writable_folder(out, "--out"), base_model, torch_bin=torch_bin, head=head
     )
     _report(converted)
     if missing := [name for name in converted.fused if name != converted.adapter]:
-        _say_fused_adapters_stay(src, missing)
+        _say_fused_adapters_stay(src, missing, fused)
     if converted.head is not None:
         _say_decoder_padding(converted.directory)
 
@@ -106,14 +106,22 @@ def _say_decoder_padding(directory: Path) -> None:
         )
 
 
-def _check_whole_run(src: Path) -> None:
-    """A run folder that lost its adapter/ or fusion/ would export its head alone."""
-    from adapterfleet.orchestration.limits import check_run_parts
+def _check_whole_run(src: Path) -> list[Path]:
+    """A run folder that lost its adapter/ or fusion/ would export its head alone; a fusion
+    run's adapters retrained in place since would be named as the ones it mixes. Returns where
+    a fusion run's adapters are (found as `evaluate` finds them)."""
+    from adapterfleet.orchestration.fused_adapters import fused_adapter_dirs
+    from adapterfleet.orchestration.limits import check_run_parts, run_part
     from adapterfleet.orchestration.local import read_run_info
     from adapterfleet.training.modes import RUN_FILE
 
-    if (src / RUN_FILE).is_file():
-        check_run_parts(src, read_run_info(src), given_as="")
+    if not (src / RUN_FILE).is_file():
+        return []
+    info = read_run_info(src)
+    check_run_parts(src, info, given_as="")
+    if info.get("mode") != "fusion" or (fusion := run_part(src, "fusion")) is None:
+        return []
+    return [folder for folder, _ in fused_adapter_dirs(src, info, fusion, given_as="")]
 
 
 def _report(converted: Converted) -> None:
@@ -128,9 +136,10 @@ def _report(converted: Converted) -> None:
     typer.echo(f"written to {converted.directory}")
 
 
-def _say_fused_adapters_stay(src: Path, missing: list[str]) -> None:
+def _say_fused_adapters_stay(src: Path, missing: list[str], found: list[Path]) -> None:
     """The reference loads a fusion only over the adapters it mixes; a fusion run holds none
-    of them (its run.json names their folders; a pulled fusion's pulled.json, its adapters/)."""
+    of them (its run.json names their folders, `found` where they are now; a pulled fusion's
+    pulled.json, its adapters/)."""
     from adapterfleet.orchestration.local import read_run_info
     from adapterfleet.registry.pulled import PULLED_FILE
     from adapterfleet.training.modes import RUN_FILE
@@ -138,6 +147,8 @@ def _say_fused_adapters_stay(src: Path, missing: list[str]) -> None:
     dirs = read_run_info(src).get("lineage", {}).get("adapter_dirs", []) if src.is_dir() else []
     named_in = RUN_FILE if (src / RUN_FILE).is_file() else PULLED_FILE
     where = f" ({named_in}: {', '.join(dirs)})" if dirs else ""
+    if found:  # checked against run.json's hashes; copies in adapters/ where moved
+        where = f" ({', '.join(map(str, found))})"
     folders = "their own folders" if len(missing) > 1 else "its own folder"
     typer.echo(
         f"the reference loads the fusion only after the adapters it mixes: export "

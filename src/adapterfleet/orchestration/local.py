@@ -3,24 +3,20 @@
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from adapterfleet.adapters import (
-    ADAPTER_WEIGHTS,
     HEAD_CONFIG,
     MINILM,
     AdapterModel,
-    WeightsFileError,
     load_adapter,
     load_encoder,
     load_head,
     load_tokenizer,
     set_active_adapter,
-    sha256_file,
 )
 from adapterfleet.adapters.base_model import names_other_base, packaged_minilm_path
 from adapterfleet.adapters.config import DTYPES
@@ -37,12 +33,12 @@ from adapterfleet.data import TokenizedTask, load_task, tokenize_task
 from adapterfleet.data.baseline import dev_chance
 from adapterfleet.data.tasks import TaskSpec
 from adapterfleet.fusion import FusionConfig, load_fusion, set_active_fusion
+from adapterfleet.orchestration.fused_adapters import check_unchanged, fused_adapter_dirs
 from adapterfleet.orchestration.limits import (
     check_layout,
     check_run_folder,
     check_run_parts,
     check_single_run,
-    imported_fusion_adapters,
     note_other_dev,
     other_base_error,
     run_part,
@@ -291,16 +287,8 @@ def load_run(
         adapter = load_recorded(model, run_dir / "adapters" / task, sha, run_dir, name=task)
         set_active_adapter(model, adapter)
     elif (fusion_dir := run_part(run_dir, "fusion")) is not None:
-        dirs = lineage.get("adapter_dirs") or imported_fusion_adapters(run_dir, fusion_dir)
-        hashes = hashes if isinstance(hashes, list) and len(hashes) == len(dirs) else []
-        for adapter_dir, sha in itertools.zip_longest(dirs, hashes):
-            if not Path(adapter_dir).is_dir():
-                raise ConfigError(
-                    f"--run {run_dir}: its fusion's adapter folder {adapter_dir} (run.json "
-                    "lineage.adapter_dirs) is gone; move it back, or fuse again with --adapters "
-                    "at its new place"
-                )
-            load_recorded(model, Path(adapter_dir), sha, run_dir)
+        for adapter_dir, sha in fused_adapter_dirs(run_dir, info, fusion_dir):
+            load_recorded(model, adapter_dir, sha, run_dir)
         set_active_fusion(model, load_fusion(model, fusion_dir, name=task))
     elif (adapter_dir := run_part(run_dir, "adapter")) is not None:
         sha = hashes if isinstance(hashes, str) else None
@@ -385,10 +373,5 @@ def load_recorded(
 ) -> str:
     """`load_adapter`, refusing an adapter whose weights changed after `run_dir` trained with
     them (retrained in place): its sha256 is not the one run.json records."""
-    weights = directory / ADAPTER_WEIGHTS
-    if sha256 and weights.is_file() and sha256_file(weights) != sha256:
-        raise WeightsFileError(
-            f"{weights} changed after {run_dir} was trained with it (its sha256 is not the one "
-            f"{run_dir / RUN_FILE} records); restore that adapter or train the run again"
-        )
+    check_unchanged(directory, sha256, run_dir)
     return load_adapter(model, directory, name=name, sha256=sha256)

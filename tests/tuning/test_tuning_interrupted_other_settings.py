@@ -151,3 +151,24 @@ def test_status_does_not_call_runs_begun_after_the_mark_stopped(pipe) -> None:
     status = pipeline_status(config, uri)
     assert status.interrupted.startswith("interrupted ")
     assert "2 trials" not in status.interrupted and "1 trial" not in status.interrupted
+
+
+def test_a_config_file_changed_since_is_named_as_the_difference(
+    pipe, tmp_path: Path, tiny_model: Path
+) -> None:
+    """The same command after the file changed (a task taken out) was told to run again "with
+    the same -o/--budget (-o ...)", which it had: nothing said that the file changed."""
+    from adapterfleet.tuning.plan import plan_sweep
+
+    path, uri, name = pipe
+    document = {**config_document(tmp_path, tiny_model), "tracking_uri": uri}  # pipe's, less water
+    del document["tasks"]["water"]
+    (tmp_path / "fewer").mkdir()
+    fewer = load_config(write_config(tmp_path / "fewer", document), [THREE])
+    plan = plan_sweep(fewer, uri, "0")
+    assert not plan.restore and plan.interrupted is not None
+    assert plan.interrupted.line() == (
+        f"the interrupted sweep {name} was started with this command's -o/--budget (-o {THREE}), "
+        "but the config's settings changed since (tasks: water removed), so it is not resumed: "
+        "run the config as it was then to continue it"
+    )

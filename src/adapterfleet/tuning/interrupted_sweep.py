@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from adapterfleet.config import PipelineConfig
+from adapterfleet.masking import masked_settings
 from adapterfleet.registry.experiments import experiment_tags
 from adapterfleet.registry.interrupted import interrupted_at
 from adapterfleet.registry.status import RunRecord, experiment_runs_and_tags
@@ -32,6 +33,7 @@ class InterruptedSweep:
     overrides: tuple[str, ...] | None  # the `-o` it was started with; None: not recorded
     budget: str | None
     changes: list[str] = field(default_factory=list)  # `key: then → now`, where known
+    same_flags: bool = False  # this command has the `-o` and budget it was started with
 
     @property
     def flags(self) -> str | None:
@@ -44,6 +46,14 @@ class InterruptedSweep:
     def line(self) -> str:
         """What a command of other settings says of it: the flags to continue it."""
         differ = f"this command's settings differ{changed_text(self.changes)}"
+        if self.same_flags:  # the file changed, not the command line
+            given = f" ({self.flags})" if self.flags else ""
+            return (
+                f"the interrupted sweep {self.name} was started with this command's "
+                f"-o/--budget{given}, but the config's settings changed since"
+                f"{changed_text(self.changes)}, so it is not resumed: run the config as it was "
+                "then to continue it"
+            )
         if self.flags is None:
             return (
                 f"the interrupted sweep {self.name} was started with other settings; {differ}, "
@@ -81,7 +91,11 @@ def other_interrupted(
     head = name[:-STAMP_CHARS]
     if head == f"{config.name}-{digest[:8]}" or _superseded(name, head, newest, sweeps):
         return None
-    return InterruptedSweep(name, *_started_with(newest), _changes(config, note_of(name) or {}))
+    overrides, budget = _started_with(newest)
+    changes = _changes(config, note_of(name) or {})
+    now = tuple(masked_settings(o for o in config.overrides if not o.startswith("budget=")))
+    same = overrides == now and budget == config.budget
+    return InterruptedSweep(name, overrides, budget, changes, same)
 
 
 def _superseded(name: str, head: str, newest: RunRecord, sweeps: list[RunRecord]) -> bool:
@@ -110,7 +124,7 @@ def _changes(config: PipelineConfig, meta: dict) -> list[str]:
     recorded = meta.get("settings")
     if not isinstance(recorded, dict):
         return []
-    changes: list[str] = []
+    changes = [f"tasks: {task} removed" for task in recorded if task not in config.adapter_tasks]
     for task in config.adapter_tasks:
         if isinstance(recorded.get(task), str):
             for change in changed_settings(config, task, recorded[task]):

@@ -674,3 +674,27 @@ def test_a_cluster_that_refuses_the_driver_is_said_in_one_line(
         "cluster at 10.0.0.1:6379); give the GCS address ray start --head printed (port 6379 by "
         "default) to --address / RAY_ADDRESS"
     )
+
+
+def test_a_joined_cluster_that_cannot_place_a_trial_yet_is_told_not_refused(
+    tmp_path: Path, tiny_model: Path
+) -> None:
+    """cluster.yaml's head has no CPUs and its GPU workers start at none: the autoscaler adds
+    them as trials ask. A job submitted there was refused before any trial asked (`no node can
+    provide that`), so none was ever added. On a cluster joined, that is a warning; a Ray
+    started here, where no node will join, still refuses."""
+    from adapterfleet.config import ConfigError, parse_config
+    from adapterfleet.orchestration.validate import check_resources
+
+    document = {**config_document(tmp_path, tiny_model), "resources": {"cpu": 1, "gpu": 0.25}}
+    config = parse_config(document, tmp_path)
+    head = [{"CPU": 0.0, "memory": 2e9}]
+    with pytest.raises(ConfigError, match=r"no node can provide that .*; lower resources"):
+        check_resources(config, head)
+    said: list[str] = []
+    check_resources(config, head, say=said.append)
+    assert said == [
+        "warning: resources: a trial needs cpu=1, gpu=0.25 but no node can provide that (nodes: "
+        "{CPU: 0, GPU: 0}) now; the trials wait for nodes that can (an autoscaler adds them as "
+        "trials ask); without one, stop this run and lower resources or add nodes"
+    ]

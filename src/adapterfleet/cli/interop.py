@@ -110,9 +110,9 @@ def _check_whole_run(src: Path) -> list[Path]:
     """A run folder that lost its adapter/ or fusion/ would export its head alone; a fusion
     run's adapters retrained in place since would be named as the ones it mixes. Returns where
     a fusion run's adapters are (found as `evaluate` finds them)."""
-    from adapterfleet.orchestration.fused_adapters import fused_adapter_dirs
     from adapterfleet.orchestration.limits import check_run_parts, run_part
     from adapterfleet.orchestration.local import read_run_info
+    from adapterfleet.training.fused_adapters import fused_adapter_dirs
     from adapterfleet.training.modes import RUN_FILE
 
     if not (src / RUN_FILE).is_file():

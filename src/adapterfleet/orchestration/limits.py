@@ -210,25 +210,6 @@ def note_other_dev(run_dir: Path, info: dict[str, Any], tokenized: TokenizedTask
     )
 
 
-def imported_fusion_adapters(run_dir: Path, fusion_dir: Path) -> list[str]:
-    """The adapters of a fusion folder that records no folders of them (an imported fusion):
-    `adapters/<name>/` in the run folder, the layout `pull` writes; the import commands that
-    put them there where one is missing (the error named only Python's load_adapter)."""
-    from adapterfleet.fusion import read_fusion_config
-
-    _, names, _, _ = read_fusion_config(fusion_dir)
-    dirs = [run_dir / "adapters" / name for name in names]
-    missing = [name for name, folder in zip(names, dirs, strict=True) if not folder.is_dir()]
-    if missing:
-        raise ConfigError(
-            f"--run {run_dir}: its fusion mixes {', '.join(names)}, and the folder holds no "
-            f"adapter folder of {', '.join(missing)} (an imported fusion records none); import "
-            f"each into it (adapterfleet import-adapter THEIR_DIR --out "
-            f"{run_dir / 'adapters' / missing[0]} for each) and evaluate again"
-        )
-    return [str(folder) for folder in dirs]
-
-
 def run_part(run_dir: Path, kind: str) -> Path | None:
     """A run's `adapter/` or `fusion/` (`kind`); the folder itself where a pull put that part's
     files there (its config file at the top); None where it has none."""

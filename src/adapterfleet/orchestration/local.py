@@ -33,7 +33,6 @@ from adapterfleet.data import TokenizedTask, load_task, tokenize_task
 from adapterfleet.data.baseline import dev_chance
 from adapterfleet.data.tasks import TaskSpec
 from adapterfleet.fusion import FusionConfig, load_fusion, set_active_fusion
-from adapterfleet.orchestration.fused_adapters import check_unchanged, fused_adapter_dirs
 from adapterfleet.orchestration.limits import (
     check_layout,
     check_run_folder,
@@ -48,6 +47,7 @@ from adapterfleet.orchestration.pulled_run import pulled_run_info
 from adapterfleet.orchestration.run_folder import check_fusion_adapters, fresh_run_dir
 from adapterfleet.orchestration.validate import check_storage
 from adapterfleet.training import Callback, TrainConfig, evaluate
+from adapterfleet.training.fused_adapters import check_unchanged, fused_adapter_dirs
 from adapterfleet.training.modes import (
     ADAPTER_MODES,
     RUN_FILE,

@@ -312,7 +312,8 @@ def _validate_and_start(
     relay.attach()
     import ray  # started just above; importing it earlier would slow every command
 
-    check_resources(config, [n["Resources"] for n in ray.nodes() if n.get("Alive")])
+    nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
+    check_resources(config, nodes, say=None if local else relay.say)  # a cluster's: said
     tags = pipeline_tags(config, overrides)
     return ensure_experiment(uri, config.name, tags=tags, say=relay.say), loaded
 

@@ -17,6 +17,7 @@ from adapterfleet.adapters.base_checks import (
 )
 from adapterfleet.adapters.base_model import BASE_MODEL_TAKES, local_files_only, near_packaged
 from adapterfleet.config import ConfigError, PipelineConfig
+from adapterfleet.console import Say
 from adapterfleet.data import TaskData, load_task
 from adapterfleet.disk import low_space
 
@@ -73,24 +74,45 @@ def check_reduction_factors(config: PipelineConfig, hidden_size: int) -> None:
                 raise ConfigError(f"{where}: {error}") from None
 
 
-def check_resources(config: PipelineConfig, nodes: list[Mapping[str, float]]) -> None:
-    """Refuse per-trial resources that no single node can ever provide, and a trial of
-    `workers` that the nodes together cannot place (each worker on one node)."""
+def check_resources(
+    config: PipelineConfig, nodes: list[Mapping[str, float]], say: Say | None = None
+) -> None:
+    """Refuse per-trial resources that no single node can provide, and a trial of `workers`
+    that the nodes together cannot place (each worker on one node). `say`: on a cluster joined
+    rather than started here, where nodes still join (an autoscaler adds them when trials ask,
+    as cluster.yaml's does for a head of no CPUs), that is said in a warning instead: refused,
+    the job ended before a trial asked, so none was ever added."""
+    problem, fix = _unplaceable(config, nodes)
+    if not problem:
+        return
+    if say is None:
+        raise ConfigError(f"{problem}; {fix}")
+    say(
+        f"warning: {problem} now; the trials wait for nodes that can (an autoscaler adds them "
+        f"as trials ask); without one, stop this run and {fix}"
+    )
+
+
+def _unplaceable(config: PipelineConfig, nodes: list[Mapping[str, float]]) -> tuple[str, str]:
+    """What of a trial the nodes cannot place, and the fix; ("", "") when they can."""
     resources = config.resources
     have = ", ".join(f"{{CPU: {n.get('CPU', 0):g}, GPU: {n.get('GPU', 0):g}}}" for n in nodes)
     fits = [resources.fitting(node) for node in nodes]
     if not any(fits):
         one = "a worker" if resources.distributed else "a trial"
-        raise ConfigError(
+        return (
             f"resources: {one} needs cpu={resources.cpu:g}, gpu={resources.gpu:g} "
-            f"but no node can provide that (nodes: {have or 'none'}); lower resources or add nodes"
+            f"but no node can provide that (nodes: {have or 'none'})",
+            "lower resources or add nodes",
         )
     if sum(fits) < resources.workers:
-        raise ConfigError(
+        return (
             f"resources.workers: {resources.workers} workers of cpu={resources.cpu:g}, "
             f"gpu={resources.gpu:g} each, but the nodes can place only {sum(fits)} at once "
-            f"(nodes: {have}); lower workers or the cpu / gpu per worker, or add nodes"
+            f"(nodes: {have})",
+            "lower workers or the cpu / gpu per worker, or add nodes",
         )
+    return "", ""
 
 
 def used_tasks(config: PipelineConfig) -> list[str]:

@@ -9,8 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from adapterfleet.adapters import ADAPTER_WEIGHTS, WeightsFileError, sha256_file
-from adapterfleet.config import ConfigError
-from adapterfleet.orchestration.limits import imported_fusion_adapters
+from adapterfleet.errors import PathError
 from adapterfleet.training.modes import RUN_FILE
 
 
@@ -36,7 +35,7 @@ def fused_adapter_dirs(
         if not folder.is_dir():
             folder = run_dir / "adapters" / name
             if not folder.is_dir():
-                raise ConfigError(
+                raise PathError(
                     f"{given_as}{run_dir}: its fusion's adapter folder {recorded} (run.json "
                     f"lineage.adapter_dirs) is gone; move it back, copy it to {folder}, or fuse "
                     "again with --adapters at its new place"
@@ -55,3 +54,22 @@ def check_unchanged(directory: Path, sha256: str | None, run_dir: Path) -> None:
             f"{weights} changed after {run_dir} was trained with it (its sha256 is not the one "
             f"{run_dir / RUN_FILE} records); restore that adapter or train the run again"
         )
+
+
+def imported_fusion_adapters(run_dir: Path, fusion_dir: Path) -> list[str]:
+    """The adapters of a fusion folder that records no folders of them (an imported fusion):
+    `adapters/<name>/` in the run folder, the layout `pull` writes; the import commands that
+    put them there where one is missing (the error named only Python's load_adapter)."""
+    from adapterfleet.fusion import read_fusion_config
+
+    _, names, _, _ = read_fusion_config(fusion_dir)
+    dirs = [run_dir / "adapters" / name for name in names]
+    missing = [name for name, folder in zip(names, dirs, strict=True) if not folder.is_dir()]
+    if missing:
+        raise PathError(
+            f"--run {run_dir}: its fusion mixes {', '.join(names)}, and the folder holds no "
+            f"adapter folder of {', '.join(missing)} (an imported fusion records none); import "
+            f"each into it (adapterfleet import-adapter THEIR_DIR --out "
+            f"{run_dir / 'adapters' / missing[0]} for each) and evaluate again"
+        )
+    return [str(folder) for folder in dirs]

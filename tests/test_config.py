@@ -209,6 +209,13 @@ def test_a_task_grid_replaces_the_stage_grid_for_its_task_only(tmp_path):
         ("", ["adapters.reduction_factors=[16, 16]"], "16 is listed twice"),
         ("", ["resources.cpu=.nan"], "resources.cpu: expected a finite number"),
         ("", ["resources.gpu=.inf"], "resources.gpu: expected a finite number"),
+        (  # passed, then Ray's scheduler failed in a 106-line traceback mid-sweep
+            "",
+            ["resources.cpu=0.00001"],
+            r"resources.cpu: 1e-05 is finer than the 0.0001 steps Ray reserves in; give a "
+            r"multiple of 0.0001, e.g. 0.0001",
+        ),
+        ("", ["resources.gpu=0.33333"], r"resources.gpu: 0.33333 .*, e.g. 0.3333"),
         ("", ["adapters.asha_reduction=.inf", "adapters.scheduler=asha"], "finite number"),
         ("", ["fusion.targets.a=[]"], "fusion.targets.a: fuses no adapter"),
         ("", ["fusion.targets.a=5"], "fusion.targets.a: use 'all' or a list"),

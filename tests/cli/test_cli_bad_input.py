@@ -334,6 +334,18 @@ def test_a_store_file_that_is_not_a_database_is_one_line(
     assert sorted(p.name for p in store.parent.iterdir()) == ["mlflow.db"]
 
 
+@pytest.mark.parametrize("command", ["status", "report"])
+def test_a_config_file_where_the_name_goes_is_the_config(pipeline: Path, command: str) -> None:
+    """`run`, `tasks` and `clean` take the config file first; `status pipe.yaml` looked the
+    file's name up as a pipeline in the default store: `no tracking store at .../adapterfleet-
+    runs/mlflow.db: nothing was tracked there yet`, though the pipeline had run."""
+    given = runner.invoke(app, [command, pipeline.name])  # as the user typed it, in its folder
+    with_c = runner.invoke(app, [command, "-c", str(pipeline)])
+    assert (given.exit_code, given.output) == (with_c.exit_code, with_c.output)
+    assert "adapterfleet-runs" not in given.output
+    refused(runner.invoke(app, [command, "nothere.yaml"]), "nothere.yaml")
+
+
 def test_a_pipeline_named_without_its_config_finds_its_store_by_set(pipeline: Path) -> None:
     """`status NAME -o storage=...` (what the store errors suggest) used to be ignored: the
     default store was read and said to have no experiment, pointing at `adapterfleet jobs`."""

@@ -89,7 +89,8 @@ QuietOpt = Annotated[
     bool, typer.Option("--quiet", "-q", help="Print only errors and the final summary.")
 ]
 NameArg = Annotated[
-    str | None, typer.Argument(help="Pipeline name (its MLflow experiment); or use -c.")
+    str | None,
+    typer.Argument(help="Pipeline name (its MLflow experiment), or its config file (as -c)."),
 ]
 TrackingUriOpt = Annotated[
     str | None,

@@ -26,7 +26,11 @@ def resolve(
     budget: str | None = None,
     overrides: list[str] | None = None,
 ) -> PipelineRef:
-    """The pipeline a command means; a NAME that is not the config's is refused."""
+    """The pipeline a command means; a NAME that is not the config's is refused. A config file
+    given where NAME goes (as `run`, `tasks` and `clean` take it) is the config: a pipeline's
+    name has no `.` or `/`, and it was looked up as a name (`nothing was tracked there`)."""
+    if config is None and name is not None and ("." in name or "/" in name):
+        config, name = Path(name), None
     if config is not None:
         cfg = load(config, overrides, budget)
         if name is not None and name != cfg.name:

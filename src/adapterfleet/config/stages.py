@@ -267,6 +267,12 @@ class Resources:
                 f"resources: cpu must be > 0 and gpu a fraction in [0, 1] or a whole number, "
                 f"got cpu={cpu}, gpu={gpu}"
             )
+        for key, amount in (("cpu", cpu), ("gpu", gpu)):
+            if amount != round(amount, 4):  # Ray's step; a finer one failed in Ray's scheduler
+                raise ConfigError(
+                    f"resources.{key}: {amount:g} is finer than the 0.0001 steps Ray reserves "
+                    f"in; give a multiple of 0.0001, e.g. {max(round(amount, 4), 0.0001):g}"
+                )
         if gpu > 1:
             per = "per worker" if self.workers > 1 else "per trial"
             raise ConfigError(

@@ -66,15 +66,19 @@ def test_submit_and_follow_say_no_ray_info_lines(
     ray_head: Any, refused_job: tuple[Done, str], tmp_path: Path
 ) -> None:
     """Ray's job client logged `INFO dashboard_sdk.py ... Uploading package` on submit and
-    `INFO sdk.py:520 -- WebSocket closed` at the end of `logs --follow`. Its warnings stay."""
+    `INFO sdk.py:520 -- WebSocket closed` at the end of `logs --follow`. Its warnings stay.
+    Followed to its end, a FAILED job's `logs` exit 1 (it was 0: a CI script went on)."""
     submitted, job_id = refused_job
     assert not RAY_INFO.search(submitted.stderr), submitted.stderr
     assert "big.bin is very large" in submitted.stderr
     address = ray_head.address
     followed = _cli(ray_head, "logs", job_id, "--follow", "--address", address, cwd=tmp_path)
-    assert followed.returncode == 0, followed.stderr
+    assert followed.returncode == 1, followed.stderr
     assert REFUSED in followed.stdout
     assert not RAY_INFO.search(followed.stderr), followed.stderr
+    assert followed.stderr.rstrip().splitlines()[-1] == f"job {job_id} ended FAILED"
+    printed = _cli(ray_head, "logs", job_id, "--address", address, cwd=tmp_path)
+    assert printed.returncode == 0 and REFUSED in printed.stdout  # its logs, printed: done
 
 
 def test_submit_hints_at_status_with_the_jobs_own_overrides(ray_head: Any, tmp_path: Path) -> None:

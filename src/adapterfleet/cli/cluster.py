@@ -83,18 +83,24 @@ def logs(
     address: DashboardAddressOpt = None,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Stream until it ends.")] = False,
 ) -> None:
-    """Print (or follow) the logs of a submitted job."""
-    from adapterfleet.orchestration.jobs import job_logs, job_note
+    """Print (or follow) the logs of a submitted job; followed to its end, the exit status
+    says how it ended (1: FAILED or STOPPED), as `submit --wait`'s does."""
+    from adapterfleet.orchestration.jobs import job_logs, job_note, job_status
 
     output = job_logs(address, job_id, follow=follow)
     last = ""
     for chunk in [output] if isinstance(output, str) else output:
         typer.echo(chunk, nl=False)
         last = chunk or last
-    if note := job_note(address, job_id):
+    note = job_note(address, job_id)
+    if note:
         if not last.endswith("\n"):
             typer.echo()  # the note on a line of its own
         typer.echo(note, err=True)
+    if follow and (status := job_status(address, job_id)) != "SUCCEEDED":
+        if not note:
+            typer.echo(f"job {job_id} ended {status}", err=True)
+        raise typer.Exit(1)  # a script's `logs --follow && next` stopped at nothing
 
 
 def stop(

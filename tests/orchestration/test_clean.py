@@ -58,6 +58,10 @@ def storage_world(tmp_path: Path, tiny_model: Path):
     for sweep in (FINISHED, STOPPED, OTHER):
         (storage / "sweeps" / sweep / "fruit-rf4").mkdir(parents=True)
         (storage / "sweeps" / sweep / "fruit-rf4" / "adapter.safetensors").write_bytes(b"w" * 500)
+    for sweep in (FINISHED, STOPPED):  # trials of several workers: Ray Train's runs
+        checkpoint = storage / "ray" / "train" / sweep / "fruit-rf4" / "checkpoint_000000"
+        checkpoint.mkdir(parents=True)
+        (checkpoint / "checkpoint.pt").write_bytes(b"c" * 700)
     return path, config, storage, experiment_id
 
 
@@ -67,9 +71,13 @@ def test_only_sweeps_mlflow_holds_finished_are_scratch(storage_world) -> None:
     assert [item.path.relative_to(storage) for item in plan.scratch] == [
         Path("ray/previous") / FINISHED,  # Tune's state first: a crash never leaves it alone
         Path("sweeps") / FINISHED,
+        Path("ray/train") / FINISHED,  # they stayed for good: 8 MB for two tiny trials
     ]
     meta = (storage / "ray" / "previous" / FINISHED / "adapterfleet_sweep.json").stat().st_size
-    assert [item.size for item in plan.scratch] == [3000 + meta, 500]
+    assert [item.size for item in plan.scratch] == [3000 + meta, 500, 700]
+    assert plan.scratch[-1].why == (
+        f"Ray Train's runs of the trials of sweep {FINISHED}, finished (its adapters are registered)"
+    )
     assert plan.kept == (f"sweep {STOPPED}: not finished (KILLED); the same command resumes it",)
 
     said: list[str] = []
@@ -82,11 +90,13 @@ def test_only_sweeps_mlflow_holds_finished_are_scratch(storage_world) -> None:
     clean_storage(config, say=said.append)
     assert not (storage / "ray" / "previous" / FINISHED).exists()
     assert not (storage / "sweeps" / FINISHED).exists()
+    assert not (storage / "ray" / "train" / FINISHED).exists()
     assert not list(storage.glob(".cleaning-*"))
     for kept in (
         storage / "ray" / PIPELINE,
         storage / "sweeps" / STOPPED,
         storage / "sweeps" / OTHER,
+        storage / "ray" / "train" / STOPPED,
     ):
         assert kept.is_dir(), kept
     assert said[0] == "removed .cleaning-abc (0.0 MB): left by an interrupted clean"

@@ -53,8 +53,8 @@ from adapterfleet.training import (
     log_best,
 )
 from adapterfleet.training.modes import RUN_FILE, read_run_file
-from adapterfleet.tuning.spec import RAY_DIR
-from adapterfleet.tuning.workers import TRAIN_DIR, fit_on_workers
+from adapterfleet.tuning.spec import RAY_DIR, TRAIN_DIR
+from adapterfleet.tuning.workers import fit_on_workers
 
 MT_A_KIND = "mt-a"  # the joint training run of MT-A; its per-task results are `baseline` runs
 

@@ -37,7 +37,7 @@ from adapterfleet.registry.status import experiment_runs_and_tags
 from adapterfleet.registry.store import get_client, missing_store
 from adapterfleet.registry.tags import TAG_LINEAGE_KEY, TAG_SWEEP, quote
 from adapterfleet.tuning.plan import PREVIOUS_DIR, read_meta
-from adapterfleet.tuning.spec import RAY_DIR, TOKENS_DIR, TRIALS_DIR
+from adapterfleet.tuning.spec import RAY_DIR, TOKENS_DIR, TRAIN_DIR, TRIALS_DIR
 
 __all__ = ["CLEANING", "CleanPlan", "Scratch", "clean_storage", "plan_clean"]
 
@@ -138,12 +138,15 @@ def _sweep_states(config: PipelineConfig) -> dict[str, set[str]]:
 def _sweep_folders(
     storage: Path, pipeline: str, states: dict[str, set[str]], kept: list[str]
 ) -> list[Scratch]:
-    """Tune's experiments, then the trials' folders, of the sweeps whose runs all finished."""
+    """Tune's experiments, then the trials' folders and Ray Train's runs of trials of several
+    workers (their checkpoints: 8 MB for two one-epoch MiniLM trials), of the sweeps whose runs
+    all finished."""
     own = re.compile(rf"{re.escape(pipeline)}-[0-9a-f]{{8}}-\d{{8}}T\d{{6}}")
     ray = storage / RAY_DIR
     tune = [ray / pipeline, *_children(ray / PREVIOUS_DIR)]
     named = [(folder, str((read_meta(folder) or {}).get("sweep_name", ""))) for folder in tune]
     named += [(folder, folder.name) for folder in _children(storage / TRIALS_DIR)]
+    named += [(folder, folder.name) for folder in _children(ray / TRAIN_DIR)]
     found, unfinished = [], set()
     for folder, sweep in named:
         if not own.fullmatch(sweep) or sweep not in states:
@@ -151,7 +154,10 @@ def _sweep_folders(
         if states[sweep] != {"FINISHED"}:
             unfinished.add(sweep)
             continue
-        what = "Tune's experiment" if folder.is_relative_to(ray) else "the trials' folders"
+        what = "the trials' folders"
+        if folder.is_relative_to(ray):
+            train = folder.parent == ray / TRAIN_DIR
+            what = "Ray Train's runs of the trials" if train else "Tune's experiment"
         why = f"{what} of sweep {sweep}, finished (its adapters are registered)"
         found.append(Scratch(folder, why, folder_size(folder)))
     for sweep in sorted(unfinished):

@@ -26,8 +26,8 @@ from adapterfleet.training import Callback, EpochLog, EpochRecorder, JobWorkdir,
 from adapterfleet.training.distributed import DataParallel
 from adapterfleet.training.modes import RunResult, read_run_file, task_batches, train_fusion_run
 from adapterfleet.tuning.inputs import log_task_inputs
-from adapterfleet.tuning.spec import RAY_DIR
-from adapterfleet.tuning.workers import TRAIN_DIR, fit_on_workers
+from adapterfleet.tuning.spec import RAY_DIR, TRAIN_DIR
+from adapterfleet.tuning.workers import fit_on_workers
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ SAMPLE_KEY = "sample"  # with a searcher: the trial's index among its task's tri
 TRIALS_DIR = "sweeps"  # <storage>/sweeps/<sweep name>/<trial id>/
 TOKENS_DIR = "tokens"  # <storage>/tokens/: the shared tokenisation cache
 RAY_DIR = "ray"  # <storage>/ray/<pipeline name>/: the Tune experiment
+TRAIN_DIR = "train"  # <storage>/ray/train/<sweep name>/<trial id>/: Ray Train's own run
 # Tags written on registered adapter versions (besides the registry's own).
 TAG_METRIC = "metric"
 TAG_METRIC_VALUE = "metric_value"

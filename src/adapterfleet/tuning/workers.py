@@ -41,7 +41,7 @@ from adapterfleet.training.lifecycle import epoch_metrics
 from adapterfleet.training.metrics import signed
 from adapterfleet.training.modes import read_run_file, train_single
 from adapterfleet.tuning.inputs import log_task_inputs
-from adapterfleet.tuning.spec import RAY_DIR, SweepContext, TrialParams
+from adapterfleet.tuning.spec import RAY_DIR, TRAIN_DIR, SweepContext, TrialParams
 from adapterfleet.tuning.trial import (
     EpochReporter,
     end_failed,
@@ -53,7 +53,6 @@ from adapterfleet.tuning.trial import (
     trial_progress,
 )
 
-TRAIN_DIR = "train"  # <storage>/ray/train/<sweep name>/<trial id>/: Ray Train's own run
 # Worker-group restarts Ray Train makes within one driver, before the trial fails (Tune then
 # retries the whole trial, `DEFAULT_MAX_FAILURES` times).
 WORKER_GROUP_RESTARTS = 2

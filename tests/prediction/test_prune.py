@@ -49,8 +49,8 @@ def test_the_plot_axes_start_at_zero_so_small_differences_look_small():
 @pytest.mark.parametrize(
     ("keep", "threshold", "message"),
     [
-        ([5], None, "prune --keep: 5 is not between 1 and 3"),
-        ([0], None, "prune --keep: 0 is not between 1 and 3"),
+        ([5], None, "prune --keep: 5 would drop none; keep at most 3 (the fusion has 4 adapters"),
+        ([0], None, "prune --keep: 0 keeps no adapter; keep at least 1 (the fusion has 4"),
         ([2], 0.2, "give --keep or --threshold, not both"),
         (None, 1.5, "prune --threshold: 1.5 is not between 0 and 1"),
         (None, 0.5, "no adapter has a mean weight of 0.5 or more (the largest is 0.400)"),
@@ -182,7 +182,8 @@ def test_cli_prune_reports_and_refuses_a_bad_keep(world):
     )
     assert failed.returncode == 2
     assert failed.stderr.strip().splitlines()[-1] == (
-        "error: prune --keep: 2 is not between 1 and 1 (the fusion has 2 adapters)"
+        "error: prune --keep: 2 would drop none; keep at most 1 (the fusion has 2 adapters, "
+        "and pruning drops at least one)"
     )
     assert "Traceback" not in failed.stderr
     assert "ranking" not in failed.stderr  # refused before the dev set is read and ranked
@@ -248,3 +249,15 @@ def test_a_prune_reports_the_sizes_an_earlier_prune_of_the_source_registered(wor
         (source.version, "best", False),
         (pruned.version, "pruned-1", False),
     ]
+
+
+def test_a_keep_of_every_adapter_says_what_is_allowed():
+    """`--keep 3` of a fusion of 2 said `3 is not between 1 and 1`."""
+    from adapterfleet.orchestration.prune import check_prune_options
+
+    with pytest.raises(ConfigError) as refused:
+        check_prune_options(2, keep=[3])
+    assert str(refused.value) == (
+        "prune --keep: 3 would drop none; keep at most 1 (the fusion has 2 adapters, and pruning "
+        "drops at least one)"
+    )

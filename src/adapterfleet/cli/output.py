@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import functools
+import logging
 import signal
+import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -47,6 +49,10 @@ def fail_cleanly(command: F) -> F:
         except KeyboardInterrupt:
             typer.secho("interrupted", err=True, fg=typer.colors.YELLOW)
             raise typer.Exit(130) from None
+        except BrokenPipeError:
+            if not _stdout_gone():
+                raise
+            raise typer.Exit(READER_GONE) from None  # `predict --out - | head -1`: said nothing
         except Exception as error:
             if not is_disk_full(error):  # a bug: its traceback stays
                 raise
@@ -56,6 +62,30 @@ def fail_cleanly(command: F) -> F:
 
     wrapper._fails_cleanly = True  # type: ignore[attr-defined]
     return wrapper  # type: ignore[return-value]
+
+
+# The status of a command whose standard output's reader went away (`| head -1`), as a Unix tool
+# killed by SIGPIPE ends (128 + 13): quietly, what it wrote before taken.
+READER_GONE = 141
+
+
+def _stdout_gone() -> bool:
+    """Whether standard output is a pipe whose reader has gone (poll says POLLERR): then a
+    BrokenPipeError is the reader's end, not a bug. Its unwritten lines are dropped, so the
+    exit's flush raises nothing more."""
+    import os
+    import select
+
+    try:
+        fd = sys.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        gone = any(event & select.POLLERR for _, event in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no file (a test's runner), closed
+        return False
+    if gone:
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - the process's stdout to its end
+    return gone
 
 
 class Terminated(KeyboardInterrupt):
@@ -189,6 +219,20 @@ def show_our_warnings_as_lines() -> None:
             show(message, category, filename, *rest)
 
     warnings.showwarning = shown
+    logging.getLogger("adapterfleet").addHandler(_WarningLines())
+
+
+class _WarningLines(logging.Handler):
+    """adapterfleet's logged warnings (the data layer's: rows skipped, a tsv that looks quoted,
+    dev rows also in train) as the same `warning: ...` line: without a handler, Python's last
+    resort printed the bare message, which read as neither a warning nor an error."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        word = "warning" if record.levelno < logging.ERROR else "error"
+        typer.secho(f"{word}: {usage_line(record.getMessage())}", err=True, fg="yellow")
 
 
 def wrap_commands(app: typer.Typer) -> None:

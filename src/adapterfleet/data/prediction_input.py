@@ -8,11 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-import shutil
-import stat
-import sys
-import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -23,6 +19,7 @@ from adapterfleet.data.choices import check_columns, holds, labels_of, record_te
 from adapterfleet.data.compressed import refuse_compressed
 from adapterfleet.data.encodings import parse_encoding
 from adapterfleet.data.errors import TaskError
+from adapterfleet.data.input_stream import FORMAT_FIX, is_stream, spooled
 from adapterfleet.data.quality import RowRef, cell_text, check_once, other_case, skip_places
 from adapterfleet.data.readers import RawSplit, read_file
 from adapterfleet.data.sources import EXTENSIONS, FORMATS, SplitSource
@@ -32,7 +29,6 @@ if TYPE_CHECKING:
     from adapterfleet.data.cache import TokenizedSplit
 
 ID_FIELDS = ("id", "idx", "index", "guid")
-_FORMAT_FIX = f"pass --format with one of {', '.join(FORMATS)}"
 
 
 @dataclass(frozen=True)
@@ -80,8 +76,8 @@ def read_input(
     pipe, `/dev/stdin`) is standard input, read whole first; it needs `fmt`."""
     task = spec.name
     path = Path(path)
-    if _is_stream(path):
-        with _spooled(spec.name, path, fmt) as copy:
+    if is_stream(path):
+        with spooled(spec.name, path, fmt) as copy:
             data = read_input(
                 spec, copy, fmt=fmt, header=header, columns=columns, id_field=id_field,
                 quotes=quotes, encoding=encoding,
@@ -93,54 +89,25 @@ def read_input(
     present = [renames.get(c, c) for c in raw.columns]
     fields = input_fields(spec)
     repeated = {renames.get(k, k): v for k, v in raw.repeated.items()}
-    if spec.is_multiple_choice:
-        check_columns(spec, "input", RawSplit(str(path), present, rows, repeated=repeated))
-    else:
-        _check_fields(task, path, fields, present, _input_format(task, path, fmt), header)
-        check_once(
-            spec,
-            "input",
-            RawSplit(str(path), present, rows, repeated=repeated),
-            [("text_fields", name) for name in fields],
-        )
-    if not rows:
-        raise TaskError(task, "input", f"{path} holds no rows", "give at least one row")
+    if rows or present:  # a JSON lines file of no records names no columns to check
+        fmt = _input_format(task, path, fmt)
+        _check_columns(spec, RawSplit(str(path), present, rows, repeated=repeated), fmt, header)
+        id_field = _id_field(task, path, id_field, present)
     texts = [_texts(spec, path, n, row, fields) for n, row in enumerate(rows, start=1)]
     labels = input_labels(spec, path, rows)
-    id_field = _id_field(task, path, id_field, present)
     ids = [id_text(row.get(id_field)) for row in rows] if id_field else None
     return PredictionInput(str(path), fields, texts, id_field, ids, labels)
 
 
-def _is_stream(path: Path) -> bool:
-    """`-`, or a pipe or terminal (`/dev/stdin`, a shell's `<(...)`): read once, not a file."""
-    if str(path) == "-":
-        return True
-    try:
-        mode = path.stat().st_mode
-    except OSError:
-        return False
-    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
-
-
-@contextlib.contextmanager
-def _spooled(task: str, path: Path, fmt: str | None) -> Iterator[Path]:
-    """The stream's bytes in a file named `stdin.<fmt>` of a temporary folder (the readers
-    read a file, Parquet's seeking it), gone after the block."""
-    if fmt is None:
-        where = "standard input" if str(path) == "-" else str(path)
-        raise TaskError(task, "--input", f"{where} has no suffix to tell its format", _FORMAT_FIX)
-    with tempfile.TemporaryDirectory(prefix="adapterfleet-stdin-") as folder:
-        copy = Path(folder) / f"stdin.{fmt}"
-        with copy.open("wb") as out:
-            if str(path) == "-":
-                shutil.copyfileobj(sys.stdin.buffer, out)
-            else:
-                with path.open("rb") as stream:
-                    shutil.copyfileobj(stream, out)
-        where = "standard input" if str(path) == "-" else str(path)
-        refuse_compressed(task, "input", copy, "", shown=where)
-        yield copy
+def _check_columns(spec: TaskSpec, raw: RawSplit, fmt: str, header: bool) -> None:
+    """The columns the task reads are there, each once (read from a header line, --columns or
+    the records' own keys)."""
+    if spec.is_multiple_choice:
+        check_columns(spec, "input", raw)
+        return
+    fields = input_fields(spec)
+    _check_fields(spec.name, Path(raw.source), fields, raw.columns, fmt, header)
+    check_once(spec, "input", raw, [("text_fields", name) for name in fields])
 
 
 def _read_rows(
@@ -160,6 +127,10 @@ def _read_rows(
     refuse_compressed(task, "input", path, "pass the result as --input")  # before its suffix
     fmt = _input_format(task, path, fmt)
     source = _input_source(spec, path, fmt, header, columns, quotes, encoding)
+    if path.stat().st_size == 0 and (fmt == "jsonl" or (fmt in ("tsv", "csv") and not header)):
+        # no record, and no header line expected: zero rows (a csv/tsv with a header
+        # expected and not even that is refused as empty by the reader: a likely mistake)
+        return RawSplit(str(path), list(source.columns or ()), [])
     try:
         raw = read_file(task, "input", source)
     except OSError as error:
@@ -194,7 +165,7 @@ def _input_format(task: str, path: Path, fmt: str | None) -> str:
             task,
             "input",
             f"no format known for {path.name} ({suffix})",
-            _FORMAT_FIX,
+            FORMAT_FIX,
         )
     return fmt
 

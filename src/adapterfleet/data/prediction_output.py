@@ -88,6 +88,18 @@ def _partial(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.partial")
 
 
+def output_columns(
+    data: PredictionInput, label_names: Sequence[str], regression: bool = False
+) -> dict[str, str]:
+    """The output's columns and their Parquet types, as `prediction_rows` writes them: what a
+    file of no rows holds (a CSV's header line, a Parquet file's schema)."""
+    columns = {"row": "int64", **({"id": "string"} if data.ids is not None else {})}
+    columns["prediction"] = "double" if regression else "string"
+    if not regression:
+        columns.update({f"prob_{name}": "double" for name in label_names})
+    return columns
+
+
 def prediction_rows(
     data: PredictionInput,
     probabilities: torch.Tensor,
@@ -118,21 +130,24 @@ def prediction_rows(
         yield row
 
 
-def write_predictions(path: Path, fmt: str, rows: Iterable[dict[str, Any]]) -> int:
-    """Write `rows` as `fmt` (`output_format`; CSV and TSV take their header from the first
-    row); returns the row count. Written beside `path` and moved onto it at the end: a reader
-    never sees half a file, and a failure leaves what was at `path` before. `-`: JSON lines
-    to standard output, as they come."""
+def write_predictions(
+    path: Path, fmt: str, rows: Iterable[dict[str, Any]], columns: dict[str, str] | None = None
+) -> int:
+    """Write `rows` as `fmt` (`output_format`) with `columns` (`output_columns`: a CSV's
+    header, a Parquet file's schema, there with no row too; None: the first row's); returns the
+    row count. Written beside `path` and moved onto it at the end: a reader never sees half a
+    file, and a failure leaves what was at `path` before. `-`: JSON lines to standard output,
+    as they come."""
     if str(path) == STDOUT:
         return _to_stdout(rows)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = _partial(path)
     try:
         if fmt == "parquet":
-            count = _write_parquet(partial, rows)
+            count = _write_parquet(partial, rows, columns)
         else:
             with partial.open("w", encoding="utf-8", newline="") as handle:
-                count = _write_text(handle, fmt, rows)
+                count = _write_text(handle, fmt, rows, columns)
         os.replace(partial, path)
     except OSError as error:  # a disk that filled up while the rows were written
         problem = f"writing {path} failed ({error.strerror or error})"
@@ -142,28 +157,43 @@ def write_predictions(path: Path, fmt: str, rows: Iterable[dict[str, Any]]) -> i
     return count
 
 
-def _write_text(handle: Any, fmt: str, rows: Iterable[dict[str, Any]]) -> int:
+def _write_text(
+    handle: Any, fmt: str, rows: Iterable[dict[str, Any]], columns: dict[str, str] | None
+) -> int:
     count = 0
     writer: csv.DictWriter | None = None
+    if fmt != "jsonl" and columns is not None:
+        writer = _csv_writer(handle, fmt, list(columns))
     for row in rows:
         if fmt == "jsonl":
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
         else:
-            if writer is None:
-                delimiter = "\t" if fmt == "tsv" else ","
-                writer = csv.DictWriter(handle, fieldnames=list(row), delimiter=delimiter)
-                writer.writeheader()
+            writer = writer or _csv_writer(handle, fmt, list(row))
             writer.writerow(row)
         count += 1
     return count
 
 
-def _write_parquet(partial: Path, rows: Iterable[dict[str, Any]]) -> int:
-    """One table of the rows (the columns of the first; an id column of text)."""
+def _csv_writer(handle: Any, fmt: str, columns: list[str]) -> csv.DictWriter:
+    """A CSV (TSV) writer of `columns` whose header line is written."""
+    writer = csv.DictWriter(handle, fieldnames=columns, delimiter="\t" if fmt == "tsv" else ",")
+    writer.writeheader()
+    return writer
+
+
+def _write_parquet(
+    partial: Path, rows: Iterable[dict[str, Any]], columns: dict[str, str] | None
+) -> int:
+    """One table of the rows, typed by `columns` (an id column of text; None: as the rows'
+    values are)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    table = pa.Table.from_pylist(list(rows))
+    pairs = (columns or {}).items()
+    schema = (
+        pa.schema([(name, pa.type_for_alias(kind)) for name, kind in pairs]) if columns else None
+    )
+    table = pa.Table.from_pylist(list(rows), schema=schema)
     pq.write_table(table, partial)
     return table.num_rows
 

@@ -45,6 +45,7 @@ from adapterfleet.orchestration.limits import (
 from adapterfleet.orchestration.partial_run import adapter_files, kept_epochs, run_settings
 from adapterfleet.orchestration.pulled_run import pulled_run_info
 from adapterfleet.orchestration.run_folder import check_fusion_adapters, fresh_run_dir
+from adapterfleet.orchestration.trained_settings import note_pulled_settings
 from adapterfleet.orchestration.validate import check_storage
 from adapterfleet.training import Callback, TrainConfig, evaluate
 from adapterfleet.training.fused_adapters import check_unchanged, fused_adapter_dirs
@@ -220,6 +221,7 @@ def evaluate_run(
     model = load_run(config, task, run_dir, info, base)
     tokenized = prepare_task(config, task)
     note_other_dev(run_dir, info, tokenized)
+    note_pulled_settings(config, task, run_dir)  # a pulled folder: what its version trained with
     training = config.adapters.training_for(task)
     _, dev = task_batches(tokenized, training)
     names = list(dict.fromkeys([training.metric, *config.tasks[task].metrics]))

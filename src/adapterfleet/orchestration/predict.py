@@ -15,33 +15,38 @@ A registered fusion is its run's `fusion/` folder; its head is the run's `head/`
 adapters it fuses are the versions named by its `adapter.<task>=vN` tags. A registered adapter
 is its trial run's `adapter/` folder with the same run's `head/`.
 
-With `use_ray`, the rows go through Ray Data (`predict_ray.py`). Off a terminal, a line says
-the rows done every half minute (`console.RowCount`); on one, a bar shows them.
+The model is loaded and scores the rows in `predict_worker.py`; with `use_ray`, the rows go
+through Ray Data (`predict_ray.py`). A version trained with another max_length or other text
+fields than the config's now is said in a warning (`trained_settings.py`). Off a terminal, a
+line says the rows done every half minute (`console.RowCount`); on one, a bar shows them.
 """
 
 from __future__ import annotations
 
-import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from adapterfleet.adapters.base_model import names_other_base
-from adapterfleet.adapters.files import OtherBaseError
 from adapterfleet.config import BaseModelSpec, ConfigError, PipelineConfig
 from adapterfleet.console import RowCount, Say, plural
 from adapterfleet.data.errors import TaskError
-from adapterfleet.data.prediction_input import PredictionInput, encode_input, read_input
+from adapterfleet.data.prediction_input import read_input
 from adapterfleet.data.prediction_output import (
     check_output,
+    output_columns,
     output_name,
     prediction_rows,
     write_predictions,
 )
 from adapterfleet.data.tasks import TaskSpec
-from adapterfleet.orchestration.limits import check_layout, other_base_error, version_on_other_base
+from adapterfleet.orchestration.limits import check_layout, other_base_error
+from adapterfleet.orchestration.trained_settings import (
+    settings_notes,
+    trained_settings,
+)
 from adapterfleet.registry import (
     ModelVersionInfo,
     RegistryError,
@@ -58,8 +63,6 @@ from adapterfleet.registry.tags import BEST_ALIAS, TAG_BASE_MODEL_LAYOUT
 from adapterfleet.tuning.spec import TAG_BASE_MODEL
 
 if TYPE_CHECKING:
-    import torch
-
     from adapterfleet.adapters import AdapterModel
 
 HEAD_ARTIFACT = "head"
@@ -266,31 +269,37 @@ def predict_file(
     )  # fmt: skip
     uri = config.tracking_uri
     info = find_version(config, target, uri, adapter=adapter, alias=alias, version=version)
+    trained = trained_settings(config, uri, info, target)
+    for note in settings_notes(config, target, trained, f"{info.name} v{info.version}", "predict"):
+        say(f"warning: predict {target}: {note}")
     training = config.adapters.training_for(target) if adapter else config.fusion.training
     graphs = training.cuda_graphs is not False  # auto or true: on where it can run
     rows_per_step = batch_size or training.eval_batch_size
     setup = PredictSetup(
         config, target, uri, info, rows_per_step, training.device, graphs, training.precision
     )
-    shown = plural(len(data), "row")
-    say(f"predict {target}: {info.name} v{info.version}, {shown} of {data.source}")
-    title = f"predict {target}"
-    counted = None if show_progress else RowCount(title, len(data), say, PROGRESS_PERIOD_S)
-    if use_ray:
-        from adapterfleet.orchestration.predict_ray import ray_probabilities
+    say(f"predict {target}: {info.name} v{info.version}, {rows_text(len(data))} of {data.source}")
+    if len(data):
+        from adapterfleet.orchestration.predict_worker import scored
 
-        probabilities, cut = ray_probabilities(setup, data, workers, counted)
-    else:
-        worker = PredictWorker(setup)
-        probabilities = worker.probabilities(data, show_progress, counted)
-        cut = sum(worker.cut_rows)
-    if cut:
-        say(f"{title}: {cut:,} of {len(data):,} rows {cut_note(config.max_length)}")
-    rows = prediction_rows(data, probabilities, label_names_of(spec), spec.is_regression)
+        title, count = f"predict {target}", len(data)
+        counted = None if show_progress else RowCount(title, count, say, PROGRESS_PERIOD_S)
+        progress = (show_progress, counted)
+        probabilities = scored(setup, data, use_ray, workers, progress, say, trained)
+        rows = prediction_rows(data, probabilities, label_names_of(spec), spec.is_regression)
+    else:  # a nightly job's day without new rows: the output, empty, in its format
+        say(f"predict {target}: {data.source} holds no rows; the output has none")
+        rows = iter(())
     with output_refusal():
-        count = write_predictions(out, fmt, rows)
-    say(f"predict {target}: wrote {plural(count, 'row')} to {output_name(out)}")
+        columns = output_columns(data, label_names_of(spec), spec.is_regression)
+        count = write_predictions(out, fmt, rows, columns)
+    say(f"predict {target}: wrote {rows_text(count)} to {output_name(out)}")
     return PredictionSummary(out, count, info)
+
+
+def rows_text(count: int) -> str:
+    """`1 row`, `3,000 rows`: a count as predict's lines all write it."""
+    return f"{count:,} {plural(count, 'row', bare=True)}"
 
 
 def _checked_request(
@@ -313,67 +322,6 @@ def _checked_request(
     check_target(config, target, config_path)
     check_store(config.tracking_uri, read_only=True, say=say)
     return fmt
-
-
-def cut_note(max_length: int) -> str:
-    """What predict says of the rows longer than max_length: cut as training cut its own."""
-    return (
-        f"were cut at max_length {max_length} tokens, as training cuts its rows (the model "
-        "reads the first ones)"
-    )
-
-
-class PredictWorker:
-    """A pulled and loaded model with its tokenizer; `probabilities` of text rows, and after
-    each call `cut_rows`: whether each row reached max_length (and was cut there)."""
-
-    def __init__(self, setup: PredictSetup) -> None:
-        from adapterfleet.adapters import load_tokenizer
-        from adapterfleet.training.predict import forward_of, prediction_dtype
-        from adapterfleet.training.runtime import resolve_device
-
-        self.setup = setup
-        config = setup.config
-        with tempfile.TemporaryDirectory(prefix="adapterfleet-predict-") as folder:
-            pulled = pull_version(config, setup.uri, setup.info, Path(folder))
-            try:
-                self.model = load_model(config.base, setup.target, pulled)
-            except OtherBaseError as error:  # not a temporary folder's name: the version's
-                raise version_on_other_base(setup.info, error, config.base_model) from None
-        self.device = resolve_device(setup.device)
-        self.model.to(self.device)
-        # one forward for all calls: a GPU's graphs captured once per width, not per Ray block
-        dtype = prediction_dtype(setup.precision, self.device)
-        self.forward = forward_of(self.model, self.device, setup.cuda_graphs, dtype)
-        self.tokenizer = load_tokenizer(config.base_model)
-        self.spec = config.tasks[setup.target]
-        self.cut_rows: list[bool] = []
-        check_head(self.model, setup.target, self.spec)
-
-    def probabilities(
-        self,
-        data: PredictionInput,
-        show_progress: bool = False,
-        counted: Callable[[int], None] | None = None,
-    ) -> torch.Tensor:
-        """(rows, classes); a bar on a terminal, or `counted(rows done)` after each batch."""
-        from adapterfleet.training.predict import predict_probabilities
-
-        max_length = self.setup.config.max_length
-        rows = encode_input(data, self.spec, self.tokenizer, max_length)
-        self.cut_rows = [n >= max_length for n in rows.lengths]
-        pad = self.tokenizer.pad_token_id or 0
-        return predict_probabilities(
-            self.model,
-            rows,
-            self.setup.batch_size,
-            int(pad),
-            device=self.device,
-            show_progress=show_progress,
-            counted=counted,
-            regression=self.spec.is_regression,
-            forward=self.forward,
-        )
 
 
 @contextmanager

@@ -29,7 +29,7 @@ class _RayPredictor:
     def __init__(self, setup: PredictSetup, fields: tuple[str, ...]) -> None:
         import torch
 
-        from adapterfleet.orchestration.predict import PredictWorker
+        from adapterfleet.orchestration.predict_worker import PredictWorker
 
         torch.set_num_threads(max(1, int(setup.config.resources.cpu)))
         self.worker = PredictWorker(setup)

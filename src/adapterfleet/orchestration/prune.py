@@ -106,8 +106,11 @@ def check_prune_options(
         raise ConfigError(f"prune --threshold: {threshold} is not between 0 and 1")
     bad = [k for k in keep or () if not 1 <= k < n]
     if bad:
+        k = bad[0]
+        said = f"{k} keeps no adapter; keep at least 1" if k < 1 else f"{k} would drop none"
+        said = said if k < 1 else f"{said}; keep at most {n - 1}"
         raise ConfigError(
-            f"prune --keep: {bad[0]} is not between 1 and {n - 1} (the fusion has {n} adapters)"
+            f"prune --keep: {said} (the fusion has {n} adapters, and pruning drops at least one)"
         )
 
 

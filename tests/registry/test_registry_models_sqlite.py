@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import shutil
 import threading
 from collections.abc import Callable
 from dataclasses import replace
@@ -216,22 +217,29 @@ def test_a_store_moved_to_another_folder_says_where_its_artifacts_were(
 ) -> None:
     """A tester copied the storage folder elsewhere and moved the first away: predict and pull
     ended in a 77-line traceback (MLflow's `Failed to download artifacts`), as the store keeps
-    the absolute artifact paths it was made with. Now one line says where, and what to do."""
+    the absolute artifact paths it was made with. The files are read from the store's own
+    mlartifacts/ (they were refused, with the advice to train again); where that lacks them
+    too, one line says where, and what to do."""
     from adapterfleet.registry import default_tracking_uri, ensure_experiment
 
     uri = default_tracking_uri(tmp_path / "store")
     run_id, weights = logged_adapter(uri, ensure_experiment(uri, "moved"))
     register_version(uri, "p.adapter.a", run_id, "adapter", weights, {TAG_TRIAL_ID: "t"})
     (tmp_path / "store").rename(tmp_path / "moved")
+    moved = default_tracking_uri(tmp_path / "moved")
+    pulled = pull(moved, "p.adapter.a", tmp_path / "out", version=1)
+    assert (pulled / weights.name).read_bytes() == weights.read_bytes()  # sha256 checked too
+    shutil.rmtree(tmp_path / "moved" / "mlartifacts")
     with pytest.raises(RegistryError) as refused:
-        pull(default_tracking_uri(tmp_path / "moved"), "p.adapter.a", tmp_path / "out", version=1)
+        pull(moved, "p.adapter.a", tmp_path / "out2", version=1)
     said = str(refused.value)
     assert said.startswith("model p.adapter.a version 1: its files (adapter) are not at file://")
     assert f"{tmp_path / 'store'}/" in said and said.endswith(
         "does not exist: a store moved or copied to another folder still points at its artifacts "
-        "where it was made; put it back there, or train and register again in a new store"
+        "where it was made, and its own mlartifacts/ does not hold them; put it back there, "
+        "bring its mlartifacts/ along, or train and register again in a new store"
     )
-    assert not (tmp_path / "out").exists()
+    assert not (tmp_path / "out2").exists()
 
 
 def test_pull_missing_alias_is_a_clear_error(

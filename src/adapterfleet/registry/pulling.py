@@ -14,7 +14,7 @@ from adapterfleet.registry.errors import RegistryError, call_with_retry, safe_ur
 from adapterfleet.registry.info import ModelVersionInfo, sha256_file, version_with_aliases
 from adapterfleet.registry.models import check_inside, get_version, search_versions
 from adapterfleet.registry.purged import purged_text
-from adapterfleet.registry.store import get_client
+from adapterfleet.registry.store import ARTIFACTS_DIRNAME, get_client, sqlite_path
 from adapterfleet.registry.tags import BEST_ALIAS, TAG_COMPANION, quote
 
 DEFAULT_RETRY_TIMEOUT_S = 120.0
@@ -222,12 +222,17 @@ def _download_found(
         if not lost:
             raise
         where = get_client(uri).get_run(info.run_id).info.artifact_uri
+        copied = _in_moved_store(uri, where, artifact_path)
+        if copied is not None:  # read from the copy: the sha256 check follows
+            if copied.is_file():
+                return Path(shutil.copy2(copied, dst / copied.name))
+            return Path(shutil.copytree(copied, dst / copied.name))
     local = where.removeprefix("file://")
     moved = where.startswith("file://") or where.startswith("/")
     fix = (
         f"{local} does not exist: a store moved or copied to another folder still points at its "
-        "artifacts where it was made; put it back there, or train and register again in a new "
-        "store"
+        "artifacts where it was made, and its own mlartifacts/ does not hold them; put it "
+        "back there, bring its mlartifacts/ along, or train and register again in a new store"
         if moved and not Path(local).exists()
         else "the store's artifacts were removed or cannot be read from here"
     )
@@ -235,6 +240,21 @@ def _download_found(
         f"model {info.name} version {info.version}: its files ({artifact_path}) are not at "
         f"{safe_uri(where)}, where the store recorded them; {fix}"
     ) from None
+
+
+def _in_moved_store(uri: str, where: str, artifact_path: str) -> Path | None:
+    """A run's files in a SQLite store's own `mlartifacts/` when the storage folder was copied
+    or moved with it: at the same place below `mlartifacts/` as the store recorded, which is
+    the folder the store was made in. None where they are not there."""
+    from urllib.parse import unquote
+
+    db = sqlite_path(uri)
+    recorded = unquote(where.removeprefix("file://"))
+    if db is None or f"/{ARTIFACTS_DIRNAME}/" not in recorded:
+        return None
+    below = recorded.rsplit(f"/{ARTIFACTS_DIRNAME}/", 1)[1]
+    found = db.parent / ARTIFACTS_DIRNAME / below / artifact_path
+    return found if found.exists() and not Path(recorded).exists() else None
 
 
 def _run_gone(uri: str, info: ModelVersionInfo) -> RegistryError:

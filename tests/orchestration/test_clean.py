@@ -76,7 +76,8 @@ def test_only_sweeps_mlflow_holds_finished_are_scratch(storage_world) -> None:
     meta = (storage / "ray" / "previous" / FINISHED / "adapterfleet_sweep.json").stat().st_size
     assert [item.size for item in plan.scratch] == [3000 + meta, 500, 700]
     assert plan.scratch[-1].why == (
-        f"Ray Train's runs of the trials of sweep {FINISHED}, finished (its adapters are registered)"
+        f"Ray Train's runs of the trials of sweep {FINISHED}, finished (its adapters are "
+        "registered)"
     )
     assert plan.kept == (f"sweep {STOPPED}: not finished (KILLED); the same command resumes it",)
 

@@ -172,3 +172,29 @@ def test_a_config_file_changed_since_is_named_as_the_difference(
         "but the config's settings changed since (tasks: water removed), so it is not resumed: "
         "run the config as it was then to continue it"
     )
+
+
+def test_status_counts_the_stopped_trials_its_table_shows_and_names_their_o(pipe) -> None:
+    """`status` of the plain config after a sweep started with `-o` was interrupted said "run
+    the same command again", which was another command; and it counted every KILLED trial of
+    the experiment, an earlier abandoned sweep's too: "3 trials stopped" beside a table of 2."""
+    from adapterfleet.results.status import pipeline_status
+
+    path, uri, name = pipe
+    client = get_client(uri)
+    experiment = client.get_experiment_by_name("tinysweep").experiment_id
+    earlier = {"adapterfleet.kind": "sweep", "adapterfleet.task": "fruit"}
+    earlier["adapterfleet.sweep"] = "tinysweep-99999999-20240101T000000"
+    old = client.create_run(experiment, start_time=1704067200000, tags=earlier)  # 2024
+    open_trial_run(uri, experiment, old.info.run_id, "fruit-rf8-lr0.01-s0").end("KILLED")
+    client.set_terminated(old.info.run_id, "KILLED")
+    found = client.search_runs([experiment], f"tags.`adapterfleet.sweep` = '{name}'")
+    stopped = {run.data.tags["adapterfleet.task"]: run.info.run_id for run in found}
+    open_trial_run(uri, experiment, stopped["fruit"], "fruit-rf4-lr0.01-s0").end("KILLED")
+    time.sleep(0.01)  # the mark after every run: the runs it stopped began before it
+    client.set_experiment_tag(experiment, TAG_INTERRUPTED, str(int(time.time() * 1000)))
+    said = pipeline_status(load_config(path), uri).interrupted
+    assert said.endswith(
+        f": 1 trial stopped mid-way (counted as pending); run the same command again (it had -o "
+        f"{THREE}) to continue"
+    ), said

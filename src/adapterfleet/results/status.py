@@ -225,6 +225,7 @@ def plan_status(
         _fusion_status(plan, target, adapters, fusions.get(target), records, purged)
         for target in plan.targets
     )
+    said = _shown_trials(plan, records)  # the line counts what the table counts
     baselines = tuple(
         _baseline_status(plan, system, task, records)
         for system, names in plan.baselines.items()
@@ -239,10 +240,22 @@ def plan_status(
         elapsed_s=time.perf_counter() - started,
         baselines=baselines,
         metric=plan.metric,
-        interrupted=interruption(stopped_at, records) or silence(silent_at, records),
+        interrupted=interruption(stopped_at, said) or silence(silent_at, said),
         missing_store=(gone := str(missing_store(uri) or "")),
         others=tuple(experiments_in(uri)) if runs is None and not gone else (),
     )
+
+
+def _shown_trials(plan: StatusPlan, records: Sequence[RunRecord]) -> list[RunRecord]:
+    """`records` less the trials the tasks' rows leave out (another sweep's, of other
+    settings): a trial an earlier sweep left KILLED was counted in the interrupted line as
+    stopped, one more than the table's pending."""
+    shown = {
+        r.run_id
+        for task in status_tasks(plan)
+        for r in task_trials(records, task, plan.config_hashes.get(task, ()))
+    }
+    return [r for r in records if r.kind != "trial" or r.run_id in shown]
 
 
 def _stopped(run: RunRecord, statuses: tuple[str, ...]) -> RunRecord:

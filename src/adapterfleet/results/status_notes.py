@@ -5,13 +5,21 @@ gc` purged."""
 
 from __future__ import annotations
 
+import json
+import shlex
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from adapterfleet.registry import ModelVersionInfo, RunRecord
 from adapterfleet.registry.purged import purged_runs, purged_text
-from adapterfleet.registry.tags import BEST_ALIAS, TAG_LINEAGE, TAG_PRUNED_FROM
+from adapterfleet.registry.tags import (
+    BEST_ALIAS,
+    TAG_BUDGET,
+    TAG_LINEAGE,
+    TAG_OVERRIDES,
+    TAG_PRUNED_FROM,
+)
 
 INTERRUPTED = "INTERRUPTED"  # `status`'s word for a run Ctrl-C/SIGTERM stopped (KILLED)
 
@@ -22,7 +30,26 @@ def interruption(at: float | None, records: Sequence[RunRecord]) -> str:
         return ""
     what = _stopped_runs(records)
     stopped = f": {what} stopped mid-way (counted as pending)" if what else ""
-    return f"interrupted {_utc(at)}{stopped}; run the same command again to continue"
+    flags = _started_with(records)
+    had = f" (it had {flags})" if flags else ""
+    return f"interrupted {_utc(at)}{stopped}; run the same command again{had} to continue"
+
+
+def _started_with(records: Sequence[RunRecord]) -> str:
+    """The `--budget` and `-o` of the sweep the interruption stopped (its newest stopped sweep
+    run records them), as a command line gives them; "" for none. Without them a `status` of
+    the plain config read "run the same command again", and the plain command was another."""
+    stopped = [r for r in records if r.kind == "sweep" and r.status == INTERRUPTED]
+    if not stopped:
+        return ""
+    tags = max(stopped, key=lambda r: r.start_time).tags
+    try:
+        overrides = json.loads(tags.get(TAG_OVERRIDES) or "[]")
+    except ValueError:
+        return ""
+    budget = [f"--budget {shlex.quote(tags[TAG_BUDGET])}"] if tags.get(TAG_BUDGET) else []
+    given = [f"-o {shlex.quote(str(item))}" for item in overrides or () if isinstance(item, str)]
+    return " ".join(budget + given)
 
 
 def silence(at: float | None, records: Sequence[RunRecord]) -> str:

@@ -127,3 +127,40 @@ def test_best_moved_off_a_better_version_of_the_same_data_is_noted(shared) -> No
                 f"v{taken.version} stays registered, and a run with its settings puts @best back "
                 "on it"
             ]
+
+
+def test_a_skip_that_moves_another_pipelines_best_back_warns_and_names_whose_fix(shared) -> None:
+    """Carol's run (Alice's v1 settings, Alice's prefix) put Alice's @best back from her v2 on
+    v1 with only `@best is v1 again (...)`: no warning, though the README promises one where a
+    run moves another pipeline's @best. And the warning Alice's own runs say named a fix that
+    changes nothing (`-o registry_prefix=tinysweep`, her prefix already): it is Carol's."""
+    from adapterfleet.orchestration.sweep import run_adapter_stage
+    from adapterfleet.tuning.settings import best_now, say_taken
+
+    uri, alice, carol, folder = shared
+    other = load_config(folder / "pipeline.yaml", ["adapters.training.max_epochs=3"])
+    second = _register(uri, other, "fruit", folder, "tinysweep-4567cdef-20260102T000000")
+    assert best_now(uri, second.name).version == 2  # Alice's own better settings
+    said: list[str] = []
+    run_adapter_stage(carol, progress=said.append)
+    assert said[0].endswith(
+        "@best is v1 again (it was on v2, registered for other settings or data)"
+    )
+    assert said[1] == (
+        "task fruit: warning: @best of tinysweep.adapter.fruit was v2, made by pipeline "
+        "'tinysweep', and is now v1, which it made too: the two share registry_prefix "
+        "'tinysweep'; give this pipeline its own registry_prefix (e.g. -o registry_prefix=carol) "
+        "to leave the other's models alone"
+    )
+    changes = ["name=carol", "registry_prefix=tinysweep", "adapters.training.max_epochs=3"]
+    theirs = _register(uri, load_config(folder / "pipeline.yaml", changes), "water", folder,
+                       "carol-89abcdef-20260103T000000")  # fmt: skip
+    back = _register(uri, other, "water", folder, "tinysweep-fedcba98-20260104T000000")
+    said.clear()  # Alice's run takes @best back from Carol's version: the fix is Carol's
+    say_taken(said.append, "water", alice, theirs, back)
+    assert said == [
+        f"task water: warning: @best of tinysweep.adapter.water was v{theirs.version}, made by "
+        f"pipeline 'carol', and is now this pipeline's v{back.version}: the two share "
+        "registry_prefix 'tinysweep'; give pipeline 'carol' its own registry_prefix "
+        "(registry_prefix: carol in its config) to keep the two pipelines' models apart"
+    ]

@@ -46,16 +46,14 @@ from adapterfleet.registry.interrupted import (
 from adapterfleet.registry.purged import purged_text
 from adapterfleet.registry.store import check_store, login_env, missing_store
 from adapterfleet.registry.sweep_run import finish_sweep_run
-from adapterfleet.registry.tags import BEST_ALIAS, TAG_CONFIG_HASH, TAG_SWEEP, TAG_TRIAL_ID
+from adapterfleet.registry.tags import BEST_ALIAS, TAG_CONFIG_HASH, TAG_SWEEP
 from adapterfleet.results.status import pipeline_status
 from adapterfleet.training import end_quietly
 from adapterfleet.tuning.plan import SweepPlan, check_resumable, plan_sweep
-from adapterfleet.tuning.settings import changed_text
+from adapterfleet.tuning.settings import changed_text, say_taken
 from adapterfleet.tuning.spec import (
-    TAG_METRIC,
-    TAG_METRIC_VALUE,
+    registered_summary,
     sweep_description,
-    sweep_summary,
     task_config_hash,
     task_config_hashes,
 )
@@ -272,11 +270,12 @@ def _say_planned(plan: SweepPlan, uri: str, progress: Say) -> None:
         progress(plan.interrupted.line())
     for task, info in plan.registered.items():
         if info.tags.get(TAG_SWEEP):  # its sweep's run, left open by a driver stopped mid-finish
-            summary = functools.partial(_sweep_summary, plan, task, info)
+            summary = functools.partial(registered_summary, plan.config, task, info)
             finish_sweep_run(uri, plan.experiment_id, info.tags[TAG_SWEEP], task, summary)
         other = made_by(info.tags, plan.config.name)  # a shared registry_prefix
         by = f" by pipeline '{other}'" if other else ""
         said = f"task {task}: already registered as {info.name} v{info.version}{by}, skipped"
+        was = None
         if BEST_ALIAS not in info.aliases:  # settings or data changed back to its own
             was = get_version(uri, info.name, alias=BEST_ALIAS)
             set_alias(uri, info.name, BEST_ALIAS, info.version)
@@ -287,6 +286,8 @@ def _say_planned(plan: SweepPlan, uri: str, progress: Say) -> None:
             elif was is not None:  # e.g. another user's run of the same pipeline name
                 said += f" again (it was on v{was.version}, registered for other settings or data)"
         progress(said)
+        if was is not None and task not in plan.purged:  # another pipeline's, or a better one
+            say_taken(progress, task, plan.config, was, plan.registered[task])
     if plan.lost is not None:
         name, where = plan.lost
         state = "is incomplete" if where.exists() else "is gone"
@@ -311,19 +312,6 @@ def _say_planned(plan: SweepPlan, uri: str, progress: Say) -> None:
                 f"task {task}: its settings changed since {info.name} v{info.version} was "
                 f"registered{changed_text(changes)}; {again}"
             )
-
-
-def _sweep_summary(
-    plan: SweepPlan, task: str, info: ModelVersionInfo
-) -> tuple[dict[str, float], dict[str, str]]:
-    """The metrics and tags the registrar gives a task's sweep run, from its registered
-    version's tags (for a run its driver did not get to)."""
-    metric, trial = info.tags.get(TAG_METRIC, ""), info.tags.get(TAG_TRIAL_ID, "")
-    try:
-        value = float(info.tags.get(TAG_METRIC_VALUE, "nan"))
-    except ValueError:
-        value = float("nan")
-    return sweep_summary(plan.config, task, info.tags[TAG_SWEEP], (trial, metric, value, info))
 
 
 def _open_sweep_runs(

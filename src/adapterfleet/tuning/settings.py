@@ -100,11 +100,18 @@ def say_taken(
     if not other:
         _say_left_better(say, task, taken, info)
         return
+    if config.registry_prefix == config.name:  # the prefix is this pipeline's: the other's fix
+        fix = f"give pipeline '{other}' its own registry_prefix (registry_prefix: {other} in its "
+        fix += "config) to keep the two pipelines' models apart"
+    else:
+        fix = f"give this pipeline its own registry_prefix (e.g. -o registry_prefix={config.name})"
+        fix += " to leave the other's models alone"
+    maker = made_by(info.tags, config.name)  # moved back to a version the other made too
+    now = f"v{info.version}, which it made too" if maker else f"this pipeline's v{info.version}"
     say(
         f"task {task}: warning: @best of {info.name} was v{taken.version}, made by pipeline "
-        f"'{other}', and is now this pipeline's v{info.version}: the two share registry_prefix "
-        f"'{config.registry_prefix}'; give this pipeline its own registry_prefix (e.g. "
-        f"-o registry_prefix={config.name}) to leave the other's models alone"
+        f"'{other}', and is now {now}: the two share registry_prefix "
+        f"'{config.registry_prefix}'; {fix}"
     )
 
 

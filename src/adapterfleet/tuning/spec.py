@@ -19,7 +19,7 @@ from adapterfleet.errors import UserError
 from adapterfleet.registry import ModelVersionInfo
 from adapterfleet.registry.descriptions import TAG_NOTE, sweep_note
 from adapterfleet.registry.environment import run_driver
-from adapterfleet.registry.tags import TAG_BASE_MODEL, TAG_CONFIG_HASH  # noqa: F401 - re-exported
+from adapterfleet.registry.tags import TAG_BASE_MODEL, TAG_CONFIG_HASH, TAG_SWEEP, TAG_TRIAL_ID  # noqa: F401 - re-exported
 
 GRID_KEYS = ("task", "reduction_factor", "learning_rate", "seed")
 BUILT_IN_LAYOUT = "built-in"  # a version's layout tag where the config declares none
@@ -284,6 +284,19 @@ def sweep_summary(
     note = sweep_description(config, task, sweep_name, best)
     tags = {"best_trial": trial, "registered_version": str(info.version), TAG_NOTE: note}
     return ({f"best_dev_{metric}": value} if metric and value == value else {}), tags
+
+
+def registered_summary(
+    config: PipelineConfig, task: str, info: ModelVersionInfo
+) -> tuple[dict[str, float], dict[str, str]]:
+    """`sweep_summary` from the registered version's own tags (its metric, value and trial),
+    for a sweep run whose driver stopped before the registrar gave it its summary."""
+    metric, trial = info.tags.get(TAG_METRIC, ""), info.tags.get(TAG_TRIAL_ID, "")
+    try:
+        value = float(info.tags.get(TAG_METRIC_VALUE, "nan"))
+    except ValueError:
+        value = float("nan")
+    return sweep_summary(config, task, info.tags[TAG_SWEEP], (trial, metric, value, info))
 
 
 @dataclass(frozen=True)

@@ -85,7 +85,8 @@ def test_run_is_refused_while_another_driver_beats_then_runs_once_it_is_killed(
             rf"on {re.escape(socket.gethostname())}, its last heartbeat \d+ s ago\): two would "
             r"train the same trials twice; let it finish, stop it \(Ctrl-C in its terminal\), "
             r"or, if it was killed on another machine, run again in 1\d\d s, when it is taken "
-            r"for gone",
+            r"for gone \(a config of another storage that shares this pipeline's name, another "
+            r"user's, collides so too: give it its own name\)",
             lines[0],
         ), lines[0]
         assert "ray" not in said.lower(), said  # refused before Ray started

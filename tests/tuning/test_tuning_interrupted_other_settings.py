@@ -198,3 +198,24 @@ def test_status_counts_the_stopped_trials_its_table_shows_and_names_their_o(pipe
         f": 1 trial stopped mid-way (counted as pending); run the same command again (it had -o "
         f"{THREE}) to continue"
     ), said
+
+
+def test_another_storages_interrupted_sweep_is_said_as_such_and_stays_marked(
+    pipe, tmp_path: Path
+) -> None:
+    """Carol's config shares Alice's pipeline name, on another storage. After Alice's Ctrl-C,
+    Carol's run told her to run again with Alice's -o to continue a sweep whose folders are in
+    Alice's storage, and took the interrupted mark off, so Alice's `status` no longer said it."""
+    from adapterfleet.orchestration.sweep import run_adapter_stage
+
+    path, uri, name = pipe
+    carol = load_config(path, [f"storage={tmp_path / 'carol-runs'}"])
+    said: list[str] = []
+    run_adapter_stage(carol, progress=said.append)  # both registered for these settings
+    assert said[0] == (
+        f"the interrupted sweep {name} left no folder under this config's storage "
+        f"({tmp_path / 'carol-runs'}): another config of this pipeline name, with another "
+        "storage, ran it (or its folders were deleted), and it stays marked interrupted for "
+        "that one; give this config its own name (-o name=...) to keep the two apart"
+    )
+    assert _marked(uri)

@@ -213,7 +213,8 @@ def run_adapter_stage(
         _end_orphans(uri, experiment_id, progress)
         plan = plan_sweep(config, uri, experiment_id, resume=resume)
         _say_planned(plan, uri, progress)  # an interrupted sweep of other settings: said once
-        clear_interrupted(uri, experiment_id)  # its runs are running again, or it was said
+        if plan.interrupted is None or not plan.interrupted.elsewhere:  # another config's
+            clear_interrupted(uri, experiment_id)  # its runs are running again, or it was said
         if not plan.pending:
             return dict(plan.registered)
         ensure_ray(ray_address, num_cpus, ray_log_level(level))

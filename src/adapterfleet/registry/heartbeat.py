@@ -249,7 +249,9 @@ def refuse_second_driver(uri: str, experiment_id: str) -> None:
         f"another adapterfleet driver runs this pipeline's sweep ({driver.name}, its last "
         f"heartbeat {driver.age_s:.0f} s ago): two would train the same trials twice; let it "
         f"finish, stop it ({driver.stop}), or, if it was killed on another machine, run again "
-        f"in {driver.gone_in_s:.0f} s, when it is taken for gone"
+        f"in {driver.gone_in_s:.0f} s, when it is taken for gone (a config of another storage "
+        "that shares this pipeline's name, another user's, collides so too: give it its own "
+        "name)"
     )
 
 

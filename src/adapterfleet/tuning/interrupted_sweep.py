@@ -14,6 +14,7 @@ import json
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from adapterfleet.config import PipelineConfig
 from adapterfleet.masking import masked_settings
@@ -23,6 +24,7 @@ from adapterfleet.registry.status import RunRecord, experiment_runs_and_tags
 from adapterfleet.registry.store import missing_store
 from adapterfleet.registry.tags import TAG_BUDGET, TAG_OVERRIDES, TAG_SWEEP
 from adapterfleet.tuning.settings import changed_settings, changed_text
+from adapterfleet.tuning.spec import TRIALS_DIR
 
 STAMP_CHARS = len("-20260101T000000")  # what a sweep's name has after its settings hash
 
@@ -34,6 +36,7 @@ class InterruptedSweep:
     budget: str | None
     changes: list[str] = field(default_factory=list)  # `key: then → now`, where known
     same_flags: bool = False  # this command has the `-o` and budget it was started with
+    elsewhere: str = ""  # this config's storage, where it left no folder: another config's sweep
 
     @property
     def flags(self) -> str | None:
@@ -46,6 +49,13 @@ class InterruptedSweep:
     def line(self) -> str:
         """What a command of other settings says of it: the flags to continue it."""
         differ = f"this command's settings differ{changed_text(self.changes)}"
+        if self.elsewhere:  # the mark stays on for the config that ran it
+            return (
+                f"the interrupted sweep {self.name} left no folder under this config's storage "
+                f"({self.elsewhere}): another config of this pipeline name, with another "
+                "storage, ran it (or its folders were deleted), and it stays marked interrupted "
+                "for that one; give this config its own name (-o name=...) to keep the two apart"
+            )
         if self.same_flags:  # the file changed, not the command line
             given = f" ({self.flags})" if self.flags else ""
             return (
@@ -95,7 +105,9 @@ def other_interrupted(
     changes = _changes(config, note_of(name) or {})
     now = tuple(masked_settings(o for o in config.overrides if not o.startswith("budget=")))
     same = overrides == now and budget == config.budget
-    return InterruptedSweep(name, overrides, budget, changes, same)
+    storage = Path(config.storage)
+    ours = note_of(name) is not None or (storage / TRIALS_DIR / name).is_dir()
+    return InterruptedSweep(name, overrides, budget, changes, same, "" if ours else str(storage))
 
 
 def _superseded(name: str, head: str, newest: RunRecord, sweeps: list[RunRecord]) -> bool:

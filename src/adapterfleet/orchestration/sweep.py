@@ -213,8 +213,6 @@ def run_adapter_stage(
         _end_orphans(uri, experiment_id, progress)
         plan = plan_sweep(config, uri, experiment_id, resume=resume)
         _say_planned(plan, uri, progress)  # an interrupted sweep of other settings: said once
-        if plan.interrupted is None or not plan.interrupted.elsewhere:  # another config's
-            clear_interrupted(uri, experiment_id)  # its runs are running again, or it was said
         if not plan.pending:
             return dict(plan.registered)
         ensure_ray(ray_address, num_cpus, ray_log_level(level))
@@ -266,9 +264,12 @@ def _end_orphans(uri: str, experiment_id: str, progress: Say) -> None:
 
 def _say_planned(plan: SweepPlan, uri: str, progress: Say) -> None:
     """What the plan skips and what it trains again; a version found for the current settings
-    and data but not under @best (a config changed back) gets @best again."""
+    and data but not under @best (a config changed back) gets @best again. The interrupted
+    mark comes off once said (not another storage's)."""
     if plan.interrupted is not None:
         progress(plan.interrupted.line())
+    if plan.interrupted is None or not plan.interrupted.elsewhere:  # another config's: kept
+        clear_interrupted(uri, plan.experiment_id)  # its runs are running again, or it was said
     for task, info in plan.registered.items():
         if info.tags.get(TAG_SWEEP):  # its sweep's run, left open by a driver stopped mid-finish
             summary = functools.partial(registered_summary, plan.config, task, info)

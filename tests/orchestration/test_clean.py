@@ -107,6 +107,41 @@ def test_only_sweeps_mlflow_holds_finished_are_scratch(storage_world) -> None:
     assert plan_clean(config).scratch == ()  # nothing more to do
 
 
+def test_an_interrupted_sweep_whose_tasks_were_registered_since_is_scratch(storage_world) -> None:
+    """A sweep stopped by Ctrl-C whose tasks another sweep registered since for its settings:
+    the same command skips every task (nothing resumes it), yet clean kept its 40 MB for good
+    as `not finished (KILLED); the same command resumes it`. A version of other settings does
+    not make it scratch."""
+    from adapterfleet.registry import adapter_model_name, register_version
+    from adapterfleet.registry.tags import TAG_CONFIG_HASH
+
+    _, config, storage, experiment_id = storage_world
+    uri, client = config.tracking_uri, mlflow_client(config.tracking_uri)
+    moot = f"{PIPELINE}-89abcdef-20261201T120000"
+    for task in ("fruit", "water"):
+        tags = {TAG_KIND: "sweep", TAG_SWEEP: moot, TAG_TASK: task, TAG_CONFIG_HASH: f"h-{task}"}
+        client.set_terminated(client.create_run(experiment_id, tags=tags).info.run_id, "KILLED")
+    (storage / "sweeps" / moot / "fruit-rf4").mkdir(parents=True)
+    weights = storage.parent / "w" / "adapter.safetensors"
+    weights.parent.mkdir()
+    weights.write_bytes(b"w")
+    for task, digest in (("fruit", "h-fruit"), ("water", "h-other")):
+        run = client.create_run(experiment_id, tags={TAG_KIND: "trial", TAG_TASK: task})
+        client.log_artifacts(run.info.run_id, str(weights.parent), "adapter")
+        name = adapter_model_name(config.registry_prefix, task)
+        register_version(uri, name, run.info.run_id, "adapter", weights, {TAG_CONFIG_HASH: digest})
+    assert Path("sweeps") / moot not in [
+        i.path.relative_to(storage) for i in plan_clean(config).scratch
+    ]
+    run = client.create_run(experiment_id, tags={TAG_KIND: "trial", TAG_TASK: "water"})
+    client.log_artifacts(run.info.run_id, str(weights.parent), "adapter")
+    name = adapter_model_name(config.registry_prefix, "water")
+    register_version(uri, name, run.info.run_id, "adapter", weights, {TAG_CONFIG_HASH: "h-water"})
+    plan = plan_clean(config)
+    assert Path("sweeps") / moot in [item.path.relative_to(storage) for item in plan.scratch]
+    assert not any(moot in line for line in plan.kept), plan.kept
+
+
 def test_a_running_driver_or_a_missing_storage_is_refused(storage_world, tmp_path: Path) -> None:
     path, config, storage, experiment_id = storage_world
     command = [sys.executable, "-m", "adapterfleet.cli.app", "clean", str(path)]

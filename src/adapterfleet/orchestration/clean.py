@@ -29,13 +29,13 @@ from adapterfleet._locks import lock_if_free
 from adapterfleet.config import ConfigError, PipelineConfig
 from adapterfleet.console import Say
 from adapterfleet.orchestration.fusion_plan import FUSION_DIR, FUSION_LOCK, PRUNE_DIR, PRUNE_LOCK
-from adapterfleet.registry import fusion_model_name
+from adapterfleet.registry import adapter_model_name, fusion_model_name
 from adapterfleet.registry.errors import RegistryError
 from adapterfleet.registry.heartbeat import sweep_driver_of
 from adapterfleet.registry.models import search_versions
 from adapterfleet.registry.status import experiment_runs_and_tags
 from adapterfleet.registry.store import get_client, missing_store
-from adapterfleet.registry.tags import TAG_LINEAGE_KEY, TAG_SWEEP, quote
+from adapterfleet.registry.tags import TAG_CONFIG_HASH, TAG_LINEAGE_KEY, TAG_SWEEP, quote
 from adapterfleet.tuning.plan import PREVIOUS_DIR, read_meta
 from adapterfleet.tuning.spec import RAY_DIR, TOKENS_DIR, TRAIN_DIR, TRIALS_DIR
 
@@ -125,14 +125,37 @@ def clean_storage(
 
 
 def _sweep_states(config: PipelineConfig) -> dict[str, set[str]]:
-    """The statuses of each sweep's runs (one per task) in the pipeline's experiment."""
+    """The statuses of each sweep's runs (one per task) in the pipeline's experiment; an
+    unfinished sweep whose every task has since been registered for its settings (by another
+    sweep) as FINISHED: resuming it trains nothing, so nothing resumes it, and it was kept for
+    good as `the same command resumes it`."""
     found = experiment_runs_and_tags(config.tracking_uri, config.name)
     states: dict[str, set[str]] = {}
+    settings: dict[str, set[tuple[str, str]]] = {}  # sweep -> its (task, config hash)
     for run in found[0] if found else ():
         name = run.tags.get(TAG_SWEEP, "")
         if run.kind == "sweep" and name:
             states.setdefault(name, set()).add(run.status)
+            settings.setdefault(name, set()).add(
+                (run.task or "", run.tags.get(TAG_CONFIG_HASH, ""))
+            )
+    unfinished = {name for name, seen in states.items() if seen != {"FINISHED"}}
+    registered = _registered_settings(config, {t for n in unfinished for t, _ in settings[n]})
+    for name in unfinished:
+        if settings[name] <= registered:
+            states[name] = {"FINISHED"}
     return states
+
+
+def _registered_settings(config: PipelineConfig, tasks: set[str]) -> set[tuple[str, str]]:
+    """(task, config hash) of every adapter version registered for `tasks`."""
+    client = get_client(config.tracking_uri) if tasks else None
+    found = set()
+    for task in sorted(tasks):
+        name = adapter_model_name(config.registry_prefix, task)
+        for version in search_versions(client, f"name = {quote(name)}"):
+            found.add((task, (version.tags or {}).get(TAG_CONFIG_HASH, "")))
+    return {(task, digest) for task, digest in found if digest}
 
 
 def _sweep_folders(

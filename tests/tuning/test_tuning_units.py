@@ -453,6 +453,34 @@ def test_a_restored_trial_of_a_task_registered_since_is_not_run(config, tmp_path
     ]
 
 
+def test_a_trial_of_several_workers_whose_workers_wait_counts_as_pending(ray_local: None) -> None:
+    """Tune starts the driver of a trial of `workers: 2` at once (it reserves no CPU); its
+    workers then waited minutes for CPUs other jobs held, without the line one-worker trials
+    get after a minute. While a placement group waits, such a trial that has reported nothing
+    counts as pending for that line; one that reported an epoch does not."""
+    import ray.util
+
+    from adapterfleet.tuning import progress
+    from adapterfleet.tuning.progress import waiting_statuses
+
+    @dataclasses.dataclass
+    class Seen:  # the two attributes of Tune's Trial that are read
+        status: str
+        last_result: dict
+
+    trials = [Seen("RUNNING", {}), Seen("RUNNING", {"epoch": 1}), Seen("PENDING", {})]
+    progress._placement["at"] = float("-inf")
+    assert waiting_statuses(trials, True) == ["RUNNING", "RUNNING", "PENDING"]  # none waits
+    group = ray.util.placement_group([{"CPU": 64}])  # more than the cluster has: it waits
+    try:
+        progress._placement["at"] = float("-inf")
+        assert waiting_statuses(trials, True) == ["PENDING", "RUNNING", "PENDING"]
+        assert waiting_statuses(trials, False) == ["RUNNING", "RUNNING", "PENDING"]
+    finally:
+        ray.util.remove_placement_group(group)
+        progress._placement["at"] = float("-inf")
+
+
 def test_the_trial_runs_of_two_sweeps_are_named_apart(config, tmp_path: Path) -> None:
     """Every sweep of a task named its trial runs by the trial id alone: in the runs table two
     sweeps' `fruit-rf4-lr0.01-s0` could not be told apart. A short key of the sweep tells them

@@ -4,11 +4,12 @@ e.g. the fusions waiting)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from adapterfleet.console import duration_text, plural
+from adapterfleet.console import Say, duration_text, plural
 from adapterfleet.errors import cause_text
 from adapterfleet.training.callbacks import epoch_line
 from adapterfleet.training.loop import TrainingDiverged
@@ -75,6 +76,53 @@ class Stall:
             return False
         self.said = True
         return True
+
+
+PLACEMENT_CHECK_S = 5.0  # how often the trials' step asks Ray for its placement groups
+_placement: dict[str, float | bool] = {"at": float("-inf"), "pending": False}
+
+
+def note_stall(stall: Stall, trials: Sequence[Any], config: PipelineConfig, say: Say) -> None:
+    """Trials that have waited `stall.after_s` for resources with none running: a line says
+    what each asks and what the cluster has free, once per stall."""
+    statuses = waiting_statuses(trials, config.resources.distributed)
+    if not stall.due(statuses, time.monotonic()):
+        return
+    try:
+        free = free_resources(gpus=bool(config.resources.gpu))
+        pending = statuses.count("PENDING")
+        say(stall_line(pending, resources_asked(config), free, stall.after_s))
+    except Exception as error:  # noqa: BLE001 - a progress line never stops the sweep
+        say(f"(trials wait for resources; the cluster did not say: {error})")
+
+
+def waiting_statuses(trials: Sequence[Any], distributed: bool) -> list[str]:
+    """Each trial's Tune status; with trials of several workers (`distributed`), one that runs
+    but has reported nothing while a placement group waits for its resources as PENDING. Tune
+    starts such a trial's driver at once (it reserves no CPU), so a trial whose workers waited
+    for CPUs held by other jobs waited minutes without a word."""
+    statuses = [str(trial.status) for trial in trials]
+    quiet = [i for i, s in enumerate(statuses) if s == "RUNNING" and not trials[i].last_result]
+    try:
+        waiting = distributed and bool(quiet) and placement_pending()
+    except Exception:  # noqa: BLE001 - Ray gone: the statuses as Tune has them
+        waiting = False
+    if not waiting:
+        return statuses
+    return ["PENDING" if i in quiet else s for i, s in enumerate(statuses)]
+
+
+def placement_pending(now: float | None = None) -> bool:
+    """Whether a placement group of the cluster waits for resources (asked at most every
+    `PLACEMENT_CHECK_S`)."""
+    import ray.util
+
+    now = time.monotonic() if now is None else now
+    if now - float(_placement["at"]) >= PLACEMENT_CHECK_S:
+        table = ray.util.placement_group_table().values()
+        _placement["pending"] = any(group.get("state") == "PENDING" for group in table)
+        _placement["at"] = now
+    return bool(_placement["pending"])
 
 
 def stall_line(pending: int, asks: str, free: str, waited_s: float) -> str:

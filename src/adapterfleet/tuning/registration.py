@@ -9,7 +9,6 @@ tasks whose last trial ended while no driver was listening.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -39,10 +38,8 @@ from adapterfleet.training.workdir import JobWorkdir
 from adapterfleet.tuning.progress import (
     Note,
     Stall,
-    free_resources,
-    resources_asked,
+    note_stall,
     retry_line,
-    stall_line,
     trial_counts,
     trial_epoch_line,
     with_note,
@@ -338,16 +335,8 @@ class RegistrationCallback(ray.tune.Callback):
         full = NOTES.take()
         if full is not None:
             raise DiskFullError(registrar.config.storage if registrar else None, full)
-        statuses = [str(t.status) for t in trials]
-        if registrar is None or not self.stall.due(statuses, time.monotonic()):
-            return
-        try:
-            pending = statuses.count("PENDING")
-            asks = resources_asked(registrar.config)
-            free = free_resources(gpus=bool(registrar.config.resources.gpu))
-            registrar.progress(stall_line(pending, asks, free, self.stall.after_s))
-        except Exception as error:  # noqa: BLE001 - a progress line never stops the sweep
-            registrar.progress(f"(trials wait for resources; the cluster did not say: {error})")
+        if registrar is not None:
+            note_stall(self.stall, trials, registrar.config, registrar.progress)
 
     def on_trial_result(
         self, iteration: int, trials: list, trial: Any, result: dict, **info: Any

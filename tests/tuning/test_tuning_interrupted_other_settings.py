@@ -172,6 +172,13 @@ def test_a_config_file_changed_since_is_named_as_the_difference(
         "but the config's settings changed since (tasks: water removed), so it is not resumed: "
         "run the config as it was then to continue it"
     )
+    from adapterfleet.tuning.interrupted_sweep import InterruptedSweep
+
+    plain = InterruptedSweep(name, (), None, ["tasks: water removed"], same_flags=True)
+    assert plain.line().startswith(  # it said "with this command's -o/--budget", of none
+        f"the interrupted sweep {name} was started with no -o or --budget, as this command, but "
+        "the config's settings changed since (tasks: water removed)"
+    )
 
 
 def test_status_counts_the_stopped_trials_its_table_shows_and_names_their_o(pipe) -> None:

@@ -57,10 +57,14 @@ class InterruptedSweep:
                 "for that one; give this config its own name (-o name=...) to keep the two apart"
             )
         if self.same_flags:  # the file changed, not the command line
-            given = f" ({self.flags})" if self.flags else ""
+            given = (
+                f"this command's -o/--budget ({self.flags})"
+                if self.flags
+                else "no -o or --budget, as this command"
+            )
             return (
-                f"the interrupted sweep {self.name} was started with this command's "
-                f"-o/--budget{given}, but the config's settings changed since"
+                f"the interrupted sweep {self.name} was started with {given}, but the config's "
+                "settings changed since"
                 f"{changed_text(self.changes)}, so it is not resumed: run the config as it was "
                 "then to continue it"
             )

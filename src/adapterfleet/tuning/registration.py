@@ -174,7 +174,10 @@ class Registrar:
         return self.config.adapters.training_for(task).metric
 
     def epoch_reported(self, params: TrialParams, result: dict, statuses: list[str]) -> None:
-        """Print the line of a trial's epoch, with the running count of the trials."""
+        """Print the line of a trial's epoch, with the running count of the trials (none for
+        a trial of a task this run does not train: `trains_now`)."""
+        if params.task not in self.tasks:
+            return
         total = sum(plan.size for plan in self.tasks.values())
         counts = with_note(trial_counts(statuses, total), self.note)
         max_epochs = self.config.adapters.training_for(params.task).max_epochs

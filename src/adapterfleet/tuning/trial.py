@@ -55,6 +55,9 @@ def make_trainable(ctx: SweepContext, resources: dict[str, float]) -> Any:
 
     def adapter_trial(config: dict[str, Any]) -> None:
         if not trains_now(ctx, config):
+            # a result all the same: Tune's own reporter printed `Trial ... completed. Last
+            # result: ` at any verbosity for a trial that reported none
+            ray.tune.report({NOT_RUN_KEY: 1})
             return
         if ctx.config.resources.distributed:
             from adapterfleet.tuning.workers import run_trial_on_workers
@@ -65,6 +68,9 @@ def make_trainable(ctx: SweepContext, resources: dict[str, float]) -> Any:
 
     adapter_trial.__name__ = adapter_trial.__qualname__ = TRAINABLE_NAME
     return ray.tune.with_resources(adapter_trial, resources)
+
+
+NOT_RUN_KEY = "not_run"  # the one result of a trial `trains_now` says no to
 
 
 def trains_now(ctx: SweepContext, config: dict[str, Any]) -> bool:

@@ -274,3 +274,27 @@ def test_dev_rows_copied_from_train_are_said_with_count_share_and_records(
     with caplog.at_level("WARNING", logger="adapterfleet.data.loading"):
         _load(write_config, {"train": "train.jsonl", "dev": "dev.jsonl"})
     assert not [r for r in caplog.records if "also in train" in r.getMessage()]
+
+
+def test_dev_rows_copied_from_train_are_counted_among_the_rows_the_task_uses(
+    tmp_path: Path, write_config, caplog
+) -> None:
+    """Counted on the whole files, before max_train_examples and max_dev_examples: a task
+    scoring 100 dev rows was told that 12 of 1500 dev rows were seen data, though none of
+    the rows it used were."""
+    train = _records(20)
+    dev = [dict(train[i]) for i in range(10)] + [
+        {"text": f"d{i}", "label": "no"} for i in range(30)
+    ]
+    _jsonl(tmp_path / "train.jsonl", train)
+    _jsonl(tmp_path / "dev.jsonl", dev)
+    spec = {"train": "train.jsonl", "dev": "dev.jsonl", "max_dev_examples": 8}
+    with caplog.at_level("WARNING", logger="adapterfleet.data.loading"):
+        data = _load(write_config, spec)
+    said = [r.getMessage() for r in caplog.records if "also in train" in r.getMessage()]
+    copies = sum(text.startswith("row") for text in data.dev["text_a"])
+    if copies:
+        assert len(said) == 1 and said[0].startswith(f"task 't': {copies} of 8 dev rows"), said
+    else:
+        assert said == [], said
+    assert len(data.dev) == 8

@@ -86,13 +86,17 @@ def load_task(spec: TaskSpec) -> TaskData:
     if spec.dev is not None:
         dev, numbers = _rows(spec, "dev", spec.dev, skipped, forms)
         check_same_form(spec, forms)
-        if not _warn_if_dev_is_train(spec, spec.train, spec.dev):
+        train = _subsample(train, spec.max_train_examples, (spec.seed, 1))
+        pairs = list(zip(dev, numbers, strict=True))
+        kept = _subsample(pairs, spec.max_dev_examples, (spec.seed, 2))
+        dev, numbers = [row for row, _ in kept], [number for _, number in kept]
+        if not _warn_if_dev_is_train(spec, spec.train, spec.dev):  # of the rows it uses
             _warn_dev_rows_in_train(spec, train, dev, numbers)
     else:
         _nonempty(spec, "train", train, skipped)
         train, dev = _hold_out(spec, train)
-    train = _subsample(train, spec.max_train_examples, (spec.seed, 1))
-    dev = _subsample(dev, spec.max_dev_examples, (spec.seed, 2))
+        train = _subsample(train, spec.max_train_examples, (spec.seed, 1))
+        dev = _subsample(dev, spec.max_dev_examples, (spec.seed, 2))
     _nonempty(spec, "train", train, skipped)
     _nonempty(spec, "dev", dev, skipped)
     check_labels(spec, train)
@@ -155,7 +159,9 @@ def _warn_if_dev_is_train(spec: TaskSpec, train: SplitSource, dev: SplitSource) 
 
 def _warn_dev_rows_in_train(spec: TaskSpec, train: list, dev: list, numbers: list[int]) -> None:
     """Said, not refused (GLUE's own dev sets share a few rows with train): dev rows copied
-    from train (the same texts and label) are scored as seen data. One pass over each split."""
+    from train (the same texts and label) are scored as seen data. One pass over each split,
+    of the rows the task uses (after max_train_examples and max_dev_examples: the whole files'
+    count named 1500 dev rows of a task that scores 100)."""
     seen = set(train)
     copied = [number for row, number in zip(dev, numbers, strict=True) if row in seen]
     if copied:

@@ -45,7 +45,6 @@ from adapterfleet.orchestration.limits import (
 from adapterfleet.orchestration.partial_run import adapter_files, kept_epochs, run_settings
 from adapterfleet.orchestration.pulled_run import pulled_run_info
 from adapterfleet.orchestration.run_folder import check_fusion_adapters, fresh_run_dir
-from adapterfleet.orchestration.trained_settings import note_pulled_settings
 from adapterfleet.orchestration.validate import check_storage
 from adapterfleet.training import Callback, TrainConfig, evaluate
 from adapterfleet.training.fused_adapters import check_unchanged, fused_adapter_dirs
@@ -59,6 +58,7 @@ from adapterfleet.training.modes import (
     train_single,
 )
 from adapterfleet.training.multitask import train_mt_a
+from adapterfleet.tuning.trained_settings import note_pulled_settings
 
 
 def prepare_task(config: PipelineConfig, task: str, tokenizer: Any = None) -> TokenizedTask:

@@ -43,10 +43,6 @@ from adapterfleet.data.prediction_output import (
 )
 from adapterfleet.data.tasks import TaskSpec
 from adapterfleet.orchestration.limits import check_layout, other_base_error
-from adapterfleet.orchestration.trained_settings import (
-    settings_notes,
-    trained_settings,
-)
 from adapterfleet.registry import (
     ModelVersionInfo,
     RegistryError,
@@ -61,6 +57,10 @@ from adapterfleet.registry.pulling import fetch_version, fused_adapter, register
 from adapterfleet.registry.store import check_store
 from adapterfleet.registry.tags import BEST_ALIAS, TAG_BASE_MODEL_LAYOUT
 from adapterfleet.tuning.spec import TAG_BASE_MODEL
+from adapterfleet.tuning.trained_settings import (
+    settings_notes,
+    trained_settings,
+)
 
 if TYPE_CHECKING:
     from adapterfleet.adapters import AdapterModel

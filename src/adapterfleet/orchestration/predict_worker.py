@@ -19,7 +19,7 @@ from adapterfleet.orchestration.predict import (
     pull_version,
     rows_text,
 )
-from adapterfleet.orchestration.trained_settings import cut_note
+from adapterfleet.tuning.trained_settings import cut_note
 
 if TYPE_CHECKING:
     import torch

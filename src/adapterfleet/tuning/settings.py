@@ -37,14 +37,20 @@ def settings_tag(config: PipelineConfig, task: str) -> str | None:
     return text if len(text) <= MAX_TAG_CHARS else None
 
 
+def recorded_settings(recorded: str | None) -> dict[str, Any] | None:
+    """The settings a `settings` tag's text records (None: no tag, or not a JSON object)."""
+    try:
+        value = json.loads(recorded) if recorded else None
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def changed_settings(config: PipelineConfig, task: str, recorded: str | None) -> list[str]:
     """`key: old → new` for each setting of `task` that differs from the `recorded` tag, in
     the config's key names (empty: nothing recorded to compare)."""
-    try:
-        before = json.loads(recorded) if recorded else None
-    except ValueError:
-        before = None
-    if not isinstance(before, dict):
+    before = recorded_settings(recorded)
+    if before is None:
         return []
     now = json.loads(json.dumps(task_settings(config, task), default=str))
     old, new = _flat(before, ""), _flat(now, "")

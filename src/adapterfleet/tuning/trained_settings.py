@@ -11,7 +11,6 @@ target's adapter, else from another adapter it fuses. A version that records no 
 
 from __future__ import annotations
 
-import json
 import warnings
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from typing import Any
 from adapterfleet.config import PipelineConfig
 from adapterfleet.registry import ModelVersionInfo, RegistryError, adapter_model_name, get_version
 from adapterfleet.registry.pulled import read_pulled
-from adapterfleet.tuning.settings import TAG_SETTINGS
+from adapterfleet.tuning.settings import TAG_SETTINGS, recorded_settings
 
 
 def trained_settings(
@@ -45,11 +44,8 @@ def trained_settings(
 def _recorded(info: ModelVersionInfo, task: str) -> dict[str, Any]:
     """What an adapter version's `settings` tag says of max_length, and of the text fields when
     it is `task`'s adapter."""
-    try:
-        recorded = json.loads(info.tags.get(TAG_SETTINGS) or "null")
-    except ValueError:
-        return {}
-    if not isinstance(recorded, dict):
+    recorded = recorded_settings(info.tags.get(TAG_SETTINGS))
+    if recorded is None:
         return {}
     found: dict[str, Any] = {}
     if isinstance(recorded.get("max_length"), int):

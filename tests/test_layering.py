@@ -205,3 +205,9 @@ def test_the_read_side_loads_neither_ray_nor_torch_nor_mlflow() -> None:
         "assert all(getattr(r, name) for name in r.__all__)\n"
     )
     assert loaded_after(code, {"ray", "torch", "mlflow"}) == []
+
+
+def test_importing_a_layer_package_loads_no_torch() -> None:
+    # A notebook's `import adapterfleet.fusion` took 6.6 s: its __init__ loaded torch at once.
+    code = "import adapterfleet.adapters, adapterfleet.fusion, adapterfleet.config\n"
+    assert loaded_after(code, {"torch", "ray", "mlflow"}) == []

@@ -108,3 +108,18 @@ def test_a_dead_server_named_by_the_environment_says_where_to_fix_it(
     with pytest.raises(RegistryError) as err:
         check_tracking_uri(uri, timeout=2)
     assert str(err.value).endswith("or fix the tracking URI (it comes from $MLFLOW_TRACKING_URI)")
+
+
+def test_a_version_and_a_run_show_short_in_a_notebook() -> None:
+    # A notebook's `summary` printed 12,257 characters: every version's tags, settings JSON too.
+    from adapterfleet.registry import ModelVersionInfo
+    from adapterfleet.registry.results import RunData
+
+    tags = {"settings": '{"max_length": 128}' * 200, "metric": "accuracy"}
+    info = ModelVersionInfo("demo.adapter.rte", 3, "runs:/r/adapter", "r", ("best",), tags)
+    assert repr(info) == (
+        "ModelVersionInfo(name='demo.adapter.rte', version=3, source='runs:/r/adapter', "
+        "run_id='r', aliases=('best',), created_ms=None)"
+    )
+    run = RunData("r", 1, tags, {"train.learning_rate": "0.001"}, {"best_dev_accuracy": 0.75})
+    assert repr(run) == "RunData(run_id='r', start_time=1, metrics={'best_dev_accuracy': 0.75})"

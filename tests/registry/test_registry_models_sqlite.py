@@ -348,6 +348,8 @@ def test_a_fusion_takes_best_only_from_a_version_that_did_not_score_better(
     )
     tied = point_best(sqlite_uri, outcome(3, "accuracy", 0.78671, None), "accuracy")
     assert tied.best_kept is None and get_version(sqlite_uri, name, alias="best").version == 3
+    # the outcome (a pipeline's summary) shows the alias as it is now
+    assert tied.version.aliases == ("best",) and worse.version.aliases == ()
     other_metric = point_best(sqlite_uri, outcome(4, "f1", 0.1, None), "f1")  # not comparable
     assert other_metric.best_kept is None
     assert get_version(sqlite_uri, name, alias="best").version == 4

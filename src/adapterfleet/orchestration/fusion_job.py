@@ -172,6 +172,9 @@ def point_best(uri: str, outcome: FusionOutcome, metric: str) -> FusionOutcome:
         if better and apart is None:
             return replace(outcome, best_kept=current)
     set_alias(uri, name, BEST_ALIAS, number)
+    if BEST_ALIAS not in outcome.version.aliases:  # the summary shows the version as it is now
+        aliases = (*outcome.version.aliases, BEST_ALIAS)
+        outcome = replace(outcome, version=replace(outcome.version, aliases=aliases))
     moved = current is not None and int(current.version) != int(number)
     if not moved:
         return outcome

@@ -68,7 +68,7 @@ class ModelVersionInfo:
     source: str
     run_id: str | None
     aliases: tuple[str, ...] = ()
-    tags: dict[str, str] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict, repr=False)  # a notebook shows names
     created_ms: int | None = None
 
     @property

@@ -46,8 +46,8 @@ class RunData:
 
     run_id: str
     start_time: int
-    tags: dict[str, str] = field(default_factory=dict)
-    params: dict[str, str] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict, repr=False)  # a report's repr stays short
+    params: dict[str, str] = field(default_factory=dict, repr=False)
     metrics: dict[str, float] = field(default_factory=dict)
 
     def value(self, key: str) -> str | None:

@@ -14,7 +14,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -81,8 +81,8 @@ class ReportResult:
 
     name: str
     out_dir: Path
-    table: str  # Table 1 (with the paper's rows), as printed on the terminal
-    markdown: str  # the whole table1.md
+    table: str = field(repr=False)  # Table 1 (with the paper's rows), as printed on the terminal
+    markdown: str = field(repr=False)  # the whole table1.md
     files: tuple[Path, ...]
     cells: dict[tuple[str, str], Cell]
     notes: tuple[str, ...]

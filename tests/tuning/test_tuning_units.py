@@ -511,3 +511,33 @@ def test_the_trial_runs_of_two_sweeps_are_named_apart(config, tmp_path: Path) ->
     for name in names.values():
         key = name.removeprefix(f"{params.trial_id}-")
         assert key != name and len(key) <= 8 and key.isalnum(), name
+
+
+def test_the_epoch_lines_count_only_the_trials_of_the_tasks_this_run_trains(
+    config, tmp_path: Path
+) -> None:
+    """A resumed sweep said `3 tasks, 3 trials`, then `[trials 0 done, 2 running, 2 pending]`:
+    the count took in a restored trial of a task registered already, which is not run."""
+    from adapterfleet.tuning.registration import Registrar, TaskPlan
+
+    @dataclasses.dataclass
+    class Seen:  # the two attributes of Tune's Trial that are read
+        status: str
+        config: dict
+
+    fruit = [TrialParams("fruit", 4, lr, 0) for lr in (0.01, 0.001)]
+    water = TrialParams("water", 4, 0.01, 0)
+    plan = TaskPlan("fruit", "t.adapter.fruit", "h", frozenset(p.trial_id for p in fruit))
+    lines: list[str] = []
+    registrar = Registrar(
+        "sqlite:///unused.db", config, "s", tmp_path, {"fruit": plan}, lines.append
+    )
+    trials = [
+        Seen("RUNNING", fruit[0].to_config()),
+        Seen("PENDING", fruit[1].to_config()),
+        Seen("PENDING", water.to_config()),
+    ]
+    metric = registrar.metric("fruit")
+    result = {"epoch": 1, "train_loss": 0.5, f"best_dev_{metric}": 0.7, "best_epoch": 1}
+    registrar.epoch_reported(fruit[0], result, trials)
+    assert len(lines) == 1 and lines[0].endswith("[trials 0 done, 1 running, 1 pending]")

@@ -173,13 +173,15 @@ class Registrar:
         """The metric `task` is selected on (config/task_metrics.py)."""
         return self.config.adapters.training_for(task).metric
 
-    def epoch_reported(self, params: TrialParams, result: dict, statuses: list[str]) -> None:
-        """Print the line of a trial's epoch, with the running count of the trials (none for
-        a trial of a task this run does not train: `trains_now`)."""
+    def epoch_reported(self, params: TrialParams, result: dict, trials: list[Any]) -> None:
+        """Print the line of a trial's epoch, with the running count of the `trials` of the
+        tasks this run trains (a restored trial of another task is not one of them, and has
+        no line: `trains_now`)."""
         if params.task not in self.tasks:
             return
         total = sum(plan.size for plan in self.tasks.values())
-        counts = with_note(trial_counts(statuses, total), self.note)
+        ours = [t for t in trials if TrialParams.from_config(t.config).task in self.tasks]
+        counts = with_note(trial_counts([str(t.status) for t in ours], total), self.note)
         max_epochs = self.config.adapters.training_for(params.task).max_epochs
         line = trial_epoch_line(params, result, self.metric(params.task), max_epochs, counts)
         if line is not None:
@@ -349,7 +351,7 @@ class RegistrationCallback(ray.tune.Callback):
             return
         try:
             params = TrialParams.from_config(trial.config)
-            registrar.epoch_reported(params, result, [str(t.status) for t in trials])
+            registrar.epoch_reported(params, result, trials)
         except Exception as error:  # noqa: BLE001 - a progress line never stops the sweep
             registrar.progress(f"(no progress line for a result of {trial}: {error})")
 

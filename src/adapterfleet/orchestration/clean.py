@@ -37,7 +37,7 @@ from adapterfleet.registry.status import experiment_runs_and_tags
 from adapterfleet.registry.store import get_client, missing_store
 from adapterfleet.registry.tags import TAG_CONFIG_HASH, TAG_LINEAGE_KEY, TAG_SWEEP, quote
 from adapterfleet.tuning.plan import PREVIOUS_DIR, read_meta
-from adapterfleet.tuning.spec import RAY_DIR, TOKENS_DIR, TRAIN_DIR, TRIALS_DIR
+from adapterfleet.tuning.spec import RAY_DIR, TOKENS_DIR, TRAIN_DIR, TRIALS_DIR, task_config_hashes
 
 __all__ = ["CLEANING", "CleanPlan", "Scratch", "clean_storage", "plan_clean"]
 
@@ -141,10 +141,21 @@ def _sweep_states(config: PipelineConfig) -> dict[str, set[str]]:
             )
     unfinished = {name for name, seen in states.items() if seen != {"FINISHED"}}
     registered = _registered_settings(config, {t for n in unfinished for t, _ in settings[n]})
+    alike = _same_settings(config)
     for name in unfinished:
-        if settings[name] <= registered:
+        if {alike.get(key, key) for key in settings[name]} <= {alike.get(k, k) for k in registered}:
             states[name] = {"FINISHED"}
     return states
+
+
+def _same_settings(config: PipelineConfig) -> dict[tuple[str, str], tuple[str, str]]:
+    """(task, config hash) of the config's settings as an earlier version hashed them (the
+    data files' paths in) -> as this one does: a sweep of either is of the same settings."""
+    found = {}
+    for task in config.adapter_tasks:
+        current, *earlier = task_config_hashes(config, task)
+        found.update({(task, digest): (task, current) for digest in earlier})
+    return found
 
 
 def _registered_settings(config: PipelineConfig, tasks: set[str]) -> set[tuple[str, str]]:

@@ -83,11 +83,14 @@ class InterruptedSweep:
 
 
 def other_interrupted(
-    config: PipelineConfig, uri: str, digest: str, note_of: Callable[[str], dict | None]
+    config: PipelineConfig,
+    uri: str,
+    digests: tuple[str, ...],
+    note_of: Callable[[str], dict | None],
 ) -> InterruptedSweep | None:
     """The sweep an interruption of the pipeline left unfinished (the experiment carries the
     mark, its sweep runs KILLED or RUNNING), when it was started with other settings than
-    `digest` (`spec.sweep_hash`) and no later sweep of its settings ran; else None.
+    `digests` (`spec.sweep_hashes`) and no later sweep of its settings ran; else None.
     `note_of`: a sweep's folder's note (`plan.read_meta`) by its name, for its settings."""
     there = bool(uri) and missing_store(uri) is None  # a store not there yet is not created
     tags = experiment_tags(uri, config.name) if there else None
@@ -103,7 +106,8 @@ def other_interrupted(
         return None
     name = newest.tags[TAG_SWEEP]
     head = name[:-STAMP_CHARS]
-    if head == f"{config.name}-{digest[:8]}" or _superseded(name, head, newest, sweeps):
+    heads = {f"{config.name}-{digest[:8]}" for digest in digests}
+    if head in heads or _superseded(name, head, newest, sweeps):
         return None
     overrides, budget = _started_with(newest)
     changes = _changes(config, note_of(name) or {})

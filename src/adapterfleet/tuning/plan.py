@@ -31,6 +31,7 @@ from adapterfleet.tuning.spec import (
     SweepError,
     data_sha256,
     sweep_hash,
+    sweep_hashes,
     task_config_hash,
     task_config_hashes,
 )
@@ -146,7 +147,7 @@ def plan_sweep(
     survey = _Survey.of(config, tracking_uri)
     if resume:
         survey.check_resumable(config)
-    meta, digest = survey.meta, survey.digest
+    meta = survey.meta
     restore = bool(survey.pending) and survey.matches and resume is not False
     restore = restore and not set(survey.purged) & set(survey.pending)
     if restore:
@@ -170,7 +171,9 @@ def plan_sweep(
         survey.source if restore and survey.source != survey.path else None,
         survey.purged,
         _lost_sweep(survey) if survey.pending and not restore and resume is None else None,
-        None if restore else other_interrupted(config, tracking_uri, digest, survey.note_of),
+        None
+        if restore
+        else other_interrupted(config, tracking_uri, survey.digests, survey.note_of),
     )
 
 
@@ -197,6 +200,7 @@ class _Survey:
     source: Path  # where `meta` was read: `path`, or a sweep set aside under previous/
     purged: dict[str, ModelVersionInfo] = field(default_factory=dict)
     uri: str = ""  # the tracking store's
+    digests: tuple[str, ...] = ()  # `digest`, then an earlier version's for the same settings
 
     @classmethod
     def of(cls, config: PipelineConfig, tracking_uri: str) -> _Survey:
@@ -209,7 +213,8 @@ class _Survey:
         meta = read_meta(path) if pending and restorable(path) else None
         digest = sweep_hash(hashes)
         kept = (found.registered, pending, meta, data, found.changed, found.resettled)
-        survey = cls(path, digest, hashes, *kept, path, found.purged, tracking_uri)
+        digests = sweep_hashes(config)
+        survey = cls(path, digest, hashes, *kept, path, found.purged, tracking_uri, digests)
         return survey if survey.matches or not pending else survey._set_aside_match()
 
     def _set_aside_match(self) -> _Survey:
@@ -230,7 +235,7 @@ class _Survey:
         meta = self.meta
         return (
             meta is not None
-            and meta.get("sweep_hash") == self.digest
+            and meta.get("sweep_hash") in self.digests
             and set(self.pending) <= set(meta.get("tasks", ()))
             and not self.data_changed
         )
@@ -259,7 +264,7 @@ class _Survey:
         if self.pending and self.matches:
             return
         lost = _lost_sweep(self) if self.pending else None
-        other = None if lost else other_interrupted(config, self.uri, self.digest, self.note_of)
+        other = None if lost else other_interrupted(config, self.uri, self.digests, self.note_of)
         if other is not None:  # its -o left out: this command would do another job
             raise SweepError(f"nothing to resume for these settings: {other.line()}")
         if not self.pending:
@@ -330,12 +335,12 @@ def _lost_sweep(survey: _Survey) -> tuple[str, Path] | None:
     from adapterfleet.registry.status import experiment_runs_and_tags
 
     found = experiment_runs_and_tags(survey.uri, survey.path.name) if survey.uri else None
-    head = sweep_prefix(survey.path.name, survey.digest)
+    heads = tuple(sweep_prefix(survey.path.name, digest) for digest in survey.digests)
     sweeps = [
         run
         for run in (found[0] if found else [])
         if run.kind == "sweep" and run.task in survey.pending and run.status != "FINISHED"
-        and run.tags.get(TAG_SWEEP, "").startswith(head)
+        and run.tags.get(TAG_SWEEP, "").startswith(heads)
     ]  # fmt: skip
     newest = max(sweeps, key=lambda run: run.start_time, default=None)
     if newest is None or newest.tags[TAG_SWEEP] == (survey.meta or {}).get("sweep_name"):

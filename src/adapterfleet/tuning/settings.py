@@ -52,7 +52,9 @@ def changed_settings(config: PipelineConfig, task: str, recorded: str | None) ->
     before = recorded_settings(recorded)
     if before is None:
         return []
-    now = json.loads(json.dumps(task_settings(config, task), default=str))
+    recorded_task = before.get("task")
+    by_path = isinstance(recorded_task, dict) and "name" not in recorded_task  # an earlier form
+    now = json.loads(json.dumps(task_settings(config, task, by_path=by_path), default=str))
     old, new = _flat(before, ""), _flat(now, "")
     keys = sorted(set(old) | set(new), key=lambda k: (k.split(".")[0] != "task", k))
     return [

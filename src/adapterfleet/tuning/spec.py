@@ -271,6 +271,17 @@ def sweep_hash(config_hashes: Mapping[str, str]) -> str:
     return _digest(dict(sorted(config_hashes.items())))
 
 
+def sweep_hashes(config: PipelineConfig) -> tuple[str, ...]:
+    """The `sweep_hash` of the config's adapter tasks, then the one a sweep started before the
+    data files' paths were left out of the config hashes carries (`task_config_hashes`): the
+    same settings, so such an interrupted sweep is resumed."""
+    tasks = config.adapter_tasks
+    hashes = [task_config_hashes(config, task) for task in tasks]
+    current = sweep_hash({task: found[0] for task, found in zip(tasks, hashes, strict=True)})
+    by_path = sweep_hash({task: found[-1] for task, found in zip(tasks, hashes, strict=True)})
+    return (current,) if by_path == current else (current, by_path)
+
+
 def sweep_summary(
     config: PipelineConfig,
     task: str,

@@ -11,6 +11,7 @@ settings a version records were said to differ by the paths alone, the real chan
 from __future__ import annotations
 
 import json
+import pickle
 import time
 from pathlib import Path
 
@@ -113,3 +114,19 @@ def test_settings_recorded_in_the_earlier_form_name_only_what_changed(upgraded) 
     assert changed_settings(four, "fruit", _earlier_form(config, "fruit")) == [
         "adapters.training.max_epochs: 2 → 4"
     ]
+
+
+def test_a_callback_an_earlier_version_pickled_is_restored_whole() -> None:
+    """Tune pickles its callbacks with the experiment and restores them with a sweep. The
+    upgraded driver's restored callback had only the earlier version's attributes, and the
+    resume ended in `AttributeError: ... no attribute 'stall'`. Unpickling an object whose
+    class defines `__setstate__` hands it the pickled `__dict__`, as here."""
+    from adapterfleet.tuning.progress import Stall
+    from adapterfleet.tuning.registration import RegistrationCallback
+
+    restored = RegistrationCallback.__new__(RegistrationCallback)
+    restored.__setstate__({"sweep_name": "tinysweep-aaaa1111-20260101T000000"})  # no `stall`
+    assert restored.sweep_name == "tinysweep-aaaa1111-20260101T000000"
+    assert isinstance(restored.stall, Stall)
+    again = pickle.loads(pickle.dumps(restored))
+    assert again.sweep_name == restored.sweep_name and isinstance(again.stall, Stall)

@@ -332,6 +332,13 @@ class RegistrationCallback(ray.tune.Callback):
         self.sweep_name = sweep_name
         self.stall = Stall()
 
+    def __getstate__(self) -> dict[str, Any]:
+        return {"sweep_name": self.sweep_name}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # Tune pickles it with the experiment: an earlier version's lacks later attributes
+        self.__init__(state["sweep_name"])  # type: ignore[misc]
+
     def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
         """A full disk that MLflow or Tune logged in this driver (the heartbeat's write, Tune's
         sync of its state) stops the sweep; trials pending with none running for a minute: a

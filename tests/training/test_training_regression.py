@@ -140,3 +140,33 @@ def test_a_loss_that_is_no_longer_a_number_stops_the_fit_with_the_fixes() -> Non
         "check the labels (a regression task: declare their range, which scales them), or train "
         "in fp32"
     )
+
+
+def test_a_loss_blown_up_yet_finite_stops_the_fit_as_diverged() -> None:
+    """A fusion at learning_rate 1e12 trained to `train loss 4364776791722643324649078784.0`,
+    finite, so it was registered; predicting 1.0/0.0 for every row, it tied on dev and took
+    @best. A mean loss a million times the first batch's is now a diverged fit."""
+    from adapterfleet.errors import UserError
+
+    x = torch.randn(64, 4, generator=torch.Generator().manual_seed(0))
+    y = (x[:, 0] > 0).long()
+    batches = [{"x": x[i : i + 16], "labels": y[i : i + 16]} for i in range(0, 64, 16)]
+    torch.manual_seed(0)
+    model = _Classes()
+    config = TrainConfig(learning_rate=1e12, max_epochs=3, metric="accuracy")
+    with pytest.raises(UserError, match=r"^epoch 1: the mean train loss is .*e\+\d+, over 1e\+06 "
+                       r"times the first batch's \(\d\.\d+\): training diverged; lower "
+                       r"learning_rate \(now 1e\+12\)"):  # fmt: skip
+        fit(model, list(model.parameters()), batches, batches, config)
+    sane = TrainConfig(learning_rate=0.1, max_epochs=3, metric="accuracy")
+    model = _Classes()
+    assert fit(model, list(model.parameters()), batches, batches, sane).best_metric > 0.75
+
+
+class _Classes(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 2)
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.linear(batch["x"])

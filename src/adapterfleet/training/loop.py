@@ -49,6 +49,9 @@ from adapterfleet.training.runtime import (
 from adapterfleet.training.state import LoopState, RngState, seed_everything
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+# A mean train loss this many times the first batch's (at least 1) is a diverged run: a fusion at
+# learning_rate 1e12 stayed finite (4e27), was registered, and its ties took @best.
+DIVERGED_FACTOR = 1e6
 
 
 class TrainingDiverged(UserError, ArithmeticError):
@@ -175,11 +178,15 @@ class _FitRun:
         start = time.perf_counter()
         replays = self.graphs.replays if self.graphs is not None else 0
         train_loss, examples = self._train_epoch(epoch)
-        if not math.isfinite(train_loss):
+        first = self.state.first_loss
+        blown = first is not None and train_loss > DIVERGED_FACTOR * max(first, 1.0)
+        if not math.isfinite(train_loss) or blown:
+            scale = f", over {DIVERGED_FACTOR:.0e} times the first batch's ({first:.4g})"
             raise TrainingDiverged(
-                f"epoch {epoch}: the mean train loss is {train_loss}: training diverged; lower "
-                f"learning_rate (now {self.config.learning_rate:g}), check the labels (a "
-                "regression task: declare their range, which scales them), or train in fp32"
+                f"epoch {epoch}: the mean train loss is {train_loss:.4g}{scale if blown else ''}: "
+                f"training diverged; lower learning_rate (now {self.config.learning_rate:g}), "
+                "check the labels (a regression task: declare their range, which scales them), "
+                "or train in fp32"
             )
         replays = self.graphs.replays - replays if self.graphs is not None else None
         throughput = examples / max(time.perf_counter() - start, 1e-9)
@@ -209,6 +216,8 @@ class _FitRun:
             if share > 0:  # a short last batch may leave a rank no rows
                 loss_sum += self._forward_backward(rows, share)
             batches, examples, pending = batches + 1, examples + batch_size_of(batch), pending + 1
+            if self.state.first_loss is None:  # every rank takes part in the sum
+                self.state.first_loss = self.group.sum(loss_sum.detach().clone()).item()
             clock.tick(examples, batches)
             if pending == self.config.grad_accum_steps:
                 self._optimizer_step(pending)

@@ -21,6 +21,7 @@ class LoopState:
     history: list[dict[str, float]] = field(default_factory=list)
     train_seconds: float = 0.0
     examples_seen: int = 0
+    first_loss: float | None = None  # the first batch's, before any step: divergence's scale
 
     def record(self, metric: float, higher_is_better: bool = True) -> bool:
         """Track `metric` of the epoch just finished; True when it is a new best (the highest,

@@ -6,7 +6,9 @@ counts of one run were written two ways."""
 from __future__ import annotations
 
 import csv
+import functools
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -201,3 +203,16 @@ def test_a_tsv_that_looks_quoted_is_said_as_a_warning(world, tmp_path):
     assert line.startswith(f"warning: task 'fruit', input: {tsv} is read without quotes"), line
     with (tmp_path / "out.csv").open(newline="") as handle:
         assert len(list(csv.DictReader(handle))) == 2
+
+
+def test_input_from_a_closed_standard_input_is_one_error_line(world, tmp_path):
+    """`predict ... --input - <&-` (a script's stdin closed) ended in a traceback:
+    `AttributeError: 'NoneType' object has no attribute 'buffer'`."""
+    out = tmp_path / "out.csv"
+    closed = functools.partial(os.close, 0)  # the child starts with no fd 0
+    child = _predict_cli(world, "--input", "-", "--format", "csv", "--out", out, preexec_fn=closed)
+    _, stderr = child.communicate(timeout=300)
+    assert child.returncode == 2, stderr[-3000:]
+    assert "Traceback" not in stderr, stderr[-3000:]
+    assert "standard input is closed; pipe the rows in" in stderr, stderr
+    assert not out.exists()

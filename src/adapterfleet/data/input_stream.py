@@ -16,6 +16,7 @@ from adapterfleet.data.errors import TaskError
 from adapterfleet.data.sources import FORMATS
 
 FORMAT_FIX = f"pass --format with one of {', '.join(FORMATS)}"
+STDIN_FIX = "pipe the rows in (`... | adapterfleet predict ... --input -`) or give --input FILE"
 
 
 def is_stream(path: Path) -> bool:
@@ -40,6 +41,8 @@ def spooled(task: str, path: Path, fmt: str | None) -> Iterator[Path]:
         copy = Path(folder) / f"stdin.{fmt}"
         with copy.open("wb") as out:
             if str(path) == "-":
+                if sys.stdin is None:  # closed (`<&-`): nothing to read, as from /dev/null
+                    raise TaskError(task, "--input", "standard input is closed", STDIN_FIX)
                 shutil.copyfileobj(sys.stdin.buffer, out)
             else:
                 with path.open("rb") as stream:

@@ -22,7 +22,16 @@ from typing import Any
 
 class UserError(Exception):
     """A mistake in what was given (or a condition outside, such as a server that is down)
-    that the message explains in one line, with the fix."""
+    that the message explains in one line, with the fix. The CLI exits with `exit_code`."""
+
+    exit_code = 2  # refused: the command, config, data or files need a fix
+
+
+class JobFailed(UserError):
+    """The job ran and failed (trials failed, training diverged, a wait timed out): exit 1, as
+    a script tells it from a command refused (2); what finished is kept."""
+
+    exit_code = 1
 
 
 class PathError(UserError, ValueError):

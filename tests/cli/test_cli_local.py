@@ -107,6 +107,21 @@ def test_train_says_when_patience_stopped_it_before_its_epochs(tmp_path):
     ), trained.stdout
 
 
+def test_a_diverged_training_exits_1_and_a_refused_command_2(tmp_path):
+    """A script could not tell `train --lr 1e12` (it ran, and diverged) from a typo in the
+    config: both exited 2. A job that ran and failed (trials failed, diverged, a wait timed
+    out) now exits 1; a command refused before any work, 2."""
+    common = ["-c", "configs/demo.yaml", "--task", "demo_sentiment", "--epochs", "1"]
+    common += ["--out", str(tmp_path / "run"), "-o", f"storage={tmp_path / 'runs'}"]
+    common += ["-o", "tasks.demo_sentiment.max_train_examples=48"]
+    common += ["-o", "tasks.demo_sentiment.max_dev_examples=16"]
+    diverged = _run("train", *common, "--lr", "1e12")
+    assert diverged.returncode == 1, diverged.stderr
+    assert "training diverged" in diverged.stderr and "Traceback" not in diverged.stderr
+    refused = _run("train", *common, "--lr", "1e-3", "-o", "max_length=-1")
+    assert refused.returncode == 2 and "error: max_length" in refused.stderr, refused.stderr
+
+
 @pytest.mark.skipif(not GLUE_DIR.is_dir(), reason=f"GLUE data not found at {GLUE_DIR}")
 def test_train_a_regression_task_reports_its_correlations(tmp_path):
     """STS-B, a regression task: trained and selected on Pearson, its metrics in the table."""

@@ -15,7 +15,7 @@ import typer
 
 from adapterfleet.cli import cluster, interop, pipeline, prune, report
 from adapterfleet.cli.ending import exit_promptly
-from adapterfleet.cli.help_text import plain_flags
+from adapterfleet.cli.help_text import EXIT_STATUS, plain_flags
 from adapterfleet.cli.options import (
     BudgetOpt,
     ColumnsOpt,
@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 
 app = typer.Typer(
     name="adapterfleet",
-    help="Train fleets of bottleneck adapters and compose them with AdapterFusion.",
+    epilog=EXIT_STATUS,  # the help itself is the callback's docstring
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
@@ -362,7 +362,7 @@ def _options(
 
 
 _group_commands()
-wrap_commands(app)  # the CLI boundary: every command's UserError is one line and exit 2
+wrap_commands(app)  # the CLI boundary: every command's UserError is one line, its exit_code
 
 
 def main() -> None:

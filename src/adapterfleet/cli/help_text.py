@@ -11,6 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
+EXIT_STATUS = (
+    "Exit status: 0 done; 1 the job ran and failed (trials failed, training diverged, a wait "
+    "timed out: what finished is kept); 2 refused, nothing done (a mistake to fix, named in the "
+    "error line); 130 or 143 interrupted (Ctrl-C, SIGTERM)."
+)
+
 
 def plain_flags(command: Any, parent: Any = None, name: str | None = None) -> Any:
     """`command` (Typer's click command or group), every flag of it and of its subcommands

@@ -45,7 +45,7 @@ def fail_cleanly(command: F) -> F:
             return command(*args, **kwargs)
         except UserError as error:
             typer.secho(f"error: {error_line(error)}", err=True, fg=typer.colors.RED)
-            raise typer.Exit(2) from None
+            raise typer.Exit(error.exit_code) from None
         except KeyboardInterrupt:
             typer.secho("interrupted", err=True, fg=typer.colors.YELLOW)
             raise typer.Exit(130) from None

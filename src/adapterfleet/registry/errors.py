@@ -9,7 +9,7 @@ from typing import TypeVar
 
 from adapterfleet.console import plural
 from adapterfleet.disk import is_disk_full
-from adapterfleet.errors import UserError
+from adapterfleet.errors import JobFailed, UserError
 from adapterfleet.masking import mask
 
 T = TypeVar("T")
@@ -19,7 +19,7 @@ class RegistryError(UserError, RuntimeError):
     """A tracking or model-registry operation failed; the message is one line with the fix."""
 
 
-class RegistryTimeout(RegistryError, TimeoutError):
+class RegistryTimeout(RegistryError, JobFailed, TimeoutError):
     """Waiting for registered models ran past its deadline."""
 
     def __init__(self, message: str, missing: Sequence[str]) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from adapterfleet.errors import UserError
+from adapterfleet.errors import JobFailed
 from adapterfleet.training.callbacks import (
     Callback,
     EpochReport,
@@ -54,8 +54,8 @@ LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 DIVERGED_FACTOR = 1e6
 
 
-class TrainingDiverged(UserError, ArithmeticError):
-    """The train loss of an epoch is NaN or infinite: nothing after it can learn."""
+class TrainingDiverged(JobFailed, ArithmeticError):
+    """The train loss of an epoch is NaN, infinite or blown up: nothing after it can learn."""
 
 
 def fit(

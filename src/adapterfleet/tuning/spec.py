@@ -15,7 +15,7 @@ from typing import Any
 from adapterfleet._hashing import sha256_file
 from adapterfleet.config import PipelineConfig
 from adapterfleet.data.tasks import TaskSpec
-from adapterfleet.errors import UserError
+from adapterfleet.errors import JobFailed, UserError
 from adapterfleet.registry import ModelVersionInfo
 from adapterfleet.registry.descriptions import TAG_NOTE, sweep_note
 from adapterfleet.registry.environment import run_driver
@@ -47,6 +47,10 @@ class SweepError(UserError, RuntimeError):
     def __init__(self, message: str, registered: Mapping[str, Any] | None = None) -> None:
         super().__init__(message)
         self.registered = dict(registered or {})
+
+
+class TrialsFailed(SweepError, JobFailed):
+    """A sweep ran and some task's trials failed or did not finish: exit 1."""
 
 
 @dataclass(frozen=True)

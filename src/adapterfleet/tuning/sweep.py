@@ -41,6 +41,7 @@ from adapterfleet.tuning.spec import (
     RAY_DIR,
     SweepContext,
     SweepError,
+    TrialsFailed,
     grid,
     trials_root,
 )
@@ -322,7 +323,7 @@ def run_sweep(
     failed = {**registrar.failed, **{t: "trials did not finish" for t in unfinished}}
     if failed:
         detail = "; ".join(f"{task}: {why}" for task, why in sorted(failed.items()))
-        raise SweepError(
+        raise TrialsFailed(
             f"sweep {plan.sweep_name}: {detail}; fix the cause and resume the sweep",
             registered,
         )

@@ -216,3 +216,24 @@ def test_input_from_a_closed_standard_input_is_one_error_line(world, tmp_path):
     assert "Traceback" not in stderr, stderr[-3000:]
     assert "standard input is closed; pipe the rows in" in stderr, stderr
     assert not out.exists()
+
+
+def test_a_fusion_of_other_adapters_than_the_config_lists_is_said(world, tmp_path):
+    """A notebook user compared two adapter sets for one target; the other set's fusion had
+    taken @best, and predict used it without a word, where `status` names the difference."""
+    fused = world.config.fusion.targets["fruit"]
+    assert len(fused) > 1
+    tsv = _write(tmp_path / "in.tsv", ["apple"])
+    fewer = _config(world, Path(world.config.storage), f"fusion.targets.fruit=[{fused[0]}]")
+    said: list[str] = []
+    predict_file(fewer, "fruit", tsv, tmp_path / "out.csv", say=said.append)
+    (warned,) = [line for line in said if line.startswith("warning: ")]
+    name = f"{world.config.registry_prefix}.fusion.fruit v1"
+    extra = ", ".join(fused[1:])
+    assert warned == (
+        f"warning: predict fruit: {name} fuses {extra}, which this config does not list for it: "
+        "made by another config of this pipeline name, or before its target changed"
+    )
+    said = []
+    predict_file(world.config, "fruit", tsv, tmp_path / "same.csv", say=said.append)
+    assert not [line for line in said if "warning" in line], said

@@ -27,7 +27,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from adapterfleet.adapters.base_model import names_other_base
 from adapterfleet.config import BaseModelSpec, ConfigError, PipelineConfig
@@ -56,6 +56,7 @@ from adapterfleet.registry import (
 from adapterfleet.registry.pulling import fetch_version, fused_adapter, registered_versions
 from adapterfleet.registry.store import check_store
 from adapterfleet.registry.tags import BEST_ALIAS, TAG_BASE_MODEL_LAYOUT
+from adapterfleet.results.status_notes import fused_adapters, other_adapters
 from adapterfleet.tuning.spec import TAG_BASE_MODEL
 from adapterfleet.tuning.trained_settings import (
     settings_notes,
@@ -237,6 +238,23 @@ class PredictSetup:
     precision: str = "fp32"  # autocast as the dev evaluation did (training.precision)
 
 
+def _trained_notes(
+    config: PipelineConfig, target: str, info: ModelVersionInfo, say: Say
+) -> dict[str, Any]:
+    """A warning for each way version `info` was trained otherwise than the config reads rows
+    (`trained_settings`), and for a fusion of other adapters than the config lists for it (as
+    `status` says); what it was trained with."""
+    trained = trained_settings(config, config.tracking_uri, info, target)
+    what = f"{info.name} v{info.version}"
+    notes = settings_notes(config, target, trained, what, "predict")
+    if info.kind == "fusion" and target in config.fusion.targets:
+        listed = config.fusion.targets[target]
+        notes.append(other_adapters(what, fused_adapters(info), listed, "this config", info))
+    for note in filter(None, notes):
+        say(f"warning: predict {target}: {note}")
+    return trained
+
+
 def predict_file(
     config: PipelineConfig,
     target: str,
@@ -269,9 +287,7 @@ def predict_file(
     )  # fmt: skip
     uri = config.tracking_uri
     info = find_version(config, target, uri, adapter=adapter, alias=alias, version=version)
-    trained = trained_settings(config, uri, info, target)
-    for note in settings_notes(config, target, trained, f"{info.name} v{info.version}", "predict"):
-        say(f"warning: predict {target}: {note}")
+    trained = _trained_notes(config, target, info, say)
     training = config.adapters.training_for(target) if adapter else config.fusion.training
     graphs = training.cuda_graphs is not False  # auto or true: on where it can run
     rows_per_step = batch_size or training.eval_batch_size

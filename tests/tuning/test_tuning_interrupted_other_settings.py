@@ -226,3 +226,17 @@ def test_another_storages_interrupted_sweep_is_said_as_such_and_stays_marked(
         "that one; give this config its own name (-o name=...) to keep the two apart"
     )
     assert _marked(uri)
+
+
+def test_status_from_python_is_what_the_cli_prints(pipe) -> None:
+    """A notebook's `pipeline_status(config, uri)` left out the lines on versions trained with
+    other settings that `status -c` prints; `config_status` is the CLI's own."""
+    from adapterfleet.orchestration.report_scope import config_status
+
+    path, uri, _ = pipe
+    three = load_config(path, [THREE])
+    printed = CliRunner().invoke(app, ["status", str(path), "-o", THREE])
+    assert printed.exit_code == 0, printed.output
+    shown = config_status(three).render()
+    assert "was trained with other settings than this config's" in shown, shown
+    assert printed.output.rstrip("\n") == shown.rstrip("\n")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from functools import partial
 from pathlib import Path
 from typing import Annotated
 
@@ -61,19 +60,16 @@ def status(
     set_: SetOpt = None,
 ) -> None:
     """Tasks, trials done/running/failed, registered versions and fusion state of a pipeline."""
-    from adapterfleet.results.status import pipeline_status, status_by_name
+    from adapterfleet.results.status import status_by_name
 
     ref = resolve(name, config, tracking_uri, budget, set_)
     # a pipeline that has not run yet has no store: its plan is shown all the same (with -c;
     # a NAME alone has no plan, so a missing store is said as such)
     checked_store(ref.tracking_uri, read_only=True, must_exist=ref.config is None)
     if ref.config is not None:
-        from adapterfleet.tuning.settings import other_settings  # what the config trains
-        from adapterfleet.tuning.spec import task_config_hashes
+        from adapterfleet.orchestration.report_scope import config_status
 
-        settings = partial(other_settings, ref.config)
-        hashes = {t: task_config_hashes(ref.config, t) for t in ref.config.adapter_tasks}
-        typer.echo(pipeline_status(ref.config, ref.tracking_uri, settings, hashes).render())
+        typer.echo(config_status(ref.config, ref.tracking_uri).render())
     else:
         typer.echo(status_by_name(ref.name, ref.tracking_uri).render())
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from adapterfleet.config import PipelineConfig
@@ -21,6 +22,19 @@ from adapterfleet.tuning.spec import task_config_hashes
 
 if TYPE_CHECKING:
     from adapterfleet.data.tasks import TaskSpec
+    from adapterfleet.results.status import PipelineStatus
+
+
+def config_status(config: PipelineConfig, uri: str | None = None) -> PipelineStatus:
+    """`status -c CONFIG` from Python: the pipeline's state in the config's store (or `uri`),
+    with the trials of the config's settings counted and its registered adapters trained with
+    other settings said, as the CLI prints it (`.render()`)."""
+    from adapterfleet.results.status import pipeline_status
+    from adapterfleet.tuning.settings import other_settings
+
+    hashes = {task: task_config_hashes(config, task) for task in config.adapter_tasks}
+    settings = partial(other_settings, config)
+    return pipeline_status(config, uri or config.tracking_uri, settings, hashes)
 
 
 def report_scope(

@@ -495,3 +495,19 @@ def test_a_fusion_whose_adapters_best_moved_on_says_so(tmp_path: Path) -> None:
         "fusion a v1 @best fuses adapters whose @best has moved on (b v1 → v2): the next run "
         "trains a fusion over the new ones"
     )
+
+
+def test_a_fusion_whose_adapter_failed_is_blocked_not_waiting(tmp_path: Path) -> None:
+    """After a sweep ended with a task's trials failed (the command exited), `status` said
+    the fusion was `waiting for` that task, which a monitoring script read as in progress."""
+    config = write_config(tmp_path, "fusion: {targets: {a: [b, c]}}\n")
+    store = Store(config, tmp_path)
+    sweep = store.sweep("b", "statusdemo-00000000-20260101T000000")
+    for i in range(100):
+        store.trial(sweep, "b", f"b-{i}", "FAILED" if i == 0 else "FINISHED")
+    store.register("adapter", "c")
+    (fusion,) = pipeline_status(config, config.tracking_uri).fusions
+    assert fusion.state == "blocked: b failed" and fusion.missing == ("b",)
+    store.trial(store.sweep("b", "statusdemo-00000000-20260102T000000"), "b", "b-0", "RUNNING")
+    (fusion,) = pipeline_status(config, config.tracking_uri).fusions  # a new sweep: it may come
+    assert fusion.state == "waiting for b"

@@ -81,7 +81,7 @@ class TaskStatus:
 class FusionStatus:
     target: str
     adapters: tuple[str, ...]
-    state: str  # "v2 @best", "waiting for a, b", "training", "failed", "not started"
+    state: str  # "v2 @best", "waiting for a, b", "blocked: a failed", "training", "failed", ...
     version: int | None = None
     missing: tuple[str, ...] = ()
     best: float | None = None  # the registered fusion's dev metric
@@ -221,8 +221,9 @@ def plan_status(
         _task_status(plan, t, records, adapters.get(t), settings, purged)
         for t in status_tasks(plan)
     )
+    ended = {t.task for t in tasks if t.failed and not t.running and not t.pending}  # failed
     fusion_rows = tuple(
-        _fusion_status(plan, target, adapters, fusions.get(target), records, purged)
+        _fusion_status(plan, target, adapters, fusions.get(target), records, purged, ended)
         for target in plan.targets
     )
     said = _shown_trials(plan, records)  # the line counts what the table counts
@@ -363,6 +364,7 @@ def _fusion_status(
     model: ModelVersionInfo | None,
     records: Sequence[RunRecord],
     purged: Collection[str] = (),  # as `_task_status`'s
+    failed: Collection[str] = (),  # tasks whose sweep ended with trials failed, none registered
 ) -> FusionStatus:
     sources = plan.targets[target]
     if model is not None:
@@ -379,8 +381,12 @@ def _fusion_status(
             target, sources, text, model.version, best=best, metric=metric, fused=fused, note=note
         )
     missing = tuple(s for s in sources if not _usable(adapters.get(s), purged))
-    if missing:
-        return FusionStatus(target, sources, f"waiting for {', '.join(missing)}", missing=missing)
+    if missing:  # a source whose trials failed is not coming: the sweep ended
+        ended = [s for s in missing if s in failed]
+        state = (
+            f"blocked: {', '.join(ended)} failed" if ended else f"waiting for {', '.join(missing)}"
+        )
+        return FusionStatus(target, sources, state, missing=missing)
     runs = [r for r in records if r.kind == "fusion" and r.task == target]
     latest = max(runs, key=lambda r: r.start_time, default=None)
     if latest is not None and latest.status in RUNNING:

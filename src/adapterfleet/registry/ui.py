@@ -19,6 +19,8 @@ import socket
 import subprocess
 import sys
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import FrameType
 from typing import IO
@@ -97,22 +99,29 @@ def ui_command(uri: str, host: str, port: int) -> list[str]:
 
 
 def serve_ui(uri: str, experiment: str, host: str, port: int, say: Say) -> int:
-    """Say the links to experiment `experiment`'s runs and the model registry, then serve the
-    UI of `uri` on `host:port` until it is stopped; its exit status, 0 when stopped by Ctrl-C
-    or SIGTERM. A tracking server (`http(s)://`) has its own UI: only its links are said."""
+    """Serve the UI of `uri` on `host:port` until it is stopped, saying the links to experiment
+    `experiment`'s runs and the model registry once it answers; its exit status, 0 when stopped
+    by Ctrl-C or SIGTERM (the way a server ends). A tracking server (`http(s)://`) has its own
+    UI: only its links are said."""
     server = uri.startswith(("http://", "https://"))
     if server:
         check_tracking_uri(uri)
     else:
         check_port_free(host, port)
     base = uri if server else local_base(host, port)
-    _say_links(ui_links(base, experiment_id_of(uri, experiment)), uri, experiment, say)
+    links = ui_links(base, experiment_id_of(uri, experiment))
     if server:
+        _say_links(links, uri, experiment, say)
         say(f"the tracking store {safe_uri(uri)} is a server: its UI is already there")
         return 0
-    say(f"MLflow UI on {base} for {safe_uri(uri)} (Ctrl-C stops it)")
+
+    def ready() -> None:  # said once the server answers: a script that follows a link got in
+        _say_links(links, uri, experiment, say)
+        say(f"MLflow UI on {base} for {safe_uri(uri)} (Ctrl-C stops it)")
+
     local = host in ("127.0.0.1", "localhost", "::1")  # its note on other hosts is moot here
-    return run_until_stopped(ui_command(uri, host, port), drop=(LOCAL_NOTE,) if local else ())
+    drop = (LOCAL_NOTE,) if local else ()
+    return run_until_stopped(ui_command(uri, host, port), drop, ready=(ready, host, port))
 
 
 def check_port_free(host: str, port: int) -> None:
@@ -137,10 +146,15 @@ def _say_links(links: UiLinks, uri: str, experiment: str, say: Say) -> None:
     say(f"model registry: {safe_uri(links.models)}")
 
 
-def run_until_stopped(command: list[str], drop: tuple[bytes, ...] = ()) -> int:
+def run_until_stopped(
+    command: list[str],
+    drop: tuple[bytes, ...] = (),
+    ready: tuple[Callable[[], None], str, int] | None = None,
+) -> int:
     """Run `command` in its own process group until it ends or this process is interrupted
     (Ctrl-C, SIGTERM); then the whole group (mlflow ui and its uvicorn) is stopped. Its
-    standard error is passed on but for lines that start with one of `drop`."""
+    standard error is passed on but for lines that start with one of `drop`. `ready`: (what
+    to call, host, port) once the server it starts accepts connections there."""
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     # MLflow's own import of a deprecated Starlette module warns at every start, with a path
     env.setdefault("PYTHONWARNINGS", "ignore:starlette.middleware.wsgi is deprecated")
@@ -153,6 +167,8 @@ def run_until_stopped(command: list[str], drop: tuple[bytes, ...] = ()) -> int:
     main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _interrupt) if main else None
     try:
+        if ready is not None and _answers(proc, ready[1], ready[2]):
+            ready[0]()
         return proc.wait()
     except KeyboardInterrupt:
         _stop_group(proc)
@@ -162,6 +178,19 @@ def run_until_stopped(command: list[str], drop: tuple[bytes, ...] = ()) -> int:
             signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
         if proc.poll() is None:  # an unexpected error: leave nothing running
             _stop_group(proc)
+
+
+def _answers(proc: subprocess.Popen, host: str, port: int, within_s: float = 300.0) -> bool:
+    """Wait until `host:port` accepts a connection; False when `proc` ended first, or after
+    `within_s`."""
+    deadline = time.monotonic() + within_s
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            with socket.create_connection((host, port), timeout=1):
+                return True
+        except OSError:
+            time.sleep(0.2)
+    return False
 
 
 def _pass_on(stream: IO[bytes], drop: tuple[bytes, ...]) -> None:

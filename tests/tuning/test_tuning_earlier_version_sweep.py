@@ -130,3 +130,18 @@ def test_a_callback_an_earlier_version_pickled_is_restored_whole() -> None:
     assert isinstance(restored.stall, Stall)
     again = pickle.loads(pickle.dumps(restored))
     assert again.sweep_name == restored.sweep_name and isinstance(again.stall, Stall)
+
+
+def test_status_names_an_earlier_versions_sweep_of_other_settings(upgraded, tmp_path) -> None:
+    """After the upgrade, `status` of a config of other settings than the interrupted sweep
+    (which recorded no -o) said `run the same command again to continue`: another command."""
+    from adapterfleet.orchestration.report_scope import config_status
+
+    config, _, name, path = upgraded
+    same = config_status(config).interrupted
+    assert same.endswith("; run the same command again to continue"), same  # its settings
+    four = load_config(path, ["adapters.training.max_epochs=4"])
+    assert config_status(four).interrupted.endswith(
+        f": sweep {name}, of other settings than this config's; run the command that started "
+        "it again to continue it"
+    )

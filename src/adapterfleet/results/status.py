@@ -241,7 +241,7 @@ def plan_status(
         elapsed_s=time.perf_counter() - started,
         baselines=baselines,
         metric=plan.metric,
-        interrupted=interruption(stopped_at, said) or silence(silent_at, said),
+        interrupted=interruption(stopped_at, said, plan.config_hashes) or silence(silent_at, said),
         missing_store=(gone := str(missing_store(uri) or "")),
         others=tuple(experiments_in(uri)) if runs is None and not gone else (),
     )

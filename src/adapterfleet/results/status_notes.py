@@ -16,23 +16,50 @@ from adapterfleet.registry.purged import purged_runs, purged_text
 from adapterfleet.registry.tags import (
     BEST_ALIAS,
     TAG_BUDGET,
+    TAG_CONFIG_HASH,
     TAG_LINEAGE,
     TAG_OVERRIDES,
     TAG_PRUNED_FROM,
+    TAG_SWEEP,
 )
 
 INTERRUPTED = "INTERRUPTED"  # `status`'s word for a run Ctrl-C/SIGTERM stopped (KILLED)
 
 
-def interruption(at: float | None, records: Sequence[RunRecord]) -> str:
-    """The line that says what Ctrl-C or SIGTERM stopped; "" when the last run was not stopped."""
+def interruption(
+    at: float | None,
+    records: Sequence[RunRecord],
+    hashes: Mapping[str, Sequence[str]] | None = None,
+) -> str:
+    """The line that says what Ctrl-C or SIGTERM stopped; "" when the last run was not stopped.
+    `hashes`: the config's settings hashes by task, to tell a sweep of other settings that
+    records no `-o` (an earlier version's) from one of the config's."""
     if at is None:
         return ""
     what = _stopped_runs(records)
     stopped = f": {what} stopped mid-way (counted as pending)" if what else ""
     flags = _started_with(records)
+    other = _other_settings_sweep(records, hashes or {}) if not flags else ""
+    if other:
+        return (
+            f"interrupted {_utc(at)}: sweep {other}, of other settings than this config's; run "
+            "the command that started it again to continue it"
+        )
     had = f" (it had {flags})" if flags else ""
     return f"interrupted {_utc(at)}{stopped}; run the same command again{had} to continue"
+
+
+def _other_settings_sweep(records: Sequence[RunRecord], hashes: Mapping[str, Sequence[str]]) -> str:
+    """The name of the newest stopped sweep when its runs' settings hashes are none of the
+    config's (known by `hashes`); ""."""
+    stopped = [r for r in records if r.kind == "sweep" and r.status == INTERRUPTED]
+    newest = max(stopped, key=lambda r: r.start_time, default=None)
+    if newest is None or not hashes:
+        return ""
+    name = newest.tags.get(TAG_SWEEP, "")
+    runs = [r for r in stopped if r.tags.get(TAG_SWEEP) == name and r.tags.get(TAG_CONFIG_HASH)]
+    ours = any(r.tags[TAG_CONFIG_HASH] in hashes.get(r.task or "", ()) for r in runs)
+    return name if runs and not ours else ""
 
 
 def _started_with(records: Sequence[RunRecord]) -> str:

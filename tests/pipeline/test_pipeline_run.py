@@ -95,6 +95,8 @@ def test_run_registers_adapters_then_the_fusion_and_a_rerun_redoes_nothing(
     # the registry is the gate: the fusion's run starts after the last adapter registration
     client = mlflow_client(uri)
     fusion_run = client.get_run(fusion.version.run_id)
+    assert fusion_run.data.tags["adapterfleet.max_length"] == str(config.max_length)  # its rows
+    assert fusion_run.data.tags["adapterfleet.torch_threads"] == str(int(config.resources.cpu))
     last_adapter = max(info.created_ms for info in adapters.values())
     assert fusion_run.info.start_time >= last_adapter
     assert fusion.start_delay < 60

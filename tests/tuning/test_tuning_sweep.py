@@ -101,6 +101,8 @@ def test_mlflow_holds_one_run_per_trial_and_one_parent_per_task(swept: Swept) ->
         assert metric_steps(swept.uri, run.info.run_id, "train_loss") == [1, 2]
         assert len(metric_steps(swept.uri, run.info.run_id, "best_dev_accuracy")) == 1
         assert run.data.params["learning_rate"] == "0.01"
+        # an auditor's retraining differed in the last digits: the trial's torch threads
+        assert run.data.tags["adapterfleet.torch_threads"] == "2"  # the config's cpu: 2
         artifacts = {a.path for a in client.list_artifacts(run.info.run_id, "adapter")}
         assert artifacts == {"adapter/adapter.safetensors", "adapter/adapter_config.json"}
 

@@ -24,7 +24,12 @@ from adapterfleet.registry import (
 )
 from adapterfleet.registry import descriptions as notes
 from adapterfleet.registry.purged import purged_text, registered_by_tag, run_purged
-from adapterfleet.registry.tags import TAG_LINEAGE, TAG_LINEAGE_KEY
+from adapterfleet.registry.tags import (
+    TAG_LINEAGE,
+    TAG_LINEAGE_KEY,
+    TAG_MAX_LENGTH,
+    TAG_TORCH_THREADS,
+)
 from adapterfleet.training.config import TrainConfig
 from adapterfleet.tuning.plan import current_keys, is_current
 from adapterfleet.tuning.spec import TAG_BASE_MODEL, data_sha256, declared_layout, task_identity
@@ -229,5 +234,7 @@ def open_plan_run(
             TAG_SYSTEM: "fusion-st-a",
             TAG_SEED: seed,
             notes.TAG_NOTE: note,
+            TAG_MAX_LENGTH: config.max_length,  # a fusion records no settings tag of its own
+            TAG_TORCH_THREADS: max(1, int(config.resources.cpu)),
         },
     )

@@ -29,6 +29,8 @@ TAG_ARTIFACT_PATH = "adapterfleet.artifact_path"
 TAG_PRUNED_FROM = "adapterfleet.pruned_from"  # "vN": the fusion version a pruned one came from
 TAG_LINEAGE = "adapterfleet.lineage"  # a fusion's adapters: "task:vN,task:vN"
 TAG_LINEAGE_KEY = "adapterfleet.lineage_key"  # sha256 of what a fusion was trained from
+TAG_TORCH_THREADS = "adapterfleet.torch_threads"  # what a run trained with: its last digits
+TAG_MAX_LENGTH = "adapterfleet.max_length"  # a fusion's rows were cut at (its adapters')
 # experiment tag: the budget that ran, e.g. "cpu"; on a sweep run: the one it was started with
 TAG_BUDGET = "adapterfleet.budget"
 TAG_BUDGET_TRIMMED = "adapterfleet.budget_trimmed"  # experiment tag: JSON of what it changed

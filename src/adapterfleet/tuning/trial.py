@@ -23,7 +23,7 @@ from adapterfleet.console import MarkedSay
 from adapterfleet.data import load_task, tokenize_task
 from adapterfleet.registry import TAG_SHA256, TAG_SWEEP, TAG_TASK, MlflowRunLogger, open_trial_run
 from adapterfleet.registry.descriptions import TAG_NOTE, trial_note
-from adapterfleet.registry.tags import TAG_DRIVER, TAG_STOPPED_EARLY
+from adapterfleet.registry.tags import TAG_DRIVER, TAG_STOPPED_EARLY, TAG_TORCH_THREADS
 from adapterfleet.training import (
     EpochRecorder,
     EpochReport,
@@ -162,6 +162,7 @@ def open_run(ctx: SweepContext, params: TrialParams, train: TrainConfig) -> Mlfl
             TAG_SWEEP: ctx.sweep_name,
             TAG_NOTE: note,
             TAG_DRIVER: ctx.driver,  # not this worker: the driver ends the run on Ctrl-C
+            TAG_TORCH_THREADS: max(1, int(ctx.cpu)),  # to train it again to the last digit
         },
     )
 

@@ -31,6 +31,7 @@ from adapterfleet.registry import (
 from adapterfleet.registry.heartbeat import HEARTBEAT_ENV, heartbeat
 from adapterfleet.registry.interrupted import clear_interrupted, mark_interrupted
 from adapterfleet.registry.tags import (
+    TAG_CONFIG_HASH,
     TAG_HEARTBEAT,
     TAG_KIND,
     TAG_LINEAGE,
@@ -230,7 +231,6 @@ def test_status_of_a_config_counts_the_sweep_of_its_settings(tmp_path: Path) -> 
     """`status -c` counted the newest sweep of any settings: after a sweep of other settings
     whose trials diverged, a plain run (nothing to train: v1 @best again) showed this config's
     task FAIL 1, DONE 0; it counts the newest sweep of the config's own settings."""
-    from adapterfleet.registry.tags import TAG_CONFIG_HASH
     from adapterfleet.tuning.spec import task_config_hash
 
     store = _one_task_store(tmp_path)
@@ -503,11 +503,20 @@ def test_a_fusion_whose_adapter_failed_is_blocked_not_waiting(tmp_path: Path) ->
     config = write_config(tmp_path, "fusion: {targets: {a: [b, c]}}\n")
     store = Store(config, tmp_path)
     sweep = store.sweep("b", "statusdemo-00000000-20260101T000000")
+    store.client.set_tag(sweep, TAG_CONFIG_HASH, "ours")
     for i in range(100):
         store.trial(sweep, "b", f"b-{i}", "FAILED" if i == 0 else "FINISHED")
     store.register("adapter", "c")
-    (fusion,) = pipeline_status(config, config.tracking_uri).fusions
-    assert fusion.state == "blocked: b failed" and fusion.missing == ("b",)
-    store.trial(store.sweep("b", "statusdemo-00000000-20260102T000000"), "b", "b-0", "RUNNING")
-    (fusion,) = pipeline_status(config, config.tracking_uri).fusions  # a new sweep: it may come
-    assert fusion.state == "waiting for b"
+    hashes = {"b": ("ours",)}  # the config's settings hashes, as `status -c` passes them
+
+    def fusion_state(**hashes_of: tuple[str, ...]) -> str:
+        (fusion,) = pipeline_status(config, config.tracking_uri, None, hashes_of).fusions
+        return fusion.state
+
+    assert fusion_state(**hashes) == "blocked: b failed"
+    # another config's sweep failed (it was said blocked too): this config's has not run yet
+    assert fusion_state(b=("theirs",)) == "waiting for b"
+    again = store.sweep("b", "statusdemo-00000000-20260102T000000")  # a new sweep: it may come
+    store.client.set_tag(again, TAG_CONFIG_HASH, "ours")
+    store.trial(again, "b", "b-0", "RUNNING")
+    assert fusion_state(**hashes) == "waiting for b"

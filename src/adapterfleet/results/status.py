@@ -31,6 +31,7 @@ from adapterfleet.registry.interrupted import interrupted_at
 from adapterfleet.registry.status import FAILED, RUNNING, experiment_runs_and_tags
 from adapterfleet.registry.status import experiment_names as experiments_in
 from adapterfleet.registry.store import missing_store
+from adapterfleet.results import status_trials as trials_of
 from adapterfleet.results.formats import metric_label, number_from_tag, table, version_label
 from adapterfleet.results.status_notes import (
     INTERRUPTED,
@@ -221,7 +222,8 @@ def plan_status(
         _task_status(plan, t, records, adapters.get(t), settings, purged)
         for t in status_tasks(plan)
     )
-    ended = {t.task for t in tasks if t.failed and not t.running and not t.pending}  # failed
+    ended = {t.task for t in tasks if t.failed and not (t.running or t.pending)}  # no more
+    ended = {t for t in ended if trials_of.swept_with(records, t, plan.config_hashes.get(t, ()))}
     fusion_rows = tuple(
         _fusion_status(plan, target, adapters, fusions.get(target), records, purged, ended)
         for target in plan.targets

@@ -43,6 +43,15 @@ def with_best_so_far(plan: StatusPlan, uri: str, records: list[RunRecord]) -> li
     ]
 
 
+def swept_with(records: Sequence[RunRecord], task: str, hashes: Collection[str]) -> bool:
+    """Whether `task` has a sweep run of the settings `hashes` names (its trials are this
+    config's, not the newest of another's that `task_trials` falls back to)."""
+    return any(
+        r.kind == "sweep" and r.task == task and r.tags.get(TAG_CONFIG_HASH) in hashes
+        for r in records
+    )
+
+
 def task_trials(
     records: Sequence[RunRecord], task: str, hashes: Collection[str] = ()
 ) -> list[RunRecord]:

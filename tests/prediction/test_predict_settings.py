@@ -237,3 +237,16 @@ def test_a_fusion_of_other_adapters_than_the_config_lists_is_said(world, tmp_pat
     said = []
     predict_file(world.config, "fruit", tsv, tmp_path / "same.csv", say=said.append)
     assert not [line for line in said if "warning" in line], said
+
+
+def test_an_empty_standard_input_is_named_as_such(world, tmp_path):
+    """`predict ... --input - --format tsv </dev/null` named its spooled copy:
+    `input.path: /tmp/adapterfleet-stdin-dijwwh0b/stdin.tsv is empty (0 bytes)`."""
+    out = tmp_path / "out.csv"
+    child = _predict_cli(
+        world, "--input", "-", "--format", "tsv", "--out", out, stdin=subprocess.DEVNULL
+    )
+    _, stderr = child.communicate(timeout=300)
+    assert child.returncode == 2, stderr[-3000:]
+    assert "task 'fruit', --input: standard input is empty" in stderr, stderr
+    assert "adapterfleet-stdin-" not in stderr and not out.exists()

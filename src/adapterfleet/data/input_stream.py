@@ -49,4 +49,11 @@ def spooled(task: str, path: Path, fmt: str | None) -> Iterator[Path]:
                     shutil.copyfileobj(stream, out)
         where = "standard input" if str(path) == "-" else str(path)
         refuse_compressed(task, "input", copy, "", shown=where)
-        yield copy
+        try:
+            yield copy
+        except TaskError as error:  # named as the user gave it, not as the spooled copy
+            if str(copy) not in error.problem:
+                raise
+            field = "--input" if error.field.startswith("input") else error.field
+            problem = error.problem.replace(str(copy), where)
+            raise TaskError(error.task, field, problem, error.fix) from None

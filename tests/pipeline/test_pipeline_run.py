@@ -294,3 +294,22 @@ def test_a_rerun_of_other_settings_warms_its_fusion_after_its_own_trials_start(
     # started (a loaded machine starts a trial's worker in seconds): the gate saw it registered
     assert all(i > begun for i, line in enumerate(second) if line == warm), second
     assert any(line.startswith("fusion fruit: registered") for line in second), second
+
+
+def test_a_run_whose_trials_failed_prints_what_it_registered_and_exits_1(
+    tmp_path, tiny_model, ray_local
+):
+    """A scripting user's run with one task's trials diverged ended on the error line alone, no
+    table of the adapters it did register, and exit 2 as for a typo in the config."""
+    water = {"task_grid": {"water": {"learning_rates": [1e12]}}}
+    path = _config(tmp_path, tiny_model, water)
+    ran = CliRunner().invoke(app, ["run", str(path)])
+    assert ran.exit_code == 1, ran.output
+    assert "task water: not registered, trial(s) water-rf4-lr1e+12-s0" in ran.output
+    (row,) = [line for line in ran.output.splitlines() if line.startswith("| fruit ")]
+    assert "| adapter | v1 " in row, ran.output
+    assert "error in adapters: sweep " in ran.output and "training diverged" in ran.output
+    summary = run_pipeline(load_config(path), say=lambda _: None)  # from Python: no exception
+    assert (
+        sorted(summary.adapters) == ["fruit"] and "training diverged" in summary.errors["adapters"]
+    )

@@ -1,5 +1,4 @@
-"""`adapterfleet run`: validate, run the adapter sweep (which tokenises each task once into the
-shared cache) and the fusions.
+"""`adapterfleet run`: validate, run the adapter sweep (each task tokenised once) and the fusions.
 
 Each fusion target has a gate thread in the driver that polls the registry; as soon as every
 adapter the target needs has its `best` alias, the fusion is submitted as a Ray task with the
@@ -74,6 +73,7 @@ from adapterfleet.registry.store import check_store
 from adapterfleet.registry.tags import BEST_ALIAS
 from adapterfleet.results.report import ReportResult, build_report
 from adapterfleet.tuning.plan import check_resumable
+from adapterfleet.tuning.spec import TrialsFailed
 
 GATES_STOP_S = 5.0  # after Ctrl-C: a gate polls the registry every 2 s at most
 
@@ -219,10 +219,9 @@ def run_pipeline(
     say: Say = print,
     level: Level = Level.DEFAULT,
 ) -> PipelineSummary:
-    """Run the pipeline of `config`; `overrides`: the command line's `--set` changes it was
-    loaded with, recorded on the experiment for the report. `say` gets every progress line
-    (the fusions' and baselines' relayed from their Ray workers); `level`: how much Ray, Tune
-    and MLflow print besides (`relay.console`)."""
+    """Run the pipeline of `config`; `overrides`: the `--set` changes it was loaded with (for the
+    report). `say` gets every progress line, the Ray workers' relayed; `level`: how much Ray,
+    Tune and MLflow print besides (`relay.console`). Trials failed: `errors["adapters"]`."""
     options = {"resume": resume, "ray_address": ray_address, "num_cpus": num_cpus}
     config = require_config(config)
     overrides = overrides or config.overrides  # those it was loaded with, from Python
@@ -263,7 +262,9 @@ def _run_pipeline(
             except BaseException as error:
                 _stop_stages(gates, launcher)
                 summary.errors["adapters"] = str(error)
-                raise
+                if not isinstance(error, TrialsFailed):  # it ran: the summary says what it did
+                    raise
+                summary.adapters = error.registered
             finally:
                 launcher.stage_ended.set()
                 _join_fusions(gates, summary)

@@ -215,3 +215,18 @@ def test_baselines_of_unknown_systems_are_noted_and_mt_a_runs_are_no_cells() -> 
     collected = collect_cells(runs, "accuracy")
     assert collected.cells == {}
     assert collected.notes == ["baseline runs of unknown system 'lora' left out"]
+
+
+def test_a_report_shows_short_in_a_notebook(tmp_path: Path) -> None:
+    """A report of 4 tasks and one seed printed ~4,000 characters, growing with every run."""
+    from adapterfleet.registry.results import RunData
+    from adapterfleet.results.report import ReportResult
+    from adapterfleet.results.report_data import Cell, SeedRun
+
+    runs = tuple(
+        SeedRun(s, RunData(f"r{s}", s, {}, {}, {"best_dev_accuracy": 0.5})) for s in range(5)
+    )
+    cells = {(f"t{i}", "st-a"): Cell(f"t{i}", "st-a", runs) for i in range(16)}
+    report = ReportResult("demo", tmp_path, "| table |", "# md", (), cells, ("a note",), "run1")
+    assert len(repr(report)) < 300, repr(report)
+    assert "'a note'" in repr(report) and report.cells == cells

@@ -84,7 +84,7 @@ class ReportResult:
     table: str = field(repr=False)  # Table 1 (with the paper's rows), as printed on the terminal
     markdown: str = field(repr=False)  # the whole table1.md
     files: tuple[Path, ...]
-    cells: dict[tuple[str, str], Cell]
+    cells: dict[tuple[str, str], Cell] = field(repr=False)  # (task, system) -> its runs
     notes: tuple[str, ...]
     run_id: str | None  # the MLflow report run the files were logged to
     unlearned: tuple[str, ...] = ()  # the notes on cells no better than chance (also in notes)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import random
 import shutil
@@ -283,3 +284,21 @@ def tune_state(folder: Path) -> None:
     experiment state (empty files: the plan looks at their presence only)."""
     (folder / "tuner.pkl").write_bytes(b"")
     (folder / "experiment_state-2026-12-03_13-00-00.json").write_text("{}")
+
+
+def leave_interrupted(
+    config: Any, uri: str, experiment: str, name: str, digest: str, settings: dict[str, Any]
+) -> None:
+    """What Ctrl-C leaves of sweep `name` (of settings hash `digest`) beside its KILLED runs:
+    Tune's state and the sweep's note in the experiment folder, the experiment's mark."""
+    from adapterfleet.registry.store import get_client
+    from adapterfleet.registry.tags import TAG_INTERRUPTED
+    from adapterfleet.tuning.plan import META_FILE, experiment_path
+
+    path = experiment_path(config)
+    path.mkdir(parents=True)
+    tune_state(path)
+    tasks = list(config.adapter_tasks)
+    note = {"sweep_name": name, "sweep_hash": digest, "tasks": tasks, "settings": settings}
+    (path / META_FILE).write_text(json.dumps(note))
+    get_client(uri).set_experiment_tag(experiment, TAG_INTERRUPTED, str(int(time.time() * 1000)))

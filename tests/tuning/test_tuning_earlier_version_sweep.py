@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import json
 import pickle
-import time
 from pathlib import Path
 
 import pytest
-from tuning_support import config_document, tune_state, write_config
+from tuning_support import config_document, leave_interrupted, write_config
 
 from adapterfleet.config import load_config
 from adapterfleet.registry import (
@@ -28,7 +27,7 @@ from adapterfleet.registry import (
     register_version,
 )
 from adapterfleet.registry.store import get_client
-from adapterfleet.registry.tags import TAG_CONFIG_HASH, TAG_INTERRUPTED
+from adapterfleet.registry.tags import TAG_CONFIG_HASH
 from adapterfleet.tuning.spec import sweep_hash, task_config_hashes, task_settings
 
 
@@ -39,24 +38,13 @@ def _earlier_form(config, task: str) -> str:
 
 def _interrupt_as_earlier(uri: str, experiment: str, config) -> str:
     """A sweep of `config` that an earlier version started and Ctrl-C stopped: its name."""
-    from adapterfleet.tuning.plan import META_FILE, experiment_path
-
     earlier = {t: task_config_hashes(config, t)[-1] for t in config.adapter_tasks}
     name = f"tinysweep-{sweep_hash(earlier)[:8]}-20260101T000000"
     for task in config.adapter_tasks:
         tags = {TAG_CONFIG_HASH: earlier[task]}
         open_sweep_run(uri, experiment, name, task, tags=tags).end("KILLED")
-    path = experiment_path(config)
-    path.mkdir(parents=True)
-    tune_state(path)
-    note = {
-        "sweep_name": name,
-        "sweep_hash": sweep_hash(earlier),
-        "tasks": list(config.adapter_tasks),
-        "settings": {t: _earlier_form(config, t) for t in config.adapter_tasks},
-    }
-    (path / META_FILE).write_text(json.dumps(note))
-    get_client(uri).set_experiment_tag(experiment, TAG_INTERRUPTED, str(int(time.time() * 1000)))
+    settings = {t: _earlier_form(config, t) for t in config.adapter_tasks}
+    leave_interrupted(config, uri, experiment, name, sweep_hash(earlier), settings)
     return name
 
 

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from tuning_support import config_document, tune_state, write_config
+from tuning_support import config_document, leave_interrupted, write_config
 from typer.testing import CliRunner
 
 from adapterfleet.cli.app import app
@@ -55,7 +55,6 @@ def _register(uri: str, experiment: str, config, folder: Path) -> None:
 def _interrupt(uri: str, experiment: str, config) -> str:
     """A sweep of `config` started with `-o THREE`, stopped by Ctrl-C: its runs KILLED, its
     folder's note in place, the experiment marked. Its name."""
-    from adapterfleet.tuning.plan import META_FILE, experiment_path
     from adapterfleet.tuning.settings import settings_tag
 
     hashes = {t: task_config_hash(config, t) for t in config.adapter_tasks}
@@ -63,17 +62,8 @@ def _interrupt(uri: str, experiment: str, config) -> str:
     for task in config.adapter_tasks:
         tags = {TAG_OVERRIDES: json.dumps([THREE])}  # `command_tags`, as `run -o` sets them
         open_sweep_run(uri, experiment, name, task, tags=tags).end("KILLED")
-    path = experiment_path(config)
-    path.mkdir(parents=True)
-    tune_state(path)
-    note = {
-        "sweep_name": name,
-        "sweep_hash": sweep_hash(hashes),
-        "tasks": list(config.adapter_tasks),
-        "settings": {t: settings_tag(config, t) for t in config.adapter_tasks},
-    }
-    (path / META_FILE).write_text(json.dumps(note))
-    get_client(uri).set_experiment_tag(experiment, TAG_INTERRUPTED, str(int(time.time() * 1000)))
+    settings = {t: settings_tag(config, t) for t in config.adapter_tasks}
+    leave_interrupted(config, uri, experiment, name, sweep_hash(hashes), settings)
     return name
 
 

@@ -99,11 +99,11 @@ def test_regression_learns_a_number_with_mse(numbers_task, tmp_path) -> None:
 
 
 class _Line(torch.nn.Module):
-    """y = w · x + b: one output per example."""
+    """y = W x + b: one output per example (a regression), or a logit per class."""
 
-    def __init__(self) -> None:
+    def __init__(self, outputs: int = 1) -> None:
         super().__init__()
-        self.linear = torch.nn.Linear(4, 1)
+        self.linear = torch.nn.Linear(4, outputs)
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.linear(batch["x"])
@@ -152,21 +152,12 @@ def test_a_loss_blown_up_yet_finite_stops_the_fit_as_diverged() -> None:
     y = (x[:, 0] > 0).long()
     batches = [{"x": x[i : i + 16], "labels": y[i : i + 16]} for i in range(0, 64, 16)]
     torch.manual_seed(0)
-    model = _Classes()
+    model = _Line(outputs=2)
     config = TrainConfig(learning_rate=1e12, max_epochs=3, metric="accuracy")
     with pytest.raises(UserError, match=r"^epoch 1: the mean train loss is .*e\+\d+, over 1e\+06 "
                        r"times the first batch's \(\d\.\d+\): training diverged; lower "
                        r"learning_rate \(now 1e\+12\)"):  # fmt: skip
         fit(model, list(model.parameters()), batches, batches, config)
     sane = TrainConfig(learning_rate=0.1, max_epochs=3, metric="accuracy")
-    model = _Classes()
+    model = _Line(outputs=2)
     assert fit(model, list(model.parameters()), batches, batches, sane).best_metric > 0.75
-
-
-class _Classes(torch.nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.linear = torch.nn.Linear(4, 2)
-
-    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        return self.linear(batch["x"])

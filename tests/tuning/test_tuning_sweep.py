@@ -28,6 +28,7 @@ from adapterfleet.data import load_task
 from adapterfleet.data.baseline import majority
 from adapterfleet.orchestration.sweep import run_adapter_stage
 from adapterfleet.registry import ModelVersionInfo, adapter_model_name, pull, sha256_file
+from adapterfleet.registry.tags import TAG_TRIAL_ID
 from adapterfleet.tuning.spec import TAG_CONFIG_HASH, task_config_hash
 
 pytestmark = pytest.mark.integration
@@ -375,17 +376,20 @@ def test_an_adapter_whose_run_mlflow_gc_purged_is_planned_again(swept: Swept) ->
     ]
 
 
-def test_a_trial_that_diverges_fails_the_sweep_naming_its_cause(
+def test_a_diverged_trial_loses_its_point_and_an_all_diverged_task_fails(
     ray_local: None, tiny_model: Path, tmp_path: Path
 ) -> None:
     """A learning rate that turns the loss into NaN trained on and registered a NaN adapter;
-    now the trial stops, and its line and the sweep's error say why (they said `FAILED`). Its
-    retries (two by default) each trained the epoch again to diverge alike, each said
-    `failed (...), retrying from its last checkpoint`: they fail at once, unsaid."""
+    now the trial stops, and its line says why (it said `FAILED`). Its retries (two by default)
+    each trained the epoch again to diverge alike, each said `failed (...), retrying from its
+    last checkpoint`: they fail at once, unsaid. A grid whose steepest rate diverged lost the
+    whole task, and the error said to resume, which diverges again: now that point loses and
+    the others' best is registered; a task whose every trial diverged fails, told to lower the
+    rates."""
     from adapterfleet.tuning.spec import SweepError
 
     document = config_document(tmp_path, tiny_model, reduction_factors=[4], learning_rates=[1e12])
-    document["adapters"]["tasks"] = ["fruit"]
+    document["adapters"]["task_grid"] = {"water": {"learning_rates": [1e-3, 1e12]}}
     document["adapters"]["training"]["max_epochs"] = 1
     del document["adapters"]["training"]["learning_rate"]  # the grid's rate, not 0.01
     config = parse_config(document, tmp_path)
@@ -395,11 +399,20 @@ def test_a_trial_that_diverges_fails_the_sweep_naming_its_cause(
     cause = (
         "(epoch 1: the mean train loss is nan: training diverged; lower learning_rate (now 1e+12)"
     )
-    assert f"fruit: trial(s) fruit-rf4-lr1e+12-s0 failed {cause}" in str(caught.value)
-    failed = [line for line in lines if line.startswith("trial fruit-rf4-lr1e+12-s0: ")]
-    assert len(failed) == 1 and failed[0].startswith(f"trial fruit-rf4-lr1e+12-s0: FAILED {cause}")
+    error = str(caught.value)
+    assert f"fruit: trial(s) fruit-rf4-lr1e+12-s0 failed {cause}" in error
+    assert error.endswith(
+        "; lower the learning rates (adapters.learning_rates, task_grid) and run again"
+    )
+    assert "water" not in error
+    for trial in ("fruit-rf4-lr1e+12-s0", "water-rf4-lr1e+12-s0"):
+        failed = [line for line in lines if line.startswith(f"trial {trial}: ")]
+        assert len(failed) == 1 and failed[0].startswith(f"trial {trial}: FAILED {cause}"), lines
     assert not any("retrying" in line for line in lines), lines
     assert version_numbers(config.tracking_uri, "tinysweep.adapter.fruit") == []
+    assert version_numbers(config.tracking_uri, "tinysweep.adapter.water") == [1]
+    assert caught.value.registered["water"].tags[TAG_TRIAL_ID] == "water-rf4-lr0.001-s0"
+    assert "task water: left out trial(s) water-rf4-lr1e+12-s0, which diverged" in lines
 
 
 def test_a_trial_that_patience_ends_says_so_on_its_line(

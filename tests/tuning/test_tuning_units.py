@@ -14,7 +14,7 @@ import pytest
 from tuning_support import config_document, tune_state
 
 from adapterfleet.config import PipelineConfig, Resources, parse_config
-from adapterfleet.tuning.registration import TrialOutcome, choose_best
+from adapterfleet.tuning.outcomes import TrialOutcome, choose_best
 from adapterfleet.tuning.settings import changed_settings
 from adapterfleet.tuning.spec import (
     GRID_KEYS,

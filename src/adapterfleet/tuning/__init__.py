@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING
 from adapterfleet._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from adapterfleet.tuning.outcomes import choose_best
     from adapterfleet.tuning.plan import SweepPlan, experiment_path, plan_sweep
-    from adapterfleet.tuning.registration import Registrar, RegistrationCallback, choose_best
+    from adapterfleet.tuning.registration import Registrar, RegistrationCallback
     from adapterfleet.tuning.search import PerTaskScheduler, PerTaskSearcher, tune_options
     from adapterfleet.tuning.spec import (
         SweepContext,
@@ -34,7 +35,7 @@ _WHERE = {
     "plan_sweep": "plan",
     "RegistrationCallback": "registration",
     "Registrar": "registration",
-    "choose_best": "registration",
+    "choose_best": "outcomes",
     "PerTaskScheduler": "search",
     "PerTaskSearcher": "search",
     "tune_options": "search",

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from adapterfleet.console import Say, duration_text, plural
 from adapterfleet.errors import cause_text
 from adapterfleet.training.callbacks import epoch_line
-from adapterfleet.training.loop import TrainingDiverged
+from adapterfleet.tuning.outcomes import is_divergence
 from adapterfleet.tuning.spec import TrialParams
 
 ENDED = ("TERMINATED", "ERROR")
@@ -155,7 +155,7 @@ def free_resources(gpus: bool = False) -> str:
 def retry_line(trial_id: str, error: BaseException | None) -> str | None:
     """`trial t1: failed (<cause>), retrying from its last checkpoint`; None for a trial that
     diverged, whose retries fail at once (tuning/trial.py) and whose FAILED line says why."""
-    if isinstance(getattr(error, "cause", error), TrainingDiverged):
+    if is_divergence(error):
         return None
     cause = cause_text(error) if error is not None else ""
     failed = f"failed ({cause})" if cause else "failed"

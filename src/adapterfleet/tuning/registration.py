@@ -22,7 +22,6 @@ from adapterfleet.config import PipelineConfig
 from adapterfleet.console import Say
 from adapterfleet.data.baseline import Chance
 from adapterfleet.disk import NOTES, DiskFullError, disk_full, is_disk_full
-from adapterfleet.errors import cause_text
 from adapterfleet.registry import (
     TAG_SWEEP,
     TAG_TASK,
@@ -33,8 +32,14 @@ from adapterfleet.registry import (
 )
 from adapterfleet.registry.descriptions import adapter_model_note, adapter_version_note, tag_number
 from adapterfleet.registry.tags import TAG_BASE_MODEL_DTYPE, TAG_BASE_MODEL_LAYOUT, TAG_DATA_SHA256
-from adapterfleet.training.metrics import metric_direction, signed
+from adapterfleet.training.metrics import metric_direction
 from adapterfleet.training.workdir import JobWorkdir
+from adapterfleet.tuning.outcomes import (
+    TrialOutcome,
+    choose_best,
+    outcome_of_trial,
+    trial_exception,
+)
 from adapterfleet.tuning.progress import (
     Note,
     Stall,
@@ -56,80 +61,9 @@ from adapterfleet.tuning.spec import (
     layout_tag,
     sweep_summary,
 )
-from adapterfleet.tuning.trial import FINAL_KEY, end_stopped_early, trial_settings
+from adapterfleet.tuning.trial import end_stopped_early, trial_settings
 
 _ACTIVE: dict[str, Registrar] = {}
-
-
-@dataclass(frozen=True)
-class TrialOutcome:
-    params: TrialParams
-    status: str  # "finished", "error" or "running" (anything not ended)
-    result: dict[str, Any]
-    error: str = ""  # a failed trial's cause, one line (`ValueError: ...`)
-
-    @property
-    def ended(self) -> bool:
-        return self.status in ("finished", "error")
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "finished" and bool(self.result.get(FINAL_KEY))
-
-    @property
-    def stopped(self) -> bool:
-        """Ended by the scheduler (ASHA) before its final report: neither failed nor a
-        candidate (it saved no adapter). Tune marks the stopping result `done`; a trial cut
-        off by an interrupted driver has no such result."""
-        return self.status == "finished" and not self.ok and bool(self.result.get("done"))
-
-
-def outcome_of_trial(trial: Any, status: str | None = None) -> TrialOutcome:
-    """From a Tune `Trial`; `status` overrides its own (Tune calls `on_trial_complete`
-    before it marks the trial TERMINATED)."""
-    if status is None:
-        status = {"TERMINATED": "finished", "ERROR": "error"}.get(trial.status, "running")
-    result = dict(trial.last_result or {})
-    error = _trial_exception(trial) if status == "error" else None
-    text = cause_text(error) if error is not None else ""
-    return TrialOutcome(TrialParams.from_config(trial.config), status, result, text)
-
-
-def _trial_exception(trial: Any) -> BaseException | None:
-    """The error of a failed Tune trial, from the one Tune pickled for it in the trial's local
-    folder just before it calls back (None if none: `get_pickled_error` reads the storage
-    copy, which is synced later)."""
-    from ray import cloudpickle
-
-    try:
-        with open(trial.pickled_error_file, "rb") as file:
-            error = cloudpickle.load(file)
-    except Exception:  # noqa: BLE001 - only the wording of a failure line
-        return None
-    return error if isinstance(error, BaseException) else None
-
-
-def outcome_of_result(result: Any) -> TrialOutcome:
-    """From a `ray.tune.Result` of the grid `fit()` returns."""
-    status = "error" if result.error is not None else "finished"
-    error = cause_text(result.error) if result.error is not None else ""
-    params = TrialParams.from_config(result.config)
-    return TrialOutcome(params, status, dict(result.metrics or {}), error)
-
-
-def choose_best(outcomes: Iterable[TrialOutcome], metric: str) -> TrialOutcome:
-    """Best dev `metric` (the highest; the lowest for a lower-is-better one such as mse); ties
-    go to the smaller reduction factor, then the smaller learning rate and seed."""
-    key = f"best_dev_{metric}"
-    return max(
-        outcomes,
-        key=lambda o: (
-            signed(metric, float(o.result[key])),
-            -o.params.reduction_factor,
-            -o.params.learning_rate,
-            -o.params.seed,
-        ),
-    )
 
 
 @dataclass
@@ -167,6 +101,7 @@ class Registrar:
     note: Note | None = None  # the caller's state, after the trial counts of each epoch line
     registered: dict[str, ModelVersionInfo] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
+    diverged: set[str] = field(default_factory=set)  # the failed tasks whose trials diverged
     chances: dict[str, Chance | None] = field(default_factory=dict)  # by task: of dev
 
     def metric(self, task: str) -> str:
@@ -235,18 +170,26 @@ class Registrar:
             ended = plan.ended(by_task.get(task, {}))
             if ended is None:
                 continue
-            bad = [o.params.trial_id for o in ended if not o.ok and not o.stopped]
             finished = [o for o in ended if o.ok]
-            cause = next((f" ({o.error})" for o in ended if o.error), "")
-            if bad:
-                self.fail(task, f"trial(s) {', '.join(bad)} failed{cause}")
+            lost = [o for o in ended if o.diverged]  # a point too steep: the others can win
+            bad = [o for o in ended if not o.ok and not o.stopped and not o.diverged]
+            if bad or (lost and not finished):
+                self.fail(task, failed_trials(bad or lost), diverged=not bad)
             elif not finished:
                 self.fail(task, "every trial was stopped early")
             else:
                 self.register(task, finished)
+                if lost:
+                    ids = ", ".join(o.params.trial_id for o in lost)
+                    self.progress(f"task {task}: left out trial(s) {ids}, which diverged")
 
-    def fail(self, task: str, reason: str) -> None:
+    def fail(self, task: str, reason: str, *, diverged: bool = False) -> None:
+        """Note `task` failed (`diverged`: only by trials whose training diverged, which a
+        resume cannot mend: they fail again at once)."""
         self.failed[task] = reason
+        if diverged:
+            self.diverged.add(task)
+
         self.progress(f"task {task}: not registered, {reason}")
         plan = self.tasks[task]
         if plan.sweep_run is not None:
@@ -312,6 +255,12 @@ class Registrar:
         )
         say_taken(self.progress, task, self.config, taken, info)
         return info
+
+
+def failed_trials(outcomes: list[TrialOutcome]) -> str:
+    """`trial(s) t1, t2 failed (<the first cause>)`."""
+    cause = next((f" ({o.error})" for o in outcomes if o.error), "")
+    return f"trial(s) {', '.join(o.params.trial_id for o in outcomes)} failed{cause}"
 
 
 @contextmanager
@@ -394,7 +343,7 @@ class RegistrationCallback(ray.tune.Callback):
     def _stop_if_full(registrar: Registrar | None, trial: Any) -> BaseException | None:
         """The failed trial's error; raised out of Tune as `DiskFullError` when it is a full
         disk: its retries would fail alike (they did, for minutes), and so would the others."""
-        error = _trial_exception(trial)
+        error = trial_exception(trial)
         if is_disk_full(error):
             raise disk_full(registrar.config.storage if registrar else None, error) from None
         return error

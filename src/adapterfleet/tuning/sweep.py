@@ -26,6 +26,7 @@ from adapterfleet.data.baseline import Chance, dev_chance
 from adapterfleet.disk import watch_library_logs
 from adapterfleet.registry import MlflowRunLogger, ModelVersionInfo
 from adapterfleet.tuning.checkpoints import refill_deleted_checkpoints
+from adapterfleet.tuning.outcomes import outcome_of_result
 from adapterfleet.tuning.plan import SweepPlan, place_experiment, write_meta
 from adapterfleet.tuning.progress import Note
 from adapterfleet.tuning.registration import (
@@ -33,7 +34,6 @@ from adapterfleet.tuning.registration import (
     RegistrationCallback,
     TaskPlan,
     activate,
-    outcome_of_result,
 )
 from adapterfleet.tuning.search import tune_options
 from adapterfleet.tuning.spec import (
@@ -323,8 +323,8 @@ def run_sweep(
     failed = {**registrar.failed, **{t: "trials did not finish" for t in unfinished}}
     if failed:
         detail = "; ".join(f"{task}: {why}" for task, why in sorted(failed.items()))
-        raise TrialsFailed(
-            f"sweep {plan.sweep_name}: {detail}; fix the cause and resume the sweep",
-            registered,
-        )
+        mend = "fix the cause and resume the sweep"
+        if set(failed) <= registrar.diverged:  # a resume fails them again at once
+            mend = "lower the learning rates (adapters.learning_rates, task_grid) and run again"
+        raise TrialsFailed(f"sweep {plan.sweep_name}: {detail}; {mend}", registered)
     return registered
